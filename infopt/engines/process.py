@@ -1,0 +1,145 @@
+"""Shared engine process control: start in its own process group on 127.0.0.1, log to a file,
+wait for readiness, stop gracefully (SIGTERM, then SIGKILL of the whole group), leave no orphans.
+
+Every started process is registered here; `stop_all()` runs at interpreter exit and from the
+flow's crash/cancel hooks, so an engine never outlives the optimizer that started it.
+"""
+
+from __future__ import annotations
+
+import atexit
+import errno
+import os
+import signal
+import socket
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import httpx
+
+from infopt.engines.base import EngineAdapter
+from infopt.specs.base import EngineStartError, InputError
+from infopt.specs.results import RunningEngine
+
+_LIVE: dict[int, subprocess.Popen[bytes]] = {}
+_LOCK = threading.Lock()
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A port the OS says is free now. Another process can take it before the engine binds:
+    that race is a transient failure the start task retries."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return int(s.getsockname()[1])
+
+
+def check_port_free(host: str, port: int) -> None:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        try:
+            s.bind((host, port))
+        except OSError as exc:
+            if exc.errno == errno.EADDRINUSE:
+                raise InputError(
+                    f"port {port} on {host} is already in use by another process. Choose a free "
+                    "port with --port, or omit --port to let infopt pick one.") from None
+            raise
+
+
+def _tail(path: Path, lines: int = 20) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return ""
+
+
+def start(adapter: EngineAdapter, config, executable: str, log_path: Path,
+          weights_bytes: int, *, poll_interval_s: float = 0.25) -> RunningEngine:
+    """Launch `config` with `adapter` and block until its health route answers 200."""
+    port = config.port if config.port is not None else free_port(config.host)
+    if config.port is not None:
+        check_port_free(config.host, port)
+    launch = adapter.build_launch(config, executable, port)
+    version = adapter.detect_version(executable)
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    timeout_s = adapter.readiness_timeout_s(weights_bytes, config)
+    t0 = time.perf_counter()
+    with log_path.open("ab") as log:
+        log.write(f"$ {launch.command}\n".encode())
+        log.flush()
+        proc = subprocess.Popen(launch.argv, stdout=log, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, env={**os.environ, **launch.env},
+                                start_new_session=True)  # own group: we can kill its children
+    with _LOCK:
+        _LIVE[proc.pid] = proc
+    url = f"http://{config.host}:{port}"
+    try:
+        _wait_ready(proc, f"{url}{adapter.health_path}", timeout_s, poll_interval_s, log_path,
+                    adapter.display_name)
+    except BaseException:
+        stop(proc.pid)
+        raise
+    return RunningEngine(
+        engine=str(adapter.name), pid=proc.pid, base_url=url, port=port, argv=launch.argv,
+        env_overrides=launch.env, command=launch.command, version=version,
+        log_path=str(log_path), startup_s=time.perf_counter() - t0)
+
+
+def _wait_ready(proc: subprocess.Popen[bytes], health_url: str, timeout_s: float,
+                poll_interval_s: float, log_path: Path, name: str) -> None:
+    deadline = time.perf_counter() + timeout_s
+    with httpx.Client(timeout=5.0) as client:
+        while True:
+            code = proc.poll()
+            if code is not None:
+                raise EngineStartError(
+                    f"{name} exited with code {code} before becoming ready. Engine log: "
+                    f"{log_path}\nLast lines:\n{_tail(log_path)}", log_path=str(log_path))
+            try:
+                if client.get(health_url).status_code == 200:
+                    return
+            except httpx.TransportError:
+                pass  # not listening yet
+            if time.perf_counter() > deadline:
+                raise EngineStartError(
+                    f"{name} did not answer {health_url} within {timeout_s:.0f} s. Engine log: "
+                    f"{log_path}\nLast lines:\n{_tail(log_path)}", log_path=str(log_path))
+            time.sleep(poll_interval_s)
+
+
+def stop(pid: int, grace_s: float = 15.0) -> int | None:
+    """SIGTERM the engine's process group, SIGKILL it after `grace_s`. Returns the exit code."""
+    with _LOCK:
+        proc = _LIVE.pop(pid, None)
+    if proc is None:
+        return None
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+    except ProcessLookupError:
+        pass
+    try:
+        code = proc.wait(timeout=grace_s)
+    except subprocess.TimeoutExpired:
+        code = None
+    # Kill whatever is left of the group (vLLM's engine-core workers, for one).
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    if code is None:
+        code = proc.wait(timeout=10)
+    return code
+
+
+def live_pids() -> list[int]:
+    with _LOCK:
+        return list(_LIVE)
+
+
+def stop_all() -> None:
+    for pid in live_pids():
+        stop(pid, grace_s=5.0)
+
+
+atexit.register(stop_all)

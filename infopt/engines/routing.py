@@ -1,0 +1,61 @@
+"""Route a (hardware, model) pair to an ordered list of engine candidates, with reasons.
+
+Rules from ../shared/reference/skill/inference-optimizer/backend-routing.md and the
+specification's "Select candidates": no usable GPU / GGUF -> llama.cpp first; NVIDIA with many
+users -> vLLM; one user -> SGLang with vLLM as comparator; Apple -> MLX-LM; never Ollama.
+Issue 3 deepens this (legacy GPUs, compute capability, checkpoint formats).
+"""
+
+from __future__ import annotations
+
+from infopt.specs.base import Spec
+from infopt.specs.hardware import HardwareInventory
+from infopt.specs.model import ModelFormat, ModelProfile
+from infopt.specs.serving import EngineName
+
+
+class RouteChoice(Spec):
+    engine: EngineName
+    reason: str
+
+
+def route(hw: HardwareInventory, model: ModelProfile, target_concurrency: int) -> list[RouteChoice]:
+    arch = hw.host.architecture
+    if not hw.has_gpu and arch in ("arm64",) and hw.host.os.startswith("Darwin"):
+        return [RouteChoice(engine=EngineName.MLX, reason="Apple Silicon: MLX-LM first"),
+                RouteChoice(engine=EngineName.LLAMACPP, reason="Apple Silicon: llama.cpp/GGUF "
+                            "for API coverage or model support")]
+    if not hw.has_gpu:
+        choices = [RouteChoice(engine=EngineName.LLAMACPP,
+                               reason=f"no GPU ({hw.gpu_probe}): CPU route, llama.cpp first")]
+        if model.format is ModelFormat.HF:
+            choices.append(RouteChoice(engine=EngineName.VLLM, reason="vLLM CPU build as "
+                                       "comparator for an HF checkpoint"))
+        return choices
+    if model.format is ModelFormat.GGUF:
+        return [RouteChoice(engine=EngineName.LLAMACPP, reason="GGUF checkpoint: llama.cpp "
+                            "serves it natively (vLLM/SGLang need an HF checkpoint)")]
+    if target_concurrency > 1:
+        return [RouteChoice(engine=EngineName.VLLM, reason=f"NVIDIA GPU, {target_concurrency} "
+                            "concurrent users: vLLM first"),
+                RouteChoice(engine=EngineName.SGLANG, reason="comparator")]
+    return [RouteChoice(engine=EngineName.SGLANG, reason="NVIDIA GPU, one active user: SGLang "
+                        "first"),
+            RouteChoice(engine=EngineName.VLLM, reason="comparator for a single user")]
+
+
+def select_available(routes: list[RouteChoice], forced: EngineName | None,
+                     is_available) -> tuple[EngineName, list[str]]:
+    """The first routed (or forced) engine that `is_available(name)` accepts, with the reasons the
+    others were skipped. `is_available` raises EngineUnavailableError with what to do."""
+    from infopt.specs.base import EngineUnavailableError
+
+    candidates = [forced] if forced else [r.engine for r in routes]
+    skipped: list[str] = []
+    for name in candidates:
+        try:
+            is_available(name)
+            return EngineName(name), skipped
+        except EngineUnavailableError as exc:
+            skipped.append(f"{name}: {exc}")
+    raise EngineUnavailableError("no usable engine: " + " ".join(skipped))

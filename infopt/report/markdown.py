@@ -1,0 +1,115 @@
+"""Render an OptimizationReport as Markdown. The only place seconds become milliseconds and
+bytes become GiB; every number says whether it was measured or read, and from where."""
+
+from __future__ import annotations
+
+from infopt.specs.results import LevelResult, OptimizationReport, Percentiles, Trial
+
+GIB = 2**30
+
+
+def _ms(p: float | None) -> str:
+    return "—" if p is None else f"{p * 1000:.1f}"
+
+
+def _pct(p: Percentiles) -> str:
+    flag = "*" if p.low_sample_p95 else ""
+    return f"{_ms(p.p50)} / {_ms(p.p95)}{flag}"
+
+
+def _level_row(t: Trial, lvl: LevelResult) -> str:
+    reached = "yes" if lvl.lengths_not_reached == 0 else f"NO ({lvl.lengths_not_reached} short)"
+    return (f"| {t.trial_id} | {t.value or 'baseline'} | {lvl.concurrency} | {lvl.requests} | "
+            f"{lvl.errors} | {_pct(lvl.ttft_s)} | {_pct(lvl.itl_s)} | "
+            f"{lvl.output_tokens_per_s:.1f} | {reached} |")
+
+
+def render_markdown(r: OptimizationReport) -> str:
+    h, m, w = r.hardware.host, r.model, r.workload
+    winner = next(t for t in r.trials if t.trial_id == r.winner_trial_id)
+    lines = [
+        f"# infopt optimization report — run `{r.run_id}`",
+        "",
+        f"Created {r.created_at}. Engine **{r.engine} {r.engine_version}**. "
+        "All latencies and rates below are **measured** on this machine unless marked otherwise.",
+        "",
+        "## Runnable configuration (winner)",
+        "",
+        "```sh",
+        r.winner_command,
+        "```",
+        "",
+        f"Winner: trial `{r.winner_trial_id}`; objective **{w.objective.value}** = "
+        f"{winner.objective_value:.2f} "
+        + ("output tokens/s at concurrency " + str(w.target_concurrency)
+           if w.objective.value == "throughput" else "s median ITL single stream")
+        + " (measured).",
+        "",
+    ]
+    if r.tuning:
+        t = r.tuning
+        lines += [
+            f"## Tuning: `{t.dimension}`",
+            "",
+            f"Rule: {t.rule}. Baseline value `{t.baseline_value}`; chosen `{t.winner_value}` "
+            f"({'accepted: beyond run-to-run noise' if t.accepted else 'baseline kept: no change beyond noise'}).",
+            "",
+            "| value | median objective | spread (max−min) |",
+            "|---|---|---|",
+        ]
+        for v in t.values:
+            med, spr = t.medians.get(v), t.spreads.get(v)
+            lines.append(f"| {v} | {'—' if med is None else f'{med:.2f}'} | "
+                         f"{'—' if spr is None else f'{spr:.2f}'} |")
+        lines.append("")
+    lines += [
+        "## Trials (measured)",
+        "",
+        "TTFT and ITL as p50 / p95 in ms (* = fewer than 20 samples: p95 is indicative only). "
+        "Output tokens/s is the aggregate over the measured phase.",
+        "",
+        "| trial | value | concurrency | requests | errors | TTFT ms | ITL ms | out tok/s | "
+        "lengths reached |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for t in r.trials:
+        if t.benchmark is None:
+            lines.append(f"| {t.trial_id} | {t.value or 'baseline'} | — | — | — | — | — | — | "
+                         f"failed: {t.failed} |")
+            continue
+        lines += [_level_row(t, lvl) for lvl in t.benchmark.levels]
+    lines += ["", "### Exact command of each trial", ""]
+    for t in r.trials:
+        cmd = t.engine.command if t.engine else "(did not start)"
+        lines += [f"- `{t.trial_id}` (startup {t.engine.startup_s:.1f} s):" if t.engine
+                  else f"- `{t.trial_id}`:", f"  `{cmd}`"]
+    lines += [
+        "",
+        "## API contract (measured)",
+        "",
+        "| route | stream | ok | detail |",
+        "|---|---|---|---|",
+        *[f"| `{c.route}` | {c.stream} | {'pass' if c.ok else 'FAIL'} | {c.detail} |"
+          for c in r.contract],
+        "",
+        "## Target",
+        "",
+        f"- Host: {h.cpu_model}, {h.usable_cpus} usable CPUs ({h.logical_cpus} logical), "
+        f"{h.ram_total_bytes / GIB:.1f} GiB RAM ({h.ram_available_bytes / GIB:.1f} GiB available), "
+        f"{h.os}, kernel {h.kernel}; ISA: {', '.join(h.isa_features) or 'none detected'} "
+        "(read from /proc/cpuinfo).",
+        f"- GPUs: {len(r.hardware.gpus)} — {r.hardware.gpu_probe}.",
+        f"- Model: {m.name} ({m.architecture}, {m.format.value}, {m.weight_format}), "
+        f"{m.num_layers} layers, {m.num_query_heads} query / {m.num_kv_heads} KV heads × "
+        f"{m.head_dim}, native context {m.native_context_tokens} tokens, "
+        f"{(m.params_total or 0) / 1e6:.1f} M parameters, file {m.file_bytes / 2**20:.1f} MiB, "
+        f"KV {m.kv_bytes_per_token_f16} B/token at f16 (computed). Source: {m.source}.",
+        f"- Workload `{w.name}`: ~{w.input_tokens} input tokens (approximate), "
+        f"{w.output_tokens} output tokens (forced), concurrency levels {w.concurrency_levels}, "
+        f"{w.requests_per_level} measured requests per level after warm-up.",
+        "- Routing: " + "; ".join(r.routing),
+        "",
+    ]
+    if r.notes:
+        lines += ["## Notes", "", *[f"- {n}" for n in r.notes], ""]
+    return "\n".join(lines)

@@ -1,0 +1,35 @@
+"""Base model and error types shared by every stage.
+
+Units live in field names (`_s`, `_bytes`, `_tokens`, `_per_s`); values inside the library are
+seconds and bytes, converted only in `infopt.report`.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict
+
+
+class Spec(BaseModel):
+    """Strict model: unknown fields are errors, so a typo in a config never passes silently."""
+
+    model_config = ConfigDict(extra="forbid", frozen=False)
+
+
+class InfoptError(Exception):
+    """An error the user can fix. The message says what to change; the CLI prints it, no trace."""
+
+
+class InputError(InfoptError):
+    """A bad input: a path, a name, a number out of range."""
+
+
+class EngineUnavailableError(InfoptError):
+    """An engine binary or environment is missing."""
+
+
+class EngineStartError(InfoptError):
+    """An engine process failed to become ready. Carries the log path for diagnosis."""
+
+    def __init__(self, message: str, log_path: str | None = None):
+        super().__init__(message)
+        self.log_path = log_path

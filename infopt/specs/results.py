@@ -1,0 +1,132 @@
+"""Measurements and the report. Every latency in seconds, every rate per second."""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from .base import Spec
+from .hardware import HardwareInventory
+from .model import ModelProfile
+from .serving import ServingConfig
+from .workload import Workload
+
+
+class RunningEngine(Spec):
+    """A started engine process, as handed between tasks (the Popen lives in engines.process)."""
+
+    engine: str
+    pid: int
+    base_url: str
+    port: int
+    argv: list[str]
+    env_overrides: dict[str, str]
+    command: str  # the exact, copy-pasteable command line (env + argv, shell-quoted)
+    version: str
+    log_path: str
+    startup_s: float
+
+
+class RequestRecord(Spec):
+    """One measured request. Times from time.perf_counter() relative to the request start."""
+
+    request_id: str
+    concurrency: int
+    ok: bool
+    error: str | None = None
+    prompt_tokens: int | None = None
+    output_tokens: int | None = None  # from the engine's usage block
+    output_tokens_requested: int
+    content_chunks: int = 0
+    ttft_s: float | None = None
+    e2e_s: float | None = None
+    itl_s: list[float] = Field(default_factory=list)  # gaps between successive content chunks
+    start_offset_s: float = 0.0  # request start relative to the level's measured phase start
+
+    @property
+    def length_reached(self) -> bool:
+        return self.output_tokens == self.output_tokens_requested
+
+
+class Percentiles(Spec):
+    n: int
+    p50: float | None
+    p95: float | None
+    p99: float | None
+    mean: float | None
+    low_sample_p95: bool  # fewer than 20 samples: p95 is an interpolation of few points
+
+
+class LevelResult(Spec):
+    """All measured requests at one closed-loop concurrency level."""
+
+    concurrency: int
+    requests: int
+    errors: int
+    lengths_not_reached: int
+    duration_s: float
+    ttft_s: Percentiles
+    itl_s: Percentiles
+    e2e_s: Percentiles
+    output_tokens_total: int
+    output_tokens_per_s: float  # aggregate over the measured phase's wall time
+    requests_per_s: float
+
+
+class BenchmarkResult(Spec):
+    workload: Workload
+    levels: list[LevelResult]
+
+    def level(self, concurrency: int) -> LevelResult:
+        for lvl in self.levels:
+            if lvl.concurrency == concurrency:
+                return lvl
+        raise KeyError(f"no level with concurrency {concurrency}")
+
+
+class ContractCheck(Spec):
+    route: str
+    stream: bool
+    ok: bool
+    detail: str
+
+
+class Trial(Spec):
+    trial_id: str
+    role: str  # "baseline" or "tuning"
+    dimension: str | None  # the knob varied in this trial, None for the baseline
+    value: str | None
+    repeat: int
+    config: ServingConfig
+    engine: RunningEngine | None
+    benchmark: BenchmarkResult | None
+    objective_value: float | None
+    failed: str | None = None  # why the trial produced no measurement
+
+
+class TuningOutcome(Spec):
+    dimension: str
+    values: list[str]
+    baseline_value: str
+    medians: dict[str, float | None]  # value -> median objective over its repeats
+    spreads: dict[str, float | None]  # value -> max - min over its repeats
+    winner_value: str
+    accepted: bool  # winner differs from baseline by more than the noise rule
+    rule: str  # how acceptance was decided, in words
+
+
+class OptimizationReport(Spec):
+    run_id: str
+    created_at: str
+    hardware: HardwareInventory
+    model: ModelProfile
+    workload: Workload
+    engine: str
+    engine_version: str
+    routing: list[str]  # routed engine order with reasons
+    contract: list[ContractCheck]
+    trials: list[Trial]
+    tuning: TuningOutcome | None
+    winner_trial_id: str
+    winner_config: ServingConfig
+    winner_command: str
+    notes: list[str]

@@ -1,0 +1,42 @@
+"""The traffic to optimize for. Issue-2 scope: closed-loop concurrency levels, fixed lengths."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+from pydantic import Field, model_validator
+
+from .base import Spec
+
+
+class Objective(StrEnum):
+    # Aggregate output tokens/s at the target concurrency (higher is better).
+    THROUGHPUT = "throughput"
+    # Median inter-token latency of a single stream (lower is better).
+    LATENCY = "latency"
+
+
+class Workload(Spec):
+    name: str = "chat"
+    input_tokens: int = Field(128, ge=1, description="prompt length, approximate until issue 6")
+    output_tokens: int = Field(64, ge=2, description="forced with ignore_eos + max_tokens")
+    concurrency_levels: list[int] = Field(default_factory=lambda: [1, 4])
+    target_concurrency: int = Field(4, ge=1)
+    requests_per_level: int = Field(12, ge=1, description="measured requests per concurrency level")
+    warmup_requests: int | None = Field(
+        None, ge=0, description="discarded requests before each level; default = the level")
+    objective: Objective = Objective.THROUGHPUT
+
+    @model_validator(mode="after")
+    def _target_is_measured(self) -> "Workload":
+        if any(c < 1 for c in self.concurrency_levels):
+            raise ValueError("concurrency_levels must all be >= 1")
+        if self.target_concurrency not in self.concurrency_levels:
+            raise ValueError(f"target_concurrency {self.target_concurrency} must be one of "
+                             f"concurrency_levels {self.concurrency_levels}")
+        if self.objective is Objective.LATENCY and 1 not in self.concurrency_levels:
+            raise ValueError("objective 'latency' needs concurrency level 1 (single stream)")
+        return self
+
+    def warmup_for(self, concurrency: int) -> int:
+        return concurrency if self.warmup_requests is None else self.warmup_requests

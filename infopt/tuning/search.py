@@ -1,0 +1,91 @@
+"""One tuning dimension at a time: the baseline configuration, the values to try, the objective
+of a measured trial, and the accept/reject decision over repeated runs.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from infopt.analysis.stats import median_and_spread
+from infopt.specs.base import Spec
+from infopt.specs.hardware import HardwareInventory
+from infopt.specs.model import ModelProfile
+from infopt.specs.results import BenchmarkResult, Trial, TuningOutcome
+from infopt.specs.serving import EngineName, LlamaCppConfig, VllmConfig
+from infopt.specs.workload import Objective, Workload
+
+
+class TuningDimension(Spec):
+    knob: str
+    values: list[int | float | str | bool]
+    why: str
+
+
+def baseline_config(engine: EngineName, model: ModelProfile, hw: HardwareInventory,
+                    served_name: str, port: int | None) -> LlamaCppConfig | VllmConfig:
+    """The simplest correct configuration at the model's full native context."""
+    if engine is EngineName.LLAMACPP:
+        return LlamaCppConfig(model_path=model.path, served_model_name=served_name, port=port,
+                              threads=hw.host.usable_cpus, parallel_slots=1,
+                              ctx_per_slot_tokens=model.native_context_tokens)
+    if engine is EngineName.VLLM:
+        return VllmConfig(model_path=model.path, served_model_name=served_name, port=port,
+                          max_model_len=model.native_context_tokens)
+    raise ValueError(f"no baseline for engine {engine} yet")
+
+
+def first_dimension(config: LlamaCppConfig | VllmConfig, workload: Workload) -> TuningDimension:
+    """Scheduling/batching is the first dimension we can change on a fixed checkpoint: how many
+    requests the engine runs at once, up to the target concurrency."""
+    levels = sorted({v for v in (1, 2, 4, 8, 16, 32) if v < workload.target_concurrency}
+                    | {workload.target_concurrency})
+    if isinstance(config, LlamaCppConfig):
+        return TuningDimension(knob="parallel_slots", values=levels,
+                               why="llama.cpp batches only across its --parallel slots; each slot "
+                               "keeps the full native context")
+    return TuningDimension(knob="max_num_seqs", values=levels,
+                           why="vLLM's cap on concurrently scheduled sequences")
+
+
+def objective_value(bench: BenchmarkResult, workload: Workload) -> float | None:
+    if workload.objective is Objective.THROUGHPUT:
+        return bench.level(workload.target_concurrency).output_tokens_per_s
+    return bench.level(1).itl_s.p50
+
+
+def higher_is_better(objective: Objective) -> bool:
+    return objective is Objective.THROUGHPUT
+
+
+def decide(trials: list[Trial], knob: str, baseline_value: str,
+           objective: Objective) -> TuningOutcome:
+    """Winner = best median objective; a change from the baseline is accepted only when every
+    repeat of the winner beats every repeat of the baseline (non-overlapping ranges), so a gain
+    inside run-to-run noise is never reported as a win."""
+    by_value: dict[str, list[float]] = defaultdict(list)
+    values: list[str] = []
+    for t in trials:
+        if t.value is None:
+            continue
+        if t.value not in values:
+            values.append(t.value)
+        if t.objective_value is not None:
+            by_value[t.value].append(t.objective_value)
+    medians, spreads = {}, {}
+    for v in values:
+        medians[v], spreads[v] = median_and_spread(by_value[v])
+    sign = 1.0 if higher_is_better(objective) else -1.0
+    measured = [v for v in values if medians[v] is not None]
+    if not measured:
+        raise ValueError("no tuning trial produced a measurement")
+    best = max(measured, key=lambda v: sign * medians[v])
+    base = by_value.get(baseline_value, [])
+    win = by_value[best]
+    accepted = best != baseline_value and (
+        not base or min(sign * x for x in win) > max(sign * x for x in base))
+    rule = ("accept only if every repeat of the best value beats every repeat of the baseline "
+            f"({'higher' if sign > 0 else 'lower'} {objective.value} is better)")
+    return TuningOutcome(dimension=knob, values=values, baseline_value=baseline_value,
+                         medians=medians, spreads=spreads,
+                         winner_value=best if accepted else baseline_value,
+                         accepted=accepted, rule=rule)

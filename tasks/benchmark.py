@@ -1,0 +1,31 @@
+"""Benchmark a running engine on the workload; per-request records go to the trial folder."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from prefect import get_run_logger, task
+from prefect.cache_policies import NO_CACHE
+
+from infopt.engines import adapter_for
+from infopt.loadgen.benchmark import run_benchmark
+from infopt.report.rundir import write_records
+from infopt.specs.results import BenchmarkResult, RunningEngine
+from infopt.specs.workload import Workload
+
+
+@task(name="benchmark", cache_policy=NO_CACHE)
+def benchmark(running: RunningEngine, served_model_name: str, workload: Workload, seed: int,
+              run_dir: str, trial_id: str) -> BenchmarkResult:
+    logger = get_run_logger()
+    result, records = run_benchmark(
+        running.base_url, served_model_name, workload,
+        adapter_for(running.engine).forced_length_fields(workload.output_tokens),
+        seed=seed, progress=lambda msg: logger.info("%s: %s", trial_id, msg))
+    write_records(Path(run_dir), trial_id, records)
+    for lvl in result.levels:
+        logger.info(
+            "%s c=%d: TTFT p50 %.1f ms, ITL p50 %.1f ms, %.1f out tok/s, %d errors, %d short",
+            trial_id, lvl.concurrency, (lvl.ttft_s.p50 or 0) * 1e3, (lvl.itl_s.p50 or 0) * 1e3,
+            lvl.output_tokens_per_s, lvl.errors, lvl.lengths_not_reached)
+    return result

@@ -1,0 +1,57 @@
+"""Real vLLM (CPU build) on the converted SmolLM2: start through the adapter and the shared
+process control, then a streamed chat completion through the real `openai` SDK."""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+import openai
+import pytest
+
+from infopt.engines import process, vllm
+from infopt.specs.serving import VllmConfig
+
+pytestmark = [pytest.mark.integration, pytest.mark.vllm, pytest.mark.timeout(600)]
+
+
+@pytest.fixture(scope="module")
+def vllm_server(vllm_python, hf_model, tmp_path_factory):
+    # --enforce-eager: ~37 s start on 2 cores instead of ~140 s compiled (notes/engines.md).
+    cfg = VllmConfig(model_path=str(hf_model), served_model_name="smollm2", max_model_len=4096,
+                     enforce_eager=True, cpu_kvcache_space_gib=1)
+    log = tmp_path_factory.mktemp("vllm") / "engine.log"
+    running = process.start(vllm.ADAPTER, cfg, str(vllm_python), log, weights_bytes=270_000_000)
+    yield running
+    process.stop(running.pid)
+
+
+def test_streamed_chat_completion_through_openai_sdk(vllm_server):
+    client = openai.OpenAI(base_url=f"{vllm_server.base_url}/v1", api_key="unused")
+    stream = client.chat.completions.create(
+        model="smollm2", messages=[{"role": "user", "content": "Name a colour."}],
+        max_tokens=12, stream=True, stream_options={"include_usage": True},
+        extra_body=vllm.ADAPTER.forced_length_fields(12), temperature=0.0)
+    text, usage = "", None
+    for chunk in stream:
+        if chunk.usage:
+            usage = chunk.usage
+        for choice in chunk.choices:
+            text += choice.delta.content or ""
+    assert text.strip(), "vLLM streamed no content"
+    assert usage is not None and usage.completion_tokens == 12  # forced length reached
+
+
+def test_vllm_logs_kv_capacity_and_version(vllm_server):
+    log = Path(vllm_server.log_path).read_text()
+    # Verbatim form from notes/engines.md: "CPU KV cache size: 46,592 tokens, ..."
+    m = re.search(r"KV cache size: ([\d,]+) tokens", log)
+    assert m, "no KV capacity line in the vLLM log"
+    tokens = int(m.group(1).replace(",", ""))
+    # 1 GiB / (30 layers x 3 KV heads x 64 x 2 (K,V) x 2 bytes = 23,040 B/token) = 46,603,
+    # rounded down to whole blocks: within one 16-token block... allow a few blocks.
+    assert 46_603 - 16 * 8 <= tokens <= 46_603
+    assert vllm_server.version.startswith("0.32")
+    assert vllm_server.pid in process.live_pids()
+    assert "--enforce-eager" in vllm_server.argv and os.path.basename(vllm_server.argv[0]).startswith("python")

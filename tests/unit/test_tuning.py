@@ -1,0 +1,45 @@
+from infopt.specs.results import Trial
+from infopt.specs.serving import LlamaCppConfig
+from infopt.specs.workload import Objective, Workload
+from infopt.tuning.search import decide, first_dimension
+
+CFG = LlamaCppConfig(model_path="/m.gguf", ctx_per_slot_tokens=8192)
+
+
+def _t(value, obj, i):
+    return Trial(trial_id=f"t{i}", role="tuning", dimension="parallel_slots", value=value,
+                 repeat=1, config=CFG, engine=None, benchmark=None, objective_value=obj)
+
+
+def test_gain_beyond_noise_is_accepted():
+    trials = [_t("1", 100, 0), _t("1", 104, 1), _t("4", 140, 2), _t("4", 150, 3),
+              _t("2", 120, 4), _t("2", 125, 5)]
+    out = decide(trials, "parallel_slots", "1", Objective.THROUGHPUT)
+    assert out.accepted and out.winner_value == "4"
+    assert out.medians["4"] == 145 and out.spreads["4"] == 10
+
+
+def test_gain_inside_noise_keeps_baseline():
+    # Median of "4" is higher, but one of its repeats (101) loses to a baseline repeat (104).
+    trials = [_t("1", 100, 0), _t("1", 104, 1), _t("4", 101, 2), _t("4", 150, 3)]
+    out = decide(trials, "parallel_slots", "1", Objective.THROUGHPUT)
+    assert not out.accepted and out.winner_value == "1"
+
+
+def test_latency_objective_prefers_lower():
+    trials = [_t("1", 0.030, 0), _t("1", 0.031, 1), _t("2", 0.020, 2), _t("2", 0.021, 3)]
+    out = decide(trials, "parallel_slots", "1", Objective.LATENCY)
+    assert out.accepted and out.winner_value == "2"
+
+
+def test_failed_trials_are_ignored_in_medians():
+    trials = [_t("1", 100, 0), _t("4", None, 1), _t("4", 130, 2)]
+    out = decide(trials, "parallel_slots", "1", Objective.THROUGHPUT)
+    assert out.medians["4"] == 130 and out.winner_value == "4"
+
+
+def test_dimension_values_reach_the_target_concurrency():
+    dim = first_dimension(CFG, Workload(concurrency_levels=[1, 4], target_concurrency=4))
+    assert dim.knob == "parallel_slots" and dim.values == [1, 2, 4]
+    dim = first_dimension(CFG, Workload(concurrency_levels=[1, 6], target_concurrency=6))
+    assert dim.values == [1, 2, 4, 6]
