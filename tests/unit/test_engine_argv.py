@@ -69,5 +69,8 @@ def test_registry_is_keyed_by_engine_name():
 
 def test_llamacpp_version_parsing():
     text = "load_backend: ...\nversion: 7123 (a1b2c3d)\nbuilt with cc (Debian 12.2.0) for x86_64"
-    assert llamacpp.parse_version(text) == "b7123 (a1b2c3d)"
+    assert llamacpp.parse_version(text) == "7123 (a1b2c3d)"
+    # Recorded from the llama.cpp vendored in llama-cpp-python 0.3.36:
+    vendored = "version: 0.5.0-dev (build 1, commit 0c1e570)\nbuilt with GNU 12.2.0 for Linux x86_64"
+    assert llamacpp.parse_version(vendored) == "0.5.0-dev (build 1, commit 0c1e570)"
     assert llamacpp.parse_version("garbage") == "unknown"

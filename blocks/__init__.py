@@ -1,0 +1,1 @@
+"""Prefect Blocks for infopt."""

@@ -1,0 +1,96 @@
+"""The optimize flow end to end against the real llama-server and the real SmolLM2 GGUF,
+with a reduced request count. Asserts on the written report, not on the flow's internals."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import statistics
+
+import pytest
+
+from infopt.bootstrap import default_paths
+from infopt.engines import process
+from infopt.specs.results import OptimizationReport
+from infopt.specs.workload import Workload
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
+
+
+@pytest.fixture(scope="module")
+def report_and_dir(prefect_api, tmp_path_factory):
+    from flows.optimize import optimize
+
+    gguf = default_paths().gguf
+    if not gguf.exists():
+        pytest.fail("bundled model missing: run `make engines`")
+    runs = tmp_path_factory.mktemp("runs")
+    wl = Workload(input_tokens=48, output_tokens=16, concurrency_levels=[1, 2],
+                  target_concurrency=2, requests_per_level=4)
+    report = optimize(model_path=str(gguf), workload=wl, runs_dir=str(runs), repeats=2)
+    return report, runs / report.run_id
+
+
+def test_report_files_written_and_parse(report_and_dir):
+    report, run_dir = report_and_dir
+    md = (run_dir / "report.md").read_text()
+    data = OptimizationReport.model_validate(json.loads((run_dir / "report.json").read_text()))
+    assert data.run_id == report.run_id
+    assert report.winner_command in md
+    assert "TTFT" in md and report.engine_version in md
+
+
+def test_every_trial_measured_ttft_and_itl(report_and_dir):
+    report, run_dir = report_and_dir
+    # baseline (slots=1) + slots=2 r1 + both values at r2 = 4 trials
+    assert len(report.trials) == 4
+    for t in report.trials:
+        assert t.failed is None and t.benchmark is not None
+        for lvl in t.benchmark.levels:
+            assert lvl.errors == 0
+            assert lvl.ttft_s.n == 4 and lvl.ttft_s.p50 > 0
+            assert lvl.itl_s.n == 4 * 15  # 16 forced tokens -> 15 gaps per request
+            assert lvl.itl_s.p50 > 0
+            assert lvl.lengths_not_reached == 0  # forced output lengths were reached
+        assert (run_dir / "trials" / t.trial_id / "requests.jsonl").exists()
+        assert (run_dir / "trials" / t.trial_id / "engine.log").exists()
+
+
+def test_winner_is_best_measured_on_objective(report_and_dir):
+    report, _ = report_and_dir
+    tuning = report.tuning
+    by_value: dict[str, list[float]] = {}
+    for t in report.trials:
+        by_value.setdefault(t.value, []).append(t.objective_value)
+    medians = {v: statistics.median(xs) for v, xs in by_value.items()}
+    best = max(medians, key=medians.get)
+    assert medians == pytest.approx(tuning.medians)
+    if tuning.accepted:
+        assert tuning.winner_value == best
+    else:  # kept the baseline because the best value's gain was inside the noise
+        assert tuning.winner_value == tuning.baseline_value
+    winner = next(t for t in report.trials if t.trial_id == report.winner_trial_id)
+    assert winner.value == tuning.winner_value
+    # The objective is the aggregate output tokens/s at the target concurrency.
+    assert winner.objective_value == winner.benchmark.level(2).output_tokens_per_s
+
+
+def test_report_names_engine_version_and_exact_commands(report_and_dir):
+    report, run_dir = report_and_dir
+    md = (run_dir / "report.md").read_text()
+    assert report.engine == "llamacpp" and "commit" in report.engine_version
+    for t in report.trials:
+        argv = shlex.split(t.engine.command)
+        assert argv[0].endswith("llama-server")
+        assert argv[argv.index("--host") + 1] == "127.0.0.1"
+        assert argv[argv.index("--parallel") + 1] == t.value
+        # full native context (8192) per slot
+        assert int(argv[argv.index("-c") + 1]) == 8192 * int(t.value)
+        assert t.engine.command in md
+
+
+def test_contract_checked_and_no_engine_left_running(report_and_dir):
+    report, _ = report_and_dir
+    assert {c.stream for c in report.contract} == {True, False}
+    assert all(c.ok for c in report.contract)
+    assert process.live_pids() == []

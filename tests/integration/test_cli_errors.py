@@ -1,0 +1,57 @@
+"""User-facing errors from the real `infopt` console script: one paragraph, exit 2, no trace."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.integration
+
+INFOPT = shutil.which("infopt") or str(Path(os.sys.executable).parent / "infopt")
+
+
+def _run(*args, env=None, cwd=None):
+    return subprocess.run([INFOPT, *args], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, **(env or {})}, cwd=cwd)
+
+
+def _assert_clean_error(out, *needles):
+    assert out.returncode == 2, out.stderr
+    assert "Traceback" not in out.stderr + out.stdout
+    for n in needles:
+        assert n in out.stderr, out.stderr
+
+
+def test_unknown_model_path(tmp_path):
+    out = _run("optimize", "--model", str(tmp_path / "nope.gguf"), "--runs-dir", str(tmp_path))
+    _assert_clean_error(out, "does not exist", "Pass a local .gguf file")
+
+
+def test_occupied_port(tmp_path, gguf_model):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        port = s.getsockname()[1]
+        out = _run("optimize", "--port", str(port), "--runs-dir", str(tmp_path))
+    _assert_clean_error(out, f"port {port}", "already in use")
+
+
+def test_engine_binary_missing(tmp_path, gguf_model):
+    out = _run("optimize", "--runs-dir", str(tmp_path),
+               env={"INFOPT_LLAMA_SERVER": str(tmp_path / "missing" / "llama-server")})
+    _assert_clean_error(out, "llama-server binary is missing", "make engines")
+
+
+def test_unknown_engine_name(tmp_path):
+    out = _run("optimize", "--engine", "ollama", "--runs-dir", str(tmp_path))
+    _assert_clean_error(out, "'ollama' is not a valid EngineName")
+
+
+def test_nothing_written_into_cwd_on_error(tmp_path):
+    out = _run("optimize", "--model", str(tmp_path / "nope.gguf"), cwd=tmp_path)
+    assert out.returncode == 2 and list(tmp_path.iterdir()) == []

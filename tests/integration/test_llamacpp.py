@@ -1,0 +1,119 @@
+"""Real llama-server with the real SmolLM2 GGUF: process control, contract probes, load
+generator, and the user-facing errors for a busy port, a missing binary and a bad model."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+
+import httpx
+import pytest
+
+from infopt.contract.chat import check_chat_contract
+from infopt.engines import llamacpp, process
+from infopt.loadgen.benchmark import run_benchmark
+from infopt.specs.base import EngineStartError, EngineUnavailableError, InputError
+from infopt.specs.serving import LlamaCppConfig
+from infopt.specs.workload import Workload
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
+
+
+@pytest.fixture(scope="module")
+def server(llama_server, gguf_model, tmp_path_factory):
+    cfg = LlamaCppConfig(model_path=str(gguf_model), served_model_name="smollm2",
+                         parallel_slots=2, ctx_per_slot_tokens=2048, threads=2)
+    log = tmp_path_factory.mktemp("llama") / "engine.log"
+    running = process.start(llamacpp.ADAPTER, cfg, str(llama_server), log, weights_bytes=10**8)
+    yield running
+    process.stop(running.pid)
+
+
+def test_started_on_localhost_with_version_and_log(server):
+    assert server.base_url.startswith("http://127.0.0.1:")
+    assert server.version != "unknown" and "commit" in server.version
+    log = open(server.log_path).read()
+    # llama.cpp logs its per-slot context: 2 slots x 2048 tokens.
+    assert "n_ctx_seq" in log or "n_ctx_slot" in log
+    assert httpx.get(f"{server.base_url}/metrics").status_code == 200
+
+
+def test_chat_contract_stream_and_non_stream(server):
+    checks = check_chat_contract(server.base_url, "smollm2", llamacpp.ADAPTER.forced_length_fields)
+    assert [c.stream for c in checks] == [False, True]
+    assert all(c.ok for c in checks), [c.detail for c in checks]
+
+
+def test_benchmark_forces_lengths_and_runs_concurrently(server):
+    wl = Workload(input_tokens=32, output_tokens=12, concurrency_levels=[1, 2],
+                  target_concurrency=2, requests_per_level=4)
+    result, records = run_benchmark(server.base_url, "smollm2", wl,
+                                    llamacpp.ADAPTER.forced_length_fields(12), seed=1)
+    assert len(records) == 8 and all(r.ok for r in records)
+    assert all(r.output_tokens == 12 for r in records)  # usage says the forced length was reached
+    assert len({r.request_id for r in records}) == 8  # unique prompt prefixes
+    c2 = [r for r in records if r.concurrency == 2]
+    # Really concurrent: at concurrency 2, some request starts before another has ended.
+    spans = sorted((r.start_offset_s, r.start_offset_s + r.e2e_s) for r in c2)
+    assert any(b_start < a_end for (_, a_end), (b_start, _) in zip(spans, spans[1:]))
+    for lvl in result.levels:
+        assert lvl.ttft_s.n == 4 and lvl.itl_s.n == sum(
+            len(r.itl_s) for r in records if r.concurrency == lvl.concurrency)
+        assert lvl.output_tokens_per_s > 0
+
+
+def test_occupied_port_is_a_clear_input_error(llama_server, gguf_model, tmp_path):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        port = s.getsockname()[1]
+        cfg = LlamaCppConfig(model_path=str(gguf_model), ctx_per_slot_tokens=512, port=port)
+        with pytest.raises(InputError, match=f"port {port} on 127.0.0.1 is already in use"):
+            process.start(llamacpp.ADAPTER, cfg, str(llama_server), tmp_path / "e.log", 10**8)
+
+
+def test_not_a_model_fails_start_with_log_tail(llama_server, tmp_path):
+    bogus = tmp_path / "bogus.gguf"
+    bogus.write_bytes(b"this is not a gguf file" * 100)
+    cfg = LlamaCppConfig(model_path=str(bogus), ctx_per_slot_tokens=512)
+    with pytest.raises(EngineStartError) as exc:
+        process.start(llamacpp.ADAPTER, cfg, str(llama_server), tmp_path / "e.log", 10**3)
+    assert "exited with code" in str(exc.value) and str(tmp_path / "e.log") in str(exc.value)
+    assert process.live_pids() == []
+
+
+def test_missing_binary_says_run_make_engines(monkeypatch, tmp_path):
+    monkeypatch.setenv(llamacpp.ENV_OVERRIDE, str(tmp_path / "nope" / "llama-server"))
+    with pytest.raises(EngineUnavailableError, match="make engines"):
+        llamacpp.locate()
+
+
+def test_stop_kills_the_whole_process_group(llama_server, gguf_model, tmp_path):
+    cfg = LlamaCppConfig(model_path=str(gguf_model), ctx_per_slot_tokens=512)
+    running = process.start(llamacpp.ADAPTER, cfg, str(llama_server), tmp_path / "e.log", 10**8)
+    assert os.getpgid(running.pid) == running.pid  # its own process group
+    process.stop(running.pid)
+    with pytest.raises(ProcessLookupError):
+        os.killpg(running.pid, 0)
+
+
+def test_no_orphan_when_the_optimizer_process_dies(llama_server, gguf_model, tmp_path):
+    """A Python process that starts an engine and then exits abnormally (SystemExit from an
+    unhandled error) must not leave the engine running: the atexit hook stops it."""
+    code = f"""
+import sys
+from pathlib import Path
+from infopt.engines import llamacpp, process
+from infopt.specs.serving import LlamaCppConfig
+cfg = LlamaCppConfig(model_path={str(gguf_model)!r}, ctx_per_slot_tokens=512)
+r = process.start(llamacpp.ADAPTER, cfg, {str(llama_server)!r}, Path({str(tmp_path)!r}) / "e.log", 10**8)
+print(r.pid, flush=True)
+raise RuntimeError("simulated crash")
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert "simulated crash" in out.stderr
+    pid = int(out.stdout.split()[0])
+    with pytest.raises(ProcessLookupError):
+        os.killpg(pid, 0)
