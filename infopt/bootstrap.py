@@ -36,7 +36,9 @@ LLAMA_CPP_TARGETS = ("llama-server", "llama-quantize", "llama-bench")
 # Bump when the build recipe changes, so a stale build in the cache is not reused.
 # r2: ggml's AMX path compiled by -march=native segfaults in ggml_backend_amx_mul_mat at the
 # first decode on this kind of machine (Xeon with amx_tile/amx_int8 flags, Q4_1 model, 2026-11-29):
-# build without AMX; AVX-512 (VNNI, BF16) kernels stay on.
+# build without AMX; AVX-512 (VNNI, BF16) kernels stay on. Upstream: ggml-org/llama.cpp#20824
+# ("segfault in ggml_backend_amx_mul_mat", machine-dependent, closed stale without a fix) and
+# stanfordnlp/dspy#10079 (same crash on Sapphire Rapids CI runners, fixed by avoiding AMX).
 LLAMA_CPP_BUILD_REV = 2
 # Extra packages in the vLLM env, used only for the one-off GGUF -> safetensors conversion.
 CONVERT_EXTRAS = ("gguf", "accelerate")
