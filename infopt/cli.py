@@ -102,23 +102,128 @@ def optimize(
 
 
 @app.command()
-def hardware(json_out: Annotated[bool, typer.Option("--json")] = False) -> None:
-    """Describe this machine (host CPU/RAM, GPUs)."""
+def hardware(json_out: Annotated[bool, typer.Option("--json")] = False,
+             measure: Annotated[bool, typer.Option(help="measure host memory bandwidth "
+                                                   "(~2 s)")] = True) -> None:
+    """Describe this machine: host CPU/RAM/disk, measured bandwidth, GPUs (NVML)."""
     from infopt.hardware.host import inventory
+    from infopt.report.hardware_text import render_hardware
 
-    hw = inventory()
-    if json_out:
-        typer.echo(hw.model_dump_json(indent=2))
+    hw = inventory(measure_bandwidth=measure)
+    typer.echo(hw.model_dump_json(indent=2) if json_out else render_hardware(hw))
+
+
+def _hub_token(credentials_block: str | None) -> str | None:
+    """HF token from a saved InfoptCredentials block when named, else $HF_TOKEN. Never printed."""
+    if credentials_block:
+        _prefect_env(None)
+        from blocks.credentials import InfoptCredentials
+
+        try:
+            return InfoptCredentials.load(credentials_block).hf_token_value()
+        except ValueError as exc:
+            raise InfoptError(f"no InfoptCredentials block named '{credentials_block}' ({exc}); "
+                              "save one in the Prefect UI or with InfoptCredentials(...).save()"
+                              ) from None
+    from infopt.model.hub import resolve_token
+
+    return resolve_token()
+
+
+def _is_local(model: str) -> bool:
+    from pathlib import Path
+
+    return Path(model).expanduser().exists() or model.startswith((".", "/", "~"))
+
+
+@app.command()
+def inspect(
+    model: Annotated[str, typer.Argument(help="hub id ORG/NAME, a local HF directory or a GGUF")],
+    revision: Annotated[str | None, typer.Option(help="branch, tag or commit (hub only)")] = None,
+    endpoint: Annotated[str | None, typer.Option(help="hub URL; default $HF_ENDPOINT or "
+                                                 "huggingface.co")] = None,
+    credentials_block: Annotated[str | None, typer.Option(help="InfoptCredentials block "
+                                                          "holding the HF token")] = None,
+    json_out: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """Classify a model from its configuration: attention, layer kinds, MoE, parameters, KV."""
+    import json
+
+    from infopt.report.model_text import render_inspection
+
+    try:
+        if _is_local(model):
+            from infopt.model.local import inspect_local
+
+            if revision:
+                raise InfoptError("--revision applies to hub models only; a local path is "
+                                  "already one exact revision")
+            insp, facts = inspect_local(model), None
+        else:
+            from infopt.model.hub import default_cache_dir, fetch_model_facts, to_inspection
+
+            facts = fetch_model_facts(model, cache_dir=default_cache_dir(), revision=revision,
+                                      endpoint=endpoint, token=_hub_token(credentials_block))
+            insp = to_inspection(facts)
+    except InfoptError as exc:
+        _fail(exc)
         return
-    h = hw.host
-    typer.echo(f"CPU: {h.cpu_model} ({h.architecture}), {h.usable_cpus} usable of "
-               f"{h.logical_cpus} logical CPUs; ISA: {', '.join(h.isa_features)}")
-    typer.echo(f"RAM: {h.ram_total_bytes / 2**30:.1f} GiB total, "
-               f"{h.ram_available_bytes / 2**30:.1f} GiB available; {h.os}, kernel {h.kernel}")
-    typer.echo(f"GPUs: {len(hw.gpus)} ({hw.gpu_probe})")
-    for g in hw.gpus:
-        typer.echo(f"  [{g.index}] {g.name}, {g.memory_total_bytes / 2**30:.1f} GiB, "
-                   f"CC {g.compute_capability}")
+    if json_out:
+        typer.echo(json.dumps(insp.model_dump(mode="json"), indent=2))
+        return
+    typer.echo(render_inspection(insp))
+    if facts is not None:
+        typer.echo(f"Hub: {facts.endpoint}, commit {facts.commit_sha}, "
+                   f"{len(facts.files)} files" + (f", base {', '.join(facts.base_models)}"
+                                                  if facts.base_models else ""))
+
+
+@app.command()
+def shortlist(
+    model: Annotated[str, typer.Argument(help="the exact base model, hub id ORG/NAME")],
+    revision: Annotated[str | None, typer.Option()] = None,
+    endpoint: Annotated[str | None, typer.Option()] = None,
+    max_bits: Annotated[int, typer.Option(min=2, max=16, help="widest weight precision "
+                                          "searched (default 4, per the specification)")] = 4,
+    device: Annotated[str | None, typer.Option(help="cuda:CC (e.g. cuda:9.0), cpu or metal; "
+                                               "default: this machine")] = None,
+    credentials_block: Annotated[str | None, typer.Option()] = None,
+    json_out: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """Find quantized variants of MODEL on the hub, verified from their metadata, and rank them."""
+    from infopt.model.hub import default_cache_dir
+    from infopt.model.shortlist import build_shortlist, device_from_inventory
+    from infopt.report.model_text import render_shortlist
+
+    try:
+        target = _device_target(device)
+        if target is None:
+            from infopt.hardware.host import inventory
+
+            target = device_from_inventory(inventory(measure_bandwidth=False))
+        result = build_shortlist(model, device=target, cache_dir=default_cache_dir(),
+                                 revision=revision, endpoint=endpoint,
+                                 token=_hub_token(credentials_block), max_weight_bits=max_bits)
+    except InfoptError as exc:
+        _fail(exc)
+        return
+    typer.echo(result.model_dump_json(indent=2) if json_out else render_shortlist(result))
+
+
+def _device_target(spec: str | None):
+    from infopt.specs.checkpoint import DeviceKind, DeviceTarget
+
+    if spec is None:
+        return None
+    kind, _, cc = spec.partition(":")
+    try:
+        dk = DeviceKind(kind)
+    except ValueError:
+        raise InfoptError(f"--device '{spec}': kind must be one of "
+                          f"{[k.value for k in DeviceKind]} (cuda takes :CC, e.g. cuda:9.0)") from None
+    if dk.value == "cuda" and not cc:
+        raise InfoptError("--device cuda needs a compute capability, e.g. cuda:8.9")
+    return DeviceTarget(kind=dk, compute_capability=cc or None)
 
 
 def main() -> None:  # pragma: no cover - console entry for `python -m infopt.cli`

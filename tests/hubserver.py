@@ -11,7 +11,6 @@ Routes, as huggingface_hub 2.x calls them (hf_api.py, file_download.py, utils/_h
   GET  /api/models?search=&filter=&author=&limit=   list_models; `Link: <...>; rel="next"` pages
   GET  /api/models/{repo}[/revision/{rev}]          model_info (?blobs=true, ?expand=/expand[]=)
   GET  /api/models/{repo}/tree/{rev}[/{path}]       list_repo_tree (?recursive=, paged by cursor)
-  GET  /api/models/{repo}/auth-check                auth_check
   HEAD|GET /{repo}/resolve/{rev}/{path}             hf_hub_download and Range reads. Git files: 200
        with ETag (blob oid), X-Repo-Commit. LFS files: 302 to a CDN origin (http://localhost:PORT,
        a different origin, as cdn-lfs/xet bridges are) with X-Linked-Etag/X-Linked-Size.
@@ -101,19 +100,17 @@ def weight_layout(config: dict, scheme: dict) -> list[tuple[str, str, list]]:
     hd = config.get("head_dim") or h // heads
     mtype, kind = config["model_type"], scheme["kind"]
     other = "F16" if kind in ("awq", "gptq") else "BF16"
-    plain = {"kind": "plain", "dtype": other}
-    tensors = []
-    embed_scheme = scheme if kind == "mlx" else plain
-    tensors += _linear_tensors("model.embed_tokens", vocab, h, embed_scheme)
+    # mlx quantizes the embedding and head too; the others keep them 16-bit.
+    edge = scheme if kind == "mlx" else {"kind": "plain", "dtype": other}
+    tensors = _linear_tensors("model.embed_tokens", vocab, h, edge)
+    linears = (("self_attn.q_proj", heads * hd, h), ("self_attn.k_proj", kv * hd, h),
+               ("self_attn.v_proj", kv * hd, h), ("self_attn.o_proj", h, heads * hd),
+               ("mlp.gate_proj", inter, h), ("mlp.up_proj", inter, h), ("mlp.down_proj", h, inter))
     for i in range(config["num_hidden_layers"]):
         p = f"model.layers.{i}"
-        for name, out, inp in (("self_attn.q_proj", heads * hd, h), ("self_attn.k_proj", kv * hd, h),
-                               ("self_attn.v_proj", kv * hd, h), ("self_attn.o_proj", h, heads * hd),
-                               ("mlp.gate_proj", inter, h), ("mlp.up_proj", inter, h),
-                               ("mlp.down_proj", h, inter)):
+        for name, out, inp in linears:
             tensors += _linear_tensors(f"{p}.{name}", out, inp, scheme)
-            if mtype == "qwen2" and name in ("self_attn.q_proj", "self_attn.k_proj",
-                                             "self_attn.v_proj"):
+            if mtype == "qwen2" and name[-6:] in ("q_proj", "k_proj", "v_proj"):  # qkv biases
                 tensors.append((f"{p}.{name}.bias", other, [out]))
         if mtype == "qwen3":
             tensors += [(f"{p}.self_attn.q_norm.weight", other, [hd]),
@@ -122,7 +119,7 @@ def weight_layout(config: dict, scheme: dict) -> list[tuple[str, str, list]]:
                     (f"{p}.post_attention_layernorm.weight", other, [h])]
     tensors.append(("model.norm.weight", other, [h]))
     if not config.get("tie_word_embeddings"):
-        tensors += _linear_tensors("lm_head", vocab, h, scheme if kind == "mlx" else plain)
+        tensors += _linear_tensors("lm_head", vocab, h, edge)
     return tensors
 
 
@@ -165,19 +162,16 @@ def gguf_header(meta: dict, file_type: int) -> bytes:
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "h.gguf"
         w = gguf.GGUFWriter(str(path), meta["architecture"])
-        w.add_type("model")
-        w.add_name(meta["name"])
-        w.add_context_length(meta["context_length"])
-        w.add_embedding_length(meta["embedding_length"])
-        w.add_block_count(meta["block_count"])
-        w.add_head_count(meta["head_count"])
-        w.add_head_count_kv(meta["head_count_kv"])
-        w.add_file_type(file_type)
-        w.add_quantization_version(2)
-        w.add_tokenizer_model("gpt2")
+        # In convert_hf_to_gguf.py order: general.*, hyperparameters, file type, tokenizer.
         # Real vocabularies are ~150k strings; a short one keeps the fixture header small.
-        w.add_token_list([f"tok{i}" for i in range(512)])
-        w.add_chat_template(meta.get("chat_template", "{{ messages }}"))
+        for add, value in (("type", "model"), ("name", meta["name"]),
+                           *((k, meta[k]) for k in ("context_length", "embedding_length",
+                                                    "block_count", "head_count", "head_count_kv")),
+                           ("file_type", file_type), ("quantization_version", 2),
+                           ("tokenizer_model", "gpt2"),
+                           ("token_list", [f"tok{i}" for i in range(512)]),
+                           ("chat_template", meta.get("chat_template", "{{ messages }}"))):
+            getattr(w, f"add_{add}")(value)
         w.write_header_to_file()
         w.write_kv_data_to_file()
         w.write_ti_data_to_file()
@@ -231,16 +225,13 @@ def load_repos(root: Path = FIXTURES) -> dict[str, Repo]:
             size, sha = (spec, None) if isinstance(spec, int) else (spec["size"], spec["sha256"])
             sha = sha or _sha256(rid, rel)
             repo.files[rel] = RepoFile(rel, size, _oid(sha), b"", sha)
-        weights = info.get("weights")
-        if weights:
-            config = json.loads((d / weights.get("config", "config.json")).read_text())
-            for name, val in safetensors_files(config, weights["scheme"], weights["shards"]).items():
-                if isinstance(val, tuple):
-                    header, size = val
-                    repo.files[name] = RepoFile(name, size, _oid(rid, name), header,
-                                                _sha256(rid, name))
-                else:
-                    repo.files[name] = RepoFile(name, len(val), _oid(rid, name, "blob"), val)
+        if weights := info.get("weights"):
+            config = json.loads((d / "config.json").read_text())
+            layout = safetensors_files(config, weights["scheme"], weights["shards"])
+            for name, val in layout.items():  # (header, size) for shards, bytes for the index
+                content, size = val if isinstance(val, tuple) else (val, len(val))
+                lfs = _sha256(rid, name) if isinstance(val, tuple) else None
+                repo.files[name] = RepoFile(name, size, _oid(rid, name), content, lfs)
         for name, spec in info.get("gguf_files", {}).items():
             header = gguf_header(info["gguf_meta"], spec["file_type"])
             repo.files[name] = RepoFile(name, spec["size"], _oid(rid, name), header,
@@ -291,7 +282,8 @@ def model_info_json(repo: Repo, sha: str, blobs: bool, expand: list[str]) -> dic
     if "gguf_meta" in i:
         m = i["gguf_meta"]
         data["gguf"] = {"total": m["total"], "architecture": m["architecture"],
-                        "context_length": m["context_length"]}
+                        "context_length": m["context_length"],
+                        "chat_template": m.get("chat_template"), "eos_token": m.get("eos_token")}
     data = {k: v for k, v in data.items() if v is not None}
     if expand:  # the hub returns only the expanded properties (plus the id)
         data = {k: v for k, v in data.items() if k in expand or k in ("_id", "id")}
@@ -325,8 +317,10 @@ class FakeHub:
         with self._lock:
             self.requests.append(entry)
 
-    def requests_to(self, pattern: str) -> list[dict]:
-        return [r for r in self.requests if re.search(pattern, r["path"])]
+    def requests_to(self, pattern: str, since: int = 0) -> list[dict]:
+        """Logged requests whose path matches `pattern`, from entry `since` on."""
+        with self._lock:
+            return [r for r in self.requests[since:] if re.search(pattern, r["path"])]
 
 
 def _make_handler(hub: FakeHub):  # noqa: C901 - one router, kept together for reading
@@ -413,10 +407,6 @@ def _make_handler(hub: FakeHub):  # noqa: C901 - one router, kept together for r
                 return self._cdn(m[1])
             if path == "/api/models":
                 return self._list(q)
-            if m := re.fullmatch(r"/api/models/([^/]+/[^/]+)/auth-check", path):
-                if (repo := self._repo(m[1])) and self._gate(repo):
-                    self._json(200, {})
-                return
             if m := re.fullmatch(r"/api/models/([^/]+/[^/]+)(?:/revision/([^/]+))?", url.path):
                 return self._info(unquote(m[1]), m[2] or "main", q)
             if m := re.fullmatch(r"/api/models/([^/]+/[^/]+)/tree/([^/]+)(/.*)?", url.path):
@@ -433,23 +423,25 @@ def _make_handler(hub: FakeHub):  # noqa: C901 - one router, kept together for r
                     if all(f in r.info["tags"] for f in filters)
                     and search in r.id.lower() and (author is None or r.info["author"] == author)]
             hits.sort(key=lambda r: (-r.info.get("downloads", 0), r.id))
-            limit = int((q.get("limit") or [hub.page_size])[0])
-            start = int((q.get("cursor") or ["0"])[0])
-            size = min(limit, hub.page_size)
-            page = hits[start:start + size]
             items = [{"_id": _oid(r.id)[:24], "id": r.id, "modelId": r.id,
                       "likes": r.info.get("likes", 0), "downloads": r.info.get("downloads", 0),
                       "private": False, "tags": r.info["tags"],
                       "pipeline_tag": r.info.get("pipeline_tag"),
                       "library_name": r.info.get("library_name"),
-                      "createdAt": r.info["createdAt"]} for r in page]
+                      "createdAt": r.info["createdAt"]} for r in hits]
+            self._paged(items, q, "/api/models")
+
+        def _paged(self, items: list, q: dict, path: str) -> None:
+            """One page from ?cursor=; a `Link: <...>; rel="next"` header when more remain."""
+            limit = int((q.get("limit") or [len(items)])[0])
+            start, size = int((q.get("cursor") or ["0"])[0]), min(limit, hub.page_size)
             headers = {}
-            if start + size < len(hits) and start + size < limit:
+            if start + size < min(len(items), limit):
                 nxt = [(k, v) for k, vs in q.items() if k != "cursor" for v in vs]
                 nxt.append(("cursor", str(start + size)))
                 qs = "&".join(f"{quote(k)}={quote(v)}" for k, v in nxt)
-                headers["Link"] = f'<{hub.endpoint}/api/models?{qs}>; rel="next"'
-            self._json(200, items, headers)
+                headers["Link"] = f'<{hub.endpoint}{path}?{qs}>; rel="next"'
+            self._json(200, items[start:start + size], headers)
 
         def _info(self, rid: str, rev: str, q: dict) -> None:
             if not (repo := self._repo(rid)) or not (sha := self._rev(repo, rev)):
@@ -483,14 +475,7 @@ def _make_handler(hub: FakeHub):  # noqa: C901 - one router, kept together for r
                 entries.append(e)
             if sub and not entries:
                 return self._error(404, "EntryNotFound", f"{sub} does not exist on {sha}")
-            start = int((q.get("cursor") or ["0"])[0])
-            page = entries[start:start + hub.page_size]
-            headers = {}
-            if start + hub.page_size < len(entries):
-                link = (f"{hub.endpoint}/api/models/{rid}/tree/{rev}{'/' + sub if sub else ''}"
-                        f"?recursive={str(recursive).lower()}&cursor={start + hub.page_size}")
-                headers["Link"] = f'<{link}>; rel="next"'
-            self._json(200, page, headers)
+            self._paged(entries, q, urlsplit(self.path).path)
 
         def _resolve(self, rid: str, rev: str, rel: str) -> None:
             if not (repo := self._repo(rid)) or not (sha := self._rev(repo, rev)):
@@ -519,7 +504,7 @@ def _make_handler(hub: FakeHub):  # noqa: C901 - one router, kept together for r
             rng = self.headers.get("Range")
             if rng is None:
                 # Weight bodies are virtual; no test may download one whole.
-                return self._send(403, b"fake CDN serves byte ranges only", content_type="text/plain")
+                return self._send(403, b"byte ranges only", content_type="text/plain")
             m = re.fullmatch(r"bytes=(\d+)-(\d*)", rng.strip())
             start = int(m[1])
             end = min(int(m[2]) if m[2] else f.size - 1, f.size - 1)

@@ -39,6 +39,9 @@ def render_markdown(r: OptimizationReport) -> str:
         r.winner_command,
         "```",
         "",
+        "(`--port` was picked free for the trial; any free port works. The engine binds "
+        "127.0.0.1 only: exposing it beyond localhost needs an approval.)",
+        "",
         f"Winner: trial `{r.winner_trial_id}`; objective **{w.objective.value}** = "
         f"{winner.objective_value:.2f} "
         + ("output tokens/s at concurrency " + str(w.target_concurrency)

@@ -84,6 +84,7 @@ class HubModelFacts(Spec):
     gguf_files: list[GgufFileFacts] = Field(default_factory=list)
     hub_gguf_summary: dict[str, Any] | None = None  # the hub's own `gguf` field
     sources: list[str]  # URLs read, for the report's provenance
+    notes: list[str] = Field(default_factory=list)  # what could not be read, and why
 
     @property
     def chat_template_present(self) -> bool:

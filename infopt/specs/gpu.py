@@ -43,8 +43,8 @@ class GpuSpec(Spec):
     form_factor: FormFactor
     compute_capability: str  # "9.0"
     memory_type: str  # "HBM3", "GDDR6X", ...
-    memory_gb_nominal: int  # the number in the vendor's name ("80" in "80GB"); binary GiB in practice
-    memory_bytes: int  # nominal capacity = memory_gb_nominal GiB
+    memory_gib_nominal: int  # the number in the vendor's name: "80GB" parts carry 80 GiB
+    memory_bytes: int  # nominal capacity = memory_gib_nominal x 2**30
     nvml_memory_total_mib: int | None = None  # total NVML/nvidia-smi reported on a recorded device
     memory_bus_width_bits: int | None = None
     bandwidth_bytes_per_s: float
@@ -93,6 +93,7 @@ class GpuProcess(Spec):
 
     pid: int
     kind: Literal["compute", "graphics"]
+    name: str | None = None  # None when the pid lives in another namespace (containers)
     used_memory_bytes: int | None = None  # None where NVML withholds it (containers, no permission)
 
 
@@ -144,6 +145,8 @@ class GpuPair(Spec):
     pcie_path: TopologyLevel | None = None
     nvlink_links: int = 0
     nvlink_via: Literal["direct", "switch"] | None = None
+    p2p_supported: bool | None = None  # CUDA peer access; GeForce drivers disable it (NCCL then
+    # stages through host memory)
 
 
 class GpuProbeReport(Spec):

@@ -49,6 +49,7 @@ class QuantMethod(StrEnum):
     MXFP4 = "mxfp4"
     MODELOPT = "modelopt"  # NVIDIA TensorRT Model Optimizer (FP8, NVFP4, INT4-AWQ, ...)
     MLX = "mlx"  # mlx-lm: per-group scale and bias, no quant_method key
+    GGUF = "gguf"  # llama.cpp block quantization, read from the GGUF tensor types
     OTHER = "other"  # a quant_method this parser does not know: see `format`, verify by hand
 
 

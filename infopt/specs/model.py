@@ -1,10 +1,16 @@
-"""What the model is, as read from its files (GGUF metadata or config.json)."""
+"""A local model artifact (file or directory) and its classification.
+
+`inspection` is the full component classification (infopt.specs.inspection); the properties
+below are the dense-decoder facts the engine, benchmark and report stages read most often.
+"""
 
 from __future__ import annotations
 
 from enum import StrEnum
+from pathlib import Path
 
 from .base import Spec
+from .inspection import ModelInspection
 
 
 class ModelFormat(StrEnum):
@@ -13,24 +19,50 @@ class ModelFormat(StrEnum):
 
 
 class ModelProfile(Spec):
-    name: str  # display name (GGUF general.name or the directory name)
     path: str  # absolute path of the GGUF file or HF directory
     format: ModelFormat
-    architecture: str  # GGUF general.architecture or config.json model_type
-    num_layers: int
-    hidden_size: int
-    num_query_heads: int
-    num_kv_heads: int
-    head_dim: int
-    native_context_tokens: int
-    vocab_size: int | None
-    params_total: int | None
-    file_bytes: int
-    weight_format: str  # GGUF file type (e.g. "MOSTLY_Q4_1") or torch dtype for HF
-    chat_template_present: bool
-    source: str  # which file and fields these figures came from
+    file_bytes: int  # weights on disk (GGUF file, or the directory's *.safetensors / *.bin)
+    inspection: ModelInspection
+    source: str  # which files the figures came from
+
+    @property
+    def name(self) -> str:
+        return Path(self.path).name
+
+    @property
+    def architecture(self) -> str:
+        return self.inspection.model_type or self.inspection.architecture
+
+    @property
+    def weight_format(self) -> str:
+        q = self.inspection.quantization
+        return q.format or q.scheme if q else (self.inspection.weights_dtype or "unknown")
+
+    @property
+    def num_layers(self) -> int:
+        return self.inspection.num_layers
+
+    @property
+    def num_query_heads(self) -> int:
+        return self.inspection.attention.num_query_heads
+
+    @property
+    def num_kv_heads(self) -> int:
+        return self.inspection.attention.num_kv_heads
+
+    @property
+    def head_dim(self) -> int:
+        return self.inspection.attention.head_dim
+
+    @property
+    def native_context_tokens(self) -> int:
+        return self.inspection.native_context_tokens
+
+    @property
+    def params_total(self) -> int:
+        return self.inspection.params_total
 
     @property
     def kv_bytes_per_token_f16(self) -> int:
-        """K and V, every layer, 2 bytes per element: layers x kv_heads x head_dim x 2 x 2."""
-        return self.num_layers * self.num_kv_heads * self.head_dim * 2 * 2
+        """KV bytes per token at 16-bit over the layers whose cache grows with context."""
+        return self.inspection.kv_cache.bytes_per_token_16bit

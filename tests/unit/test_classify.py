@@ -24,15 +24,10 @@ from infopt.specs.inspection import (
     QuantMethod,
 )
 
-_ROOT = Path(__file__).resolve().parents[2]
-# The fixtures are the workspace's shared/data/model-configs (see SOURCES.txt there); a checkout
-# may carry a copy under tests/fixtures or a shared/ link.
-_CANDIDATES = [_ROOT / "tests" / "fixtures" / "model-configs",
-               _ROOT / "shared" / "data" / "model-configs",
-               Path("/work/shared/data/model-configs")]
-CONFIGS = next((p for p in _CANDIDATES if p.is_dir()), _CANDIDATES[0])
-pytestmark = pytest.mark.skipif(not CONFIGS.is_dir(), reason=(
-    f"model-config fixtures not found in any of {[str(p) for p in _CANDIDATES]}"))
+from tests.shared_data import MODEL_CONFIGS, require
+
+# The fixtures are ../shared/data/model-configs (see SOURCES.txt there).
+CONFIGS = require(MODEL_CONFIGS)
 
 FULL, SLIDE, MAMBA = LayerKind.FULL_ATTENTION, LayerKind.SLIDING_ATTENTION, LayerKind.MAMBA
 DENSE, MOE = MlpKind.DENSE, MlpKind.MOE

@@ -18,12 +18,9 @@ from infopt.model.quantization import (
 from infopt.specs.base import InputError
 from infopt.specs.inspection import QuantMethod
 
-_ROOT = Path(__file__).resolve().parents[2]
-_CANDIDATES = [_ROOT / "tests" / "fixtures" / "model-configs",
-               _ROOT / "shared" / "data" / "model-configs",
-               Path("/work/shared/data/model-configs")]
-CONFIGS = next((p for p in _CANDIDATES if p.is_dir()), _CANDIDATES[0])
-needs_fixtures = pytest.mark.skipif(not CONFIGS.is_dir(), reason="model-config fixtures missing")
+from tests.shared_data import MODEL_CONFIGS, require
+
+CONFIGS = require(MODEL_CONFIGS)
 
 
 def _load(name: str) -> dict:
@@ -32,7 +29,6 @@ def _load(name: str) -> dict:
 
 # --- real checkpoints --------------------------------------------------------------------------
 
-@needs_fixtures
 def test_qwen3_fp8_block_scales():
     q = parse_quantization(_load("Qwen__Qwen3-30B-A3B-FP8.json"))
     assert (q.method, q.bits, q.format, q.weight_block_size) == (QuantMethod.FP8, 8, "e4m3",
@@ -43,13 +39,11 @@ def test_qwen3_fp8_block_scales():
     assert q.source == "config.json quantization_config"
 
 
-@needs_fixtures
 def test_deepseek_v3_is_natively_fp8():
     q = parse_quantization(_load("deepseek-ai__DeepSeek-V3.json"))
     assert (q.method, q.scheme, q.weight_block_size) == (QuantMethod.FP8, "W8A8", [128, 128])
 
 
-@needs_fixtures
 def test_gpt_oss_mxfp4_is_weight_only():
     q = parse_quantization(_load("openai__gpt-oss-20b.json"))
     assert (q.method, q.bits, q.group_size, q.scheme) == (QuantMethod.MXFP4, 4, 32, "W4A16")
@@ -58,7 +52,6 @@ def test_gpt_oss_mxfp4_is_weight_only():
                                        "model.embed_tokens", "lm_head"]
 
 
-@needs_fixtures
 def test_modelopt_fp8_sidecar():
     cfg = _load("nvidia__Llama-3.1-70B-Instruct-FP8.json")
     assert parse_quantization(cfg) is None  # config.json alone says nothing: read the sidecar
@@ -70,7 +63,6 @@ def test_modelopt_fp8_sidecar():
     assert q.source == "hf_quant_config.json quantization"
 
 
-@needs_fixtures
 def test_modelopt_nvfp4_sidecar():
     q = parse_quantization(_load("nvidia__Qwen3-235B-A22B-NVFP4.json"),
                            _load("nvidia__Qwen3-235B-A22B-NVFP4.hf_quant_config.json"))
@@ -80,7 +72,6 @@ def test_modelopt_nvfp4_sidecar():
     assert q.producer == "modelopt 0.33.0"
 
 
-@needs_fixtures
 @pytest.mark.parametrize("name", ["Qwen__Qwen3-8B.json", "meta-llama__Llama-3.1-8B-Instruct.json",
                                   "nvidia__NVIDIA-Nemotron-3-Nano-30B-A3B-BF16.json"])
 def test_unquantized_is_none(name):
