@@ -1,21 +1,25 @@
 # infopt: `make demo` and `make test` bootstrap everything on a fresh machine, then run.
 # Engines and the model are cached per machine in $(INFOPT_CACHE_DIR) (default ~/.cache/infopt),
 # keyed by version, so a fresh clone reuses them and a fresh machine builds them once.
+SHELL := /bin/bash
+.SHELLFLAGS := -o pipefail -c
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
-# The machine's pip config lists local index folders that do not exist; silence those warnings.
-PIP_ENV := PIP_EXTRA_INDEX_URL= PIP_NO_INPUT=1
+PIP_ENV := PIP_NO_INPUT=1
+# This kind of machine's pip config lists local index folders that do not exist: drop the
+# hundreds of warnings that causes, keep every other line (and pip's exit status: pipefail).
+QUIET_PIP := grep -v 'is neither a file nor a directory' || true
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test engines venv bench clean-venv
+.PHONY: demo test engines venv clean-venv
 
 venv: $(STAMP)
 
 $(STAMP): pyproject.toml
 	@echo "[make] creating $(VENV) and installing infopt with its dependencies (~2 min the first time)"
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	@$(PIP_ENV) $(PY) -m pip install -q -e '.[test]'
+	@$(PIP_ENV) $(PY) -m pip install -q -e '.[test]' 2>&1 | { $(QUIET_PIP); }
 	@touch $(STAMP)
 
 engines: $(STAMP)

@@ -24,7 +24,7 @@ from tasks.benchmark import benchmark
 from tasks.contract import verify_contract
 from tasks.engine import start_engine, stop_engine
 from tasks.report import write_report_task
-from tasks.target import inventory_host, profile_model_task
+from tasks.target import inventory_host, profile_model_task, shortlist_task
 
 
 def _stop_engines_hook(flow, flow_run, state) -> None:
@@ -64,7 +64,11 @@ def _run_trial(config: LlamaCppConfig | VllmConfig, *, trial_id: str, role: str,
       on_cancellation=[_stop_engines_hook])
 def optimize(model_path: str, workload: Workload | None = None, runs_dir: str | None = None,
              engine: EngineName | None = None, repeats: int = 3, port: int | None = None,
-             seed: int = 0, run_id: str | None = None) -> OptimizationReport:
+             seed: int = 0, run_id: str | None = None, base_model: str | None = None,
+             hub_endpoint: str | None = None) -> OptimizationReport:
+    """Optimize serving of the local checkpoint `model_path`. `base_model` (a hub id) adds the
+    checkpoint shortlist of its quantized variants to the report (metadata only; downloading a
+    candidate needs an approval, which a later stage adds)."""
     logger = get_run_logger()
     workload = workload or Workload()
     if repeats < 1:
@@ -76,6 +80,7 @@ def optimize(model_path: str, workload: Workload | None = None, runs_dir: str | 
 
     hw = inventory_host()
     model = profile_model_task(model_path)
+    shortlist = shortlist_task(base_model, hw, hub_endpoint) if base_model else None
     routes = route(hw, model, workload.target_concurrency)
     routing_text = [f"{r.engine.value}: {r.reason}" for r in routes]
     chosen, skipped = select_available(routes, engine, lambda n: adapter_for(n).locate())
@@ -125,6 +130,7 @@ def optimize(model_path: str, workload: Workload | None = None, runs_dir: str | 
     report = OptimizationReport(
         run_id=run_id, created_at=time.strftime("%Y-%m-%dT%H:%M:%S%z"), hardware=hw, model=model,
         workload=workload, engine=chosen.value, engine_version=version, routing=routing_text,
+        shortlist=shortlist,
         contract=contract, trials=trials, tuning=outcome, winner_trial_id=winner.trial_id,
         winner_config=winner.config, winner_command=winner.engine.command, notes=notes + [
             f"dimension `{dim.knob}`: {dim.why}",

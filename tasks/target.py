@@ -5,7 +5,10 @@ from __future__ import annotations
 from prefect import get_run_logger, task
 
 from infopt.hardware.host import inventory
+from infopt.model.hub import default_cache_dir, resolve_token
+from infopt.model.shortlist import build_shortlist, device_from_inventory
 from infopt.model.profile import profile_model
+from infopt.specs.checkpoint import Shortlist
 from infopt.specs.hardware import HardwareInventory
 from infopt.specs.model import ModelProfile
 
@@ -24,7 +27,19 @@ def inventory_host() -> HardwareInventory:
 def profile_model_task(model_path: str) -> ModelProfile:
     m = profile_model(model_path)
     get_run_logger().info(
-        "model: %s (%s, %s), %d layers, %d/%d heads, native context %d tokens",
-        m.name, m.architecture, m.weight_format, m.num_layers, m.num_query_heads, m.num_kv_heads,
-        m.native_context_tokens)
+        "model: %s (%s, %s), %d layers, %s %d/%d heads, native context %d tokens",
+        m.name, m.architecture, m.weight_format, m.num_layers, m.inspection.attention.kind.value,
+        m.num_query_heads, m.num_kv_heads, m.native_context_tokens)
     return m
+
+
+@task(name="shortlist-checkpoints")
+def shortlist_task(base_model: str, hardware: HardwareInventory, endpoint: str | None,
+                   max_weight_bits: int = 4) -> Shortlist:
+    """Quantized variants of the exact hub model, verified from metadata (no weights fetched)."""
+    sl = build_shortlist(base_model, device=device_from_inventory(hardware),
+                         cache_dir=default_cache_dir(), endpoint=endpoint, token=resolve_token(),
+                         max_weight_bits=max_weight_bits)
+    get_run_logger().info("shortlist for %s: %d candidates, %d rejected", base_model,
+                          len(sl.candidates), len(sl.rejected))
+    return sl

@@ -24,6 +24,45 @@ def _level_row(t: Trial, lvl: LevelResult) -> str:
             f"{lvl.output_tokens_per_s:.1f} | {reached} |")
 
 
+def _bandwidth_line(r: OptimizationReport) -> str:
+    bw = r.hardware.host_memory_bandwidth
+    if bw is None:
+        return "- Host memory bandwidth: not measured."
+    return (f"- Host memory bandwidth: **measured** {bw.median_bytes_per_s / 1e9:.1f} GB/s median "
+            f"(range {bw.min_bytes_per_s / 1e9:.1f}–{bw.max_bytes_per_s / 1e9:.1f}, {bw.repeats} "
+            f"copies of {bw.array_bytes / 2**20:.0f} MiB, {bw.threads} threads).")
+
+
+def _model_line(r: OptimizationReport) -> str:
+    m, i = r.model, r.model.inspection
+    kinds = ", ".join(f"{k} x{v}" for k, v in i.layer_kinds.items())
+    q = i.quantization
+    quant = (f"{q.scheme} {q.format}, verified from {q.source}" if q else "unquantized")
+    return (f"- Model: `{m.name}` — {i.architecture} ({i.model_type}), {i.num_layers} layers "
+            f"({kinds}), {i.attention.kind.value} attention {m.num_query_heads} query / "
+            f"{m.num_kv_heads} KV heads × {m.head_dim}, native context "
+            f"{m.native_context_tokens} tokens, {(i.params_total or 0) / 1e6:.1f} M parameters "
+            f"({(i.params_active_per_token or 0) / 1e6:.1f} M active per token), "
+            f"{'MoE' if i.moe else 'dense'}; weights {quant}; file {m.file_bytes / 2**20:.1f} MiB; "
+            f"KV {m.kv_bytes_per_token_f16:,} B/token at 16-bit (computed from the "
+            f"classification). License {i.license or 'unknown'}. Source: {m.source}.")
+
+
+def _shortlist_lines(r: OptimizationReport) -> list[str]:
+    s = r.shortlist
+    lines = [f"## Checkpoint shortlist for `{s.base_model}` (hub metadata, not names)", "",
+             f"Device {s.device.kind.value}; ≤ {s.max_weight_bits}-bit weights; {s.ranking}.", "",
+             "| rank | repository | format | bits | kernel tier | provenance |",
+             "|---|---|---|---|---|---|"]
+    for n, c in enumerate(s.candidates, 1):
+        lines.append(f"| {n} | `{c.repo_id}`{' ' + c.gguf_file if c.gguf_file else ''} | "
+                     f"{c.format.value} | {c.weight_bits} | "
+                     f"{c.best_tier.value if c.best_tier else '—'} | {c.provenance.value} |")
+    lines += ["", *[f"- rejected `{x.repo_id}`: {x.reason.value} — {x.detail}" for x in s.rejected],
+              ""]
+    return lines
+
+
 def render_markdown(r: OptimizationReport) -> str:
     h, m, w = r.hardware.host, r.model, r.workload
     winner = next(t for t in r.trials if t.trial_id == r.winner_trial_id)
@@ -102,17 +141,16 @@ def render_markdown(r: OptimizationReport) -> str:
         f"{h.os}, kernel {h.kernel}; ISA: {', '.join(h.isa_features) or 'none detected'} "
         "(read from /proc/cpuinfo).",
         f"- GPUs: {len(r.hardware.gpus)} — {r.hardware.gpu_probe}.",
-        f"- Model: {m.name} ({m.architecture}, {m.format.value}, {m.weight_format}), "
-        f"{m.num_layers} layers, {m.num_query_heads} query / {m.num_kv_heads} KV heads × "
-        f"{m.head_dim}, native context {m.native_context_tokens} tokens, "
-        f"{(m.params_total or 0) / 1e6:.1f} M parameters, file {m.file_bytes / 2**20:.1f} MiB, "
-        f"KV {m.kv_bytes_per_token_f16} B/token at f16 (computed). Source: {m.source}.",
+        _bandwidth_line(r),
+        _model_line(r),
         f"- Workload `{w.name}`: ~{w.input_tokens} input tokens (approximate), "
         f"{w.output_tokens} output tokens (forced), concurrency levels {w.concurrency_levels}, "
         f"{w.requests_per_level} measured requests per level after warm-up.",
         "- Routing: " + "; ".join(r.routing),
         "",
     ]
+    if r.shortlist:
+        lines += _shortlist_lines(r)
     if r.notes:
         lines += ["## Notes", "", *[f"- {n}" for n in r.notes], ""]
     return "\n".join(lines)

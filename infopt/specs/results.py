@@ -5,6 +5,7 @@ from __future__ import annotations
 from pydantic import Field
 
 from .base import Spec
+from .checkpoint import Shortlist
 from .hardware import HardwareInventory
 from .model import ModelProfile
 from .serving import ServingConfig
@@ -123,6 +124,7 @@ class OptimizationReport(Spec):
     engine: str
     engine_version: str
     routing: list[str]  # routed engine order with reasons
+    shortlist: Shortlist | None = None  # hub variants of `base_model`, when one was named
     contract: list[ContractCheck]
     trials: list[Trial]
     tuning: TuningOutcome | None

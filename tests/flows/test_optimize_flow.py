@@ -13,6 +13,7 @@ from infopt.bootstrap import default_paths
 from infopt.engines import process
 from infopt.specs.results import OptimizationReport
 from infopt.specs.workload import Workload
+from tests.hubserver import FakeHub
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
 
@@ -27,7 +28,10 @@ def report_and_dir(prefect_api, tmp_path_factory):
     runs = tmp_path_factory.mktemp("runs")
     wl = Workload(input_tokens=48, output_tokens=16, concurrency_levels=[1, 2],
                   target_concurrency=2, requests_per_level=4)
-    report = optimize(model_path=str(gguf), workload=wl, runs_dir=str(runs), repeats=2)
+    with FakeHub() as hub:  # the shortlist stage talks to the real hub client over real HTTP
+        report = optimize(model_path=str(gguf), workload=wl, runs_dir=str(runs), repeats=2,
+                          base_model="HuggingFaceTB/SmolLM2-135M-Instruct",
+                          hub_endpoint=hub.endpoint)
     return report, runs / report.run_id
 
 
@@ -94,3 +98,16 @@ def test_contract_checked_and_no_engine_left_running(report_and_dir):
     assert {c.stream for c in report.contract} == {True, False}
     assert all(c.ok for c in report.contract)
     assert process.live_pids() == []
+
+
+def test_report_carries_classification_bandwidth_and_shortlist(report_and_dir):
+    report, run_dir = report_and_dir
+    md = (run_dir / "report.md").read_text()
+    insp = report.model.inspection
+    assert insp.attention.kind.value == "GQA" and insp.quantization.method.value == "gguf"
+    assert report.hardware.host_memory_bandwidth.median_bytes_per_s > 0
+    assert "Host memory bandwidth: **measured**" in md
+    sl = report.shortlist
+    assert sl.device.kind.value == "cpu"
+    assert [c.gguf_file for c in sl.candidates] == ["SmolLM2-135M-Instruct.Q4_1.gguf"]
+    assert "outside_weight_bits" in md  # the Q8_0 file, kept with its reason

@@ -1,0 +1,148 @@
+"""Memory fit of one candidate (model x weight path x engine x device x layout) at the full
+requested context and concurrency, with the gap and the smallest alternatives when it does not
+fit. Alternatives are options to put to the user: nothing here shortens the context or applies
+RoPE scaling on its own.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from infopt.costmodel.allocation import ALLOCATORS, EngineKnobs, allocator_key, round_to_blocks
+from infopt.costmodel.kv import (
+    kv_bytes_per_token_per_gpu,
+    kv_element_bytes,
+    state_bytes_per_sequence_per_gpu,
+)
+from infopt.costmodel.weights import weights_bytes
+from infopt.specs.base import InputError
+from infopt.specs.inspection import ModelInspection
+from infopt.specs.plan import DeviceBudget, MemoryFit, WeightPath
+
+GIB = 2**30
+
+
+@dataclass(frozen=True)
+class FitRequest:
+    model: ModelInspection
+    device: DeviceBudget
+    gpu_count: int
+    engine: str
+    context_tokens: int
+    concurrency: int
+    kv_dtype: str
+    weight_path: WeightPath
+    tp: int = 1
+    pp: int = 1
+    knobs: EngineKnobs = EngineKnobs()
+    exact_weights_bytes: int | None = None  # the checkpoint's real tensor bytes, when known
+
+
+def validate(r: FitRequest) -> None:
+    m = r.model
+    if r.gpu_count < 1:
+        raise InputError(f"gpu count must be at least 1 (got {r.gpu_count}).")
+    if r.tp < 1 or r.pp < 1:
+        raise InputError(f"tp and pp must be >= 1 (got tp={r.tp}, pp={r.pp}).")
+    if r.tp * r.pp > r.gpu_count:
+        raise InputError(f"tp x pp = {r.tp * r.pp} needs that many GPUs; only {r.gpu_count} "
+                         "given. Raise --gpu-count or lower --tp/--pp.")
+    if r.context_tokens < 1 or r.concurrency < 1:
+        raise InputError("context and concurrency must be >= 1.")
+    if r.context_tokens > m.native_context_tokens:
+        raise InputError(
+            f"context {r.context_tokens} tokens is above the model's native context "
+            f"{m.native_context_tokens} (max_position_embeddings). infopt never extends it with "
+            "RoPE scaling on its own; ask for at most the native context.")
+    heads = m.attention.num_query_heads
+    if heads % r.tp:
+        ok = [t for t in (1, 2, 4, 8, 16) if heads % t == 0]
+        raise InputError(f"tp={r.tp} does not divide the {heads} attention heads; engines "
+                         f"require it. Valid tp values: {ok}.")
+    kv_element_bytes(r.kv_dtype)  # unknown dtype -> InputError
+
+
+def plan_fit(r: FitRequest, *, with_alternatives: bool = True) -> MemoryFit:
+    validate(r)
+    m, dev = r.model, r.device
+    is_cpu = r.knobs.device_is_cpu
+    key = allocator_key(r.engine, is_cpu)
+    if key not in ALLOCATORS:
+        raise InputError(f"no memory model for engine '{r.engine}'; known: "
+                         f"{', '.join(sorted(ALLOCATORS))}")
+    shards = r.tp * r.pp
+    w_total = weights_bytes(m, r.weight_path, r.exact_weights_bytes)
+    # Weights split evenly over TP x PP ranks (embeddings/head replicate or split by engine;
+    # an even split is the first-order assumption).
+    w_gpu = int(w_total / shards)
+    budget = ALLOCATORS[key](m, dev.memory_bytes, w_gpu, r.tp, dev.name, r.knobs)
+    bpt = kv_bytes_per_token_per_gpu(m, r.kv_dtype, r.tp, r.pp)
+    state = state_bytes_per_sequence_per_gpu(m, r.kv_dtype, r.context_tokens, r.tp, r.pp)
+    per_seq = bpt * r.context_tokens + state
+    required = int(per_seq * r.concurrency)
+    if key == "llamacpp":
+        # llama.cpp allocates exactly -c tokens: -c = context x slots keeps every slot at full
+        # context. Capacity is that allocation if memory allows it.
+        capacity = r.context_tokens * r.concurrency if budget.kv_budget_bytes >= required else \
+            round_to_blocks(budget.kv_budget_bytes, bpt + state / r.context_tokens, 256)
+    else:
+        # Sliding/recurrent state is amortized per token at the requested context.
+        capacity = round_to_blocks(budget.kv_budget_bytes, bpt + state / r.context_tokens,
+                                   budget.block_tokens)
+    headroom = budget.kv_budget_bytes - required
+    fits = headroom >= 0 and budget.kv_budget_bytes > 0
+    assumptions = [
+        f"weights {w_total / GIB:.2f} GiB total ({r.weight_path.label}: "
+        f"{r.weight_path.source}){' from the checkpoint' if r.exact_weights_bytes else ''}, "
+        f"split evenly over {shards} rank(s)",
+        f"KV {bpt:,.0f} B/token/GPU at {r.kv_dtype} over full-attention layers"
+        + (f"; {state:,.0f} B/sequence/GPU of sliding-window/recurrent state" if state else ""),
+        *budget.assumptions,
+    ]
+    fit = MemoryFit(
+        engine=r.engine, gpu=dev.name, gpu_count=r.gpu_count, tp=r.tp, pp=r.pp,
+        context_tokens=r.context_tokens, concurrency=r.concurrency, kv_dtype=r.kv_dtype,
+        weight_path=r.weight_path.label, memory_per_gpu_bytes=dev.memory_bytes,
+        budget_bytes_per_gpu=budget.budget_bytes, weights_bytes_per_gpu=w_gpu,
+        runtime_overhead_bytes_per_gpu=budget.overhead_bytes,
+        kv_budget_bytes_per_gpu=budget.kv_budget_bytes, kv_bytes_per_token_per_gpu=bpt,
+        state_bytes_per_sequence_per_gpu=int(state), required_kv_bytes_per_gpu=required,
+        kv_capacity_tokens=capacity,
+        max_concurrency_at_context=max(0.0, budget.kv_budget_bytes / per_seq) if per_seq else 0.0,
+        fits=fits, gap_bytes=0 if fits else max(-headroom, 0),
+        headroom_bytes=headroom, alternatives=[], assumptions=assumptions)
+    if not fits and with_alternatives:
+        fit = fit.model_copy(update={"alternatives": alternatives(r, fit)})
+    return fit
+
+
+def alternatives(r: FitRequest, fit: MemoryFit) -> list[str]:
+    """The smallest changes that would fit, each checked with the same model."""
+    opts: list[str] = []
+    for tp in (2, 4, 8):
+        if tp > r.tp and r.model.attention.num_query_heads % tp == 0:
+            alt = plan_fit(replace(r, tp=tp, gpu_count=max(r.gpu_count, tp * r.pp)),
+                           with_alternatives=False)
+            if alt.fits:
+                opts.append(f"tensor parallel tp={tp} on {tp * r.pp} GPUs: fits, KV capacity "
+                            f"{alt.kv_capacity_tokens:,} tokens/rank, "
+                            f"{alt.max_concurrency_at_context:.1f} sequences at full context")
+                break
+    if kv_element_bytes(r.kv_dtype) > 1.0:
+        alt = plan_fit(replace(r, kv_dtype="fp8"), with_alternatives=False)
+        verdict = "fits" if alt.fits else f"still {alt.gap_bytes / GIB:.2f} GiB short per GPU"
+        opts.append(f"FP8 KV cache: {verdict} (check quality at full context first)")
+    if fit.max_concurrency_at_context >= 1:
+        opts.append(f"lower concurrency to {int(fit.max_concurrency_at_context)} sequences at "
+                    f"the full {r.context_tokens}-token context")
+    if fit.kv_budget_bytes_per_gpu > 0 and r.concurrency > 0:
+        per_seq_ctx = int(fit.kv_budget_bytes_per_gpu / max(1.0, fit.kv_bytes_per_token_per_gpu)
+                          / r.concurrency)
+        if 0 < per_seq_ctx < r.context_tokens:
+            opts.append(f"a shorter context of ~{per_seq_ctx:,} tokens at concurrency "
+                        f"{r.concurrency} (only if you accept less than the native window)")
+    if fit.kv_budget_bytes_per_gpu <= 0:
+        opts.append("a smaller weight format (e.g. a 4-bit checkpoint) or a GPU with more memory:"
+                    f" the weights and runtime alone exceed the budget by "
+                    f"{-fit.kv_budget_bytes_per_gpu / GIB:.2f} GiB per GPU")
+    return opts

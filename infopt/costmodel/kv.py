@@ -1,0 +1,76 @@
+"""KV-cache bytes per token and per sequence, per GPU, from the layer classification.
+
+Full-attention layers: 2 (K and V) x kv_heads x head_dim x bytes per element, per token.
+MLA layers: one latent of (kv_lora_rank + qk_rope_head_dim) elements per token (no K/V split).
+Sliding-window layers stop growing at the window; Mamba/linear layers hold a fixed state.
+Tensor parallelism splits KV heads across ranks (a rank holds ceil(kv_heads / tp) heads: heads
+are replicated when tp > kv_heads); MLA's latent is not split by head, so vLLM/SGLang replicate
+it on every TP rank. Pipeline parallelism splits layers: a rank holds ceil(layers / pp).
+"""
+
+from __future__ import annotations
+
+import math
+
+from infopt.specs.base import InputError
+from infopt.specs.inspection import AttentionKind, ModelInspection
+
+# Bytes per cached element. GGUF q8_0/q4_0 include their block scale (34/32, 18/32 bytes);
+# fp8 variants are 1 byte (+ per-tensor scales, negligible).
+KV_ELEMENT_BYTES: dict[str, float] = {
+    "auto": 2.0, "bf16": 2.0, "fp16": 2.0, "f16": 2.0, "float16": 2.0, "bfloat16": 2.0,
+    "f32": 4.0, "fp32": 4.0,
+    "fp8": 1.0, "fp8_e4m3": 1.0, "fp8_e5m2": 1.0,
+    "q8_0": 34 / 32, "q4_0": 18 / 32, "q4_1": 20 / 32, "q5_0": 22 / 32, "q5_1": 24 / 32,
+    "iq4_nl": 18 / 32,
+}
+
+
+def kv_element_bytes(dtype: str) -> float:
+    try:
+        return KV_ELEMENT_BYTES[dtype.lower()]
+    except KeyError:
+        raise InputError(f"unknown KV cache dtype '{dtype}'; known: "
+                         f"{', '.join(sorted(KV_ELEMENT_BYTES))}") from None
+
+
+def _tp_head_share(m: ModelInspection, tp: int) -> float:
+    """Fraction of the per-token KV one TP rank holds."""
+    a = m.attention
+    if a.kind is AttentionKind.MLA:
+        return 1.0  # latent replicated on every rank
+    return math.ceil(a.num_kv_heads / tp) / a.num_kv_heads
+
+
+def _pp_layer_share(layers: int, pp: int) -> float:
+    return math.ceil(layers / pp) / layers if layers else 0.0
+
+
+def kv_bytes_per_token_per_gpu(m: ModelInspection, kv_dtype: str, tp: int = 1,
+                               pp: int = 1) -> float:
+    """Bytes per token over the layers whose cache grows with the whole context."""
+    kv = m.kv_cache
+    per_elem = kv_element_bytes(kv_dtype) / 2.0  # kv_cache figures are at 2 bytes/element
+    return (kv.bytes_per_token_16bit * per_elem * _tp_head_share(m, tp)
+            * _pp_layer_share(kv.full_attention_layers, pp))
+
+
+def state_bytes_per_sequence_per_gpu(m: ModelInspection, kv_dtype: str, context_tokens: int,
+                                     tp: int = 1, pp: int = 1) -> float:
+    """Per-sequence bytes that do not scale with context: sliding-window layers (capped at the
+    window) and recurrent state. Recurrent state stays 16-bit (KV quantization does not apply;
+    an engine that keeps Mamba state in fp32, as Nemotron-H asks, doubles it)."""
+    kv = m.kv_cache
+    per_elem = kv_element_bytes(kv_dtype) / 2.0
+    window = min(context_tokens, kv.sliding_window_tokens or context_tokens)
+    sliding = (kv.sliding_bytes_per_token_16bit * per_elem * window * _tp_head_share(m, tp)
+               * _pp_layer_share(kv.sliding_attention_layers, pp))
+    recurrent = kv.recurrent_state_bytes_per_sequence_16bit / tp * _pp_layer_share(
+        kv.recurrent_layers, pp)
+    return sliding + recurrent
+
+
+def sequence_bytes_per_gpu(m: ModelInspection, kv_dtype: str, context_tokens: int, tp: int = 1,
+                           pp: int = 1) -> float:
+    return (kv_bytes_per_token_per_gpu(m, kv_dtype, tp, pp) * context_tokens
+            + state_bytes_per_sequence_per_gpu(m, kv_dtype, context_tokens, tp, pp))

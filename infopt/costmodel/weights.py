@@ -1,0 +1,135 @@
+"""Weight storage and per-step weight traffic for a classified model on a chosen weight path.
+
+Quantized schemes quantize the linear layers (attention, MLP, experts, Mamba projections);
+embeddings, an untied lm_head, norms and routers stay 16-bit unless the format says otherwise
+(GGUF quantizes embeddings too, which is why a local GGUF's exact tensor bytes are preferred).
+Storage bits include scales and zero points: AWQ int4 group 128 = 4 + 16/128 (fp16 scale) +
+4/128 (packed zero) = 4.156 bits/weight; NVFP4 = 4 + 8/16 (e4m3 scale per 16) = 4.5;
+MXFP4 = 4 + 8/32 (e8m0 scale per 32) = 4.25; FP8 with per-channel or 128x128 block scales ~8.0.
+"""
+
+from __future__ import annotations
+
+from infopt.model.quantization import gguf_bits_per_weight
+from infopt.specs.inspection import ModelInspection, QuantizationInfo, QuantMethod
+from infopt.specs.plan import WeightPath
+
+BF16 = WeightPath(label="BF16", bits_per_weight=16.0, math="bf16",
+                  source="2 bytes per weight (bfloat16)")
+
+
+def _int4_bits(group_size: int | None, zero_point: bool) -> float:
+    g = group_size or 128
+    return 4.0 + 16.0 / g + (4.0 / g if zero_point else 0.0)
+
+
+def path_from_quantization(q: QuantizationInfo | None, compute_capability: str | None
+                           ) -> WeightPath:
+    """The weight path a checkpoint's own quantization implies on a device.
+
+    FP8 W8A8 executes FP8 math only on CC >= 8.9 (Ada/Hopper+); below that vLLM runs FP8
+    weights through a W8A16 Marlin kernel (16-bit math). NVFP4 W4A4 runs FP4 math only on
+    CC 10.x/12.x (Blackwell). W4A16 schemes always multiply in 16-bit.
+    """
+    if q is None:
+        return BF16
+    cc = float(compute_capability) if compute_capability else 0.0
+    if q.method is QuantMethod.GGUF:
+        kind = (q.format or "").split(" ")[0]
+        return WeightPath(label=f"GGUF {kind}", bits_per_weight=gguf_bits_per_weight(kind),
+                          math="bf16", unquantized_bits=gguf_bits_per_weight(kind),
+                          source=f"GGUF block layout of {kind} ({q.source})")
+    bits = q.bits or 16
+    if bits >= 16:
+        return BF16
+    if bits == 8 and q.format and "e4m3" in q.format.lower() or (bits == 8 and q.method in (
+            QuantMethod.FP8, QuantMethod.MODELOPT)):
+        math = "fp8" if q.activations_quantized and cc >= 8.9 else "bf16"
+        return WeightPath(label=f"FP8 {'W8A8' if math == 'fp8' else 'W8A16'}",
+                          bits_per_weight=8.0, math=math,
+                          source=f"{q.method.value} FP8 weights; math {math} on CC {cc or '?'}")
+    if bits == 8:
+        return WeightPath(label=f"{q.method.value} INT8", bits_per_weight=8.0 + 16.0 / (
+            q.group_size or 4096), math="int8" if q.activations_quantized else "bf16",
+            source=q.source)
+    fmt = (q.format or "").lower()
+    if "e2m1" in fmt or "nvfp4" in fmt or q.method is QuantMethod.MXFP4:
+        mx = q.method is QuantMethod.MXFP4 or "mxfp4" in fmt
+        bpw = 4.25 if mx else 4.5
+        native = q.activations_quantized and cc >= 10.0
+        return WeightPath(label=("MXFP4" if mx else "NVFP4") + (" W4A4" if native else " W4A16"),
+                          bits_per_weight=bpw, math="fp4" if native else "bf16",
+                          source=f"{q.source}; FP4 math only on Blackwell (CC >= 10.0)")
+    zero = q.method in (QuantMethod.AWQ,) or "asym" in fmt
+    return WeightPath(label=f"{q.method.value.upper()} W{bits}A16",
+                      bits_per_weight=_int4_bits(q.group_size, zero) * bits / 4, math="bf16",
+                      source=f"{q.source}; group {q.group_size or 128}, "
+                      f"{'with' if zero else 'no'} zero points")
+
+
+def hypothetical_paths(compute_capability: str | None) -> list[WeightPath]:
+    """Weight paths worth a ceiling row on this device (the quantization comparison table)."""
+    cc = float(compute_capability) if compute_capability else 0.0
+    paths = [BF16,
+             WeightPath(label="FP8 W8A8" if cc >= 8.9 else "FP8 W8A16", bits_per_weight=8.0,
+                        math="fp8" if cc >= 8.9 else "bf16",
+                        source="FP8 e4m3 weights, per-channel scales (hypothetical checkpoint)"),
+             WeightPath(label="INT4 W4A16 (AWQ/GPTQ g128)", bits_per_weight=_int4_bits(128, True),
+                        math="bf16", source="int4 + fp16 scale + 4-bit zero per 128 weights")]
+    if cc >= 10.0:
+        paths.append(WeightPath(label="NVFP4 W4A4", bits_per_weight=4.5, math="fp4",
+                                source="e2m1 + e4m3 scale per 16 weights, Blackwell FP4 math"))
+    return paths
+
+
+def _quantizable(m: ModelInspection) -> tuple[int, int]:
+    """(linear parameters a weight-quantization scheme converts, parameters it leaves 16-bit)."""
+    p = m.params
+    linear = p.attention + p.dense_mlp + p.routed_experts + p.shared_experts + p.mamba
+    other = p.embedding + p.lm_head + p.norms + p.routers
+    return linear, other
+
+
+def weights_bytes(m: ModelInspection, path: WeightPath, exact_bytes: int | None = None) -> int:
+    """Resident weight bytes (all experts: MoE residency uses total parameters). `exact_bytes`
+    (the checkpoint's actual tensor bytes) wins when known: it includes every wider layer."""
+    if exact_bytes is not None:
+        return exact_bytes
+    linear, other = _quantizable(m)
+    return int(linear * path.bits_per_weight / 8 + other * path.unquantized_bits / 8)
+
+
+def expected_experts_touched(num_experts: int, top_k: int, tokens: int) -> float:
+    """Expected number of distinct experts a batch of `tokens` routes to in one layer, if each
+    token picks top_k of num_experts uniformly: E x (1 - (1 - k/E)^B). Real routing is skewed,
+    which touches fewer experts; this is the traffic upper estimate for a uniform router."""
+    if tokens <= 0:
+        return 0.0
+    return num_experts * (1.0 - (1.0 - top_k / num_experts) ** tokens)
+
+
+def decode_weight_traffic_bytes(m: ModelInspection, path: WeightPath, batch: int,
+                                exact_bytes: int | None = None) -> float:
+    """Weight bytes one decode step reads: every executed weight once per step (ideal batch
+    reuse), MoE experts only as far as the batch touches them, the input embedding only one row
+    per token (a tied output head still reads the whole table). With `exact_bytes`, the
+    component estimate is rescaled to the checkpoint's real size."""
+    estimate = weights_bytes(m, path)
+    p = m.params
+    emb = p.embedding * path.unquantized_bits / 8
+    read = estimate - emb + (emb if m.tie_word_embeddings else 0.0)
+    read += batch * m.hidden_size * path.unquantized_bits / 8  # embedding rows looked up
+    if m.moe and p.routed_experts:
+        per_expert = p.routed_experts / m.moe.num_experts * path.bits_per_weight / 8
+        touched = expected_experts_touched(m.moe.num_experts, m.moe.experts_per_token, batch)
+        read -= (m.moe.num_experts - touched) * per_expert
+    scale = exact_bytes / estimate if exact_bytes else 1.0
+    return read * scale
+
+
+def executed_linear_params(m: ModelInspection) -> int:
+    """Linear parameters one token multiplies through (MoE: its routed experts only), plus the
+    output head (tied or not): 2 FLOPs each per token."""
+    p = m.params
+    head = p.lm_head if p.lm_head else (p.embedding if m.tie_word_embeddings else 0)
+    return p.attention + p.dense_mlp + p.routed_experts_active + p.shared_experts + p.mamba + head

@@ -1,0 +1,114 @@
+"""Memory fit and roofline ceilings: what a candidate needs, what it can hold, how fast it could go.
+
+Bytes and seconds inside; `_gib` only where an engine's own knob is in GiB. Every estimate names
+its assumptions; measured inputs (bandwidth, FLOP/s) are marked as such where they are used.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Literal
+
+from pydantic import Field
+
+from .base import Spec
+
+
+class Bound(StrEnum):
+    MEMORY = "memory"
+    COMPUTE = "compute"
+    COMMUNICATION = "communication"
+
+
+class Envelope(StrEnum):
+    THEORETICAL = "theoretical"  # vendor peaks, idealized traffic
+    CALIBRATED = "calibrated"  # measured sustained bandwidth / GEMM rate of this machine
+
+
+class DeviceBudget(Spec):
+    """One device's resources, with where each figure came from."""
+
+    name: str
+    memory_bytes: int
+    bandwidth_bytes_per_s: float | None  # vendor peak (theoretical) for GPUs
+    dense_flops_per_s: dict[str, float]  # math path ("bf16", "fp8", "fp4", "int8") -> rate
+    compute_capability: str | None = None
+    interconnect_bytes_per_s: float | None = None  # per direction, between TP ranks
+    calibrated_bandwidth_bytes_per_s: float | None = None  # measured
+    calibrated_flops_per_s: dict[str, float] = Field(default_factory=dict)  # measured
+    source: str
+
+
+class WeightPath(Spec):
+    """How the weights are stored and which arithmetic the linear layers execute."""
+
+    label: str  # "BF16", "FP8 W8A8", "AWQ W4A16", "GGUF Q4_1", ...
+    bits_per_weight: float  # storage incl. scales/zeros for quantized linear layers
+    math: Literal["bf16", "fp16", "fp8", "fp4", "int8", "fp32"]
+    unquantized_bits: float = 16.0  # embeddings, norms, routers, modules_not_converted
+    source: str
+
+
+class MemoryFit(Spec):
+    engine: str
+    gpu: str
+    gpu_count: int
+    tp: int
+    pp: int
+    context_tokens: int
+    concurrency: int
+    kv_dtype: str
+    weight_path: str
+    memory_per_gpu_bytes: int
+    budget_bytes_per_gpu: int  # what the engine lets itself use (utilization/fraction applied)
+    weights_bytes_per_gpu: int
+    runtime_overhead_bytes_per_gpu: int  # CUDA context, activations, graphs (estimate)
+    kv_budget_bytes_per_gpu: int
+    kv_bytes_per_token_per_gpu: float  # at full-attention layers (sliding/recurrent apart)
+    state_bytes_per_sequence_per_gpu: int  # recurrent/Mamba state + sliding-window cap at context
+    required_kv_bytes_per_gpu: int  # context x concurrency needs this much
+    kv_capacity_tokens: int  # what the engine would allocate (block-rounded)
+    max_concurrency_at_context: float  # kv_capacity / (context incl. state), unrounded
+    fits: bool
+    gap_bytes: int  # per GPU; 0 when it fits
+    headroom_bytes: int  # per GPU; kv budget left after the requested load (negative = gap)
+    alternatives: list[str]  # options to put to the user; never applied silently
+    assumptions: list[str]
+
+
+class CeilingRow(Spec):
+    phase: Literal["decode", "prefill"]
+    envelope: Envelope
+    weight_path: str
+    kv_dtype: str
+    batch: int  # decode: active sequences; prefill: 1 prompt of `context_tokens`
+    context_tokens: int
+    bytes_per_step: float
+    flops_per_step: float
+    comm_bytes_per_step: float
+    t_memory_s: float
+    t_compute_s: float
+    t_comm_s: float
+    t_step_s: float
+    bound: Bound
+    tokens_per_step: float  # decode: batch x verified tokens per step; prefill: prompt tokens
+    tokens_per_s: float  # decode: aggregate output tokens/s; prefill: input tokens/s
+
+
+class CeilingTable(Spec):
+    device: DeviceBudget
+    rows: list[CeilingRow]
+    unavailable: list[str]  # envelopes that could not be computed, and why
+    assumptions: list[str]
+
+
+class CeilingRatio(Spec):
+    """Measured / ceiling, never clamped: above 1 means the model's assumptions are wrong."""
+
+    metric: str
+    measured: float
+    ceiling: float
+    envelope: Envelope
+    ratio: float
+    flagged: bool  # ratio > 1: the estimate is not an upper bound for this case
+    note: str
