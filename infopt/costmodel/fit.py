@@ -8,7 +8,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from infopt.costmodel.allocation import ALLOCATORS, EngineKnobs, allocator_key, round_to_blocks
+from infopt.costmodel.allocation import (
+    ALLOCATORS,
+    EngineKnobs,
+    allocator_key,
+    llamacpp_kv_cells,
+    round_to_blocks,
+)
 from infopt.costmodel.kv import (
     kv_bytes_per_token_per_gpu,
     kv_element_bytes,
@@ -81,9 +87,11 @@ def plan_fit(r: FitRequest, *, with_alternatives: bool = True) -> MemoryFit:
     per_seq = bpt * r.context_tokens + state
     required = int(per_seq * r.concurrency)
     if key == "llamacpp":
-        # llama.cpp allocates exactly -c tokens: -c = context x slots keeps every slot at full
-        # context. Capacity is that allocation if memory allows it.
-        capacity = r.context_tokens * r.concurrency if budget.kv_budget_bytes >= required else \
+        # llama.cpp allocates -c cells (padded to 256) up front: -c = context x slots keeps every
+        # slot at full context. Capacity is that allocation if memory allows it.
+        cells = llamacpp_kv_cells(r.context_tokens * r.concurrency)
+        required = int(cells * bpt + state * r.concurrency)
+        capacity = cells if budget.kv_budget_bytes >= required else \
             round_to_blocks(budget.kv_budget_bytes, bpt + state / r.context_tokens, 256)
     else:
         # Sliding/recurrent state is amortized per token at the requested context.

@@ -133,3 +133,34 @@ def executed_linear_params(m: ModelInspection) -> int:
     p = m.params
     head = p.lm_head if p.lm_head else (p.embedding if m.tie_word_embeddings else 0)
     return p.attention + p.dense_mlp + p.routed_experts_active + p.shared_experts + p.mamba + head
+
+
+_NAMED = ("bf16", "fp16", "fp8", "int4", "awq", "gptq", "nvfp4", "mxfp4")
+
+
+def named_path(name: str, compute_capability: str | None) -> WeightPath:
+    """--weight-dtype values: bf16, fp8, int4/awq/gptq (W4A16 g128), nvfp4, mxfp4, or a GGUF
+    tensor type (q4_0, q4_1, q8_0, q4_k...)."""
+    from infopt.specs.base import InputError
+
+    key = name.lower()
+    cc = float(compute_capability) if compute_capability else 0.0
+    if key in ("bf16", "fp16"):
+        return BF16
+    if key == "fp8":
+        return hypothetical_paths(compute_capability)[1]
+    if key in ("int4", "awq", "gptq"):
+        return hypothetical_paths(compute_capability)[2]
+    if key in ("nvfp4", "mxfp4"):
+        native = cc >= 10.0
+        return WeightPath(label=f"{key.upper()} {'W4A4' if native else 'W4A16'}",
+                          bits_per_weight=4.5 if key == "nvfp4" else 4.25,
+                          math="fp4" if native else "bf16",
+                          source="FP4 e2m1 + block scales; FP4 math only on CC >= 10.0")
+    try:
+        bpw = gguf_bits_per_weight(key.upper())
+    except Exception:  # noqa: BLE001 - unknown name: one clear error below
+        raise InputError(f"unknown --weight-dtype '{name}'; use one of {', '.join(_NAMED)} or a "
+                         "GGUF type such as q4_0, q4_1, q8_0, q4_k") from None
+    return WeightPath(label=f"GGUF {key.upper()}", bits_per_weight=bpw, math="bf16",
+                      unquantized_bits=bpw, source=f"GGUF {key.upper()} block layout")

@@ -46,4 +46,6 @@ class EngineAdapter:
     # Seconds to wait for readiness given the weights' size in bytes (bigger models load longer).
     readiness_timeout_s: Callable[[int, Any], float]
     metric_prefix: str  # Prometheus metric namespace on /metrics
+    # Startup log text -> what the engine says it allocated for KV (None if not logged).
+    kv_from_log: Callable[[str], Any]
     doc_url: str  # the CLI reference the flags were checked against

@@ -16,6 +16,7 @@ from pathlib import Path
 from infopt.bootstrap import default_paths
 from infopt.engines.base import EngineAdapter, Launch
 from infopt.specs.base import EngineUnavailableError
+from infopt.specs.plan import KvObservation
 from infopt.specs.serving import EngineName, LlamaCppConfig
 
 ENV_OVERRIDE = "INFOPT_LLAMA_SERVER"
@@ -46,7 +47,23 @@ def build_launch(cfg: LlamaCppConfig, executable: str, port: int) -> Launch:
         argv += ["-b", str(cfg.batch_tokens)]
     if cfg.ubatch_tokens is not None:
         argv += ["-ub", str(cfg.ubatch_tokens)]
+    if cfg.log_verbosity is not None:
+        argv += ["-lv", str(cfg.log_verbosity)]
     return Launch(argv=argv)
+
+
+# "llama_kv_cache:        CPU KV buffer size =   180.00 MiB" (one line per device buffer; printed
+# at log verbosity >= 4 in this build, hence the log_verbosity knob).
+_KV_BUFFER_RE = re.compile(r"llama_kv_cache:\s+\S+ KV buffer size =\s+([\d.]+) MiB")
+
+
+def kv_from_log(text: str) -> KvObservation | None:
+    found = _KV_BUFFER_RE.findall(text)
+    if not found:
+        return None
+    lines = [ln for ln in text.splitlines() if _KV_BUFFER_RE.search(ln)]
+    return KvObservation(bytes=int(round(sum(float(f) for f in found) * 2**20)),
+                         line="\n".join(lines))
 
 
 _VERSION_RE = re.compile(r"^version:\s*(.+?)\s*$", re.MULTILINE)
@@ -82,5 +99,6 @@ ADAPTER = EngineAdapter(
     forced_length_fields=lambda n: {"max_tokens": n, "ignore_eos": True},
     readiness_timeout_s=readiness_timeout_s,
     metric_prefix="llamacpp:",
+    kv_from_log=kv_from_log,
     doc_url="https://github.com/ggml-org/llama.cpp/blob/master/tools/server/README.md",
 )

@@ -9,6 +9,7 @@ module entry point, as ../shared/notes/engines.md records.
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 from functools import cache
 from pathlib import Path
@@ -16,6 +17,7 @@ from pathlib import Path
 from infopt.bootstrap import default_paths
 from infopt.engines.base import EngineAdapter, Launch
 from infopt.specs.base import EngineUnavailableError
+from infopt.specs.plan import KvObservation
 from infopt.specs.serving import EngineName, VllmConfig
 
 ENV_OVERRIDE = "INFOPT_VLLM_PYTHON"
@@ -53,8 +55,20 @@ def build_launch(cfg: VllmConfig, python: str, port: int) -> Launch:
     # Local weights only: the optimizer never lets an engine reach a hub on its own.
     env = {"HF_HUB_OFFLINE": "1"}
     if cfg.cpu_kvcache_space_gib is not None:
-        env["VLLM_CPU_KVCACHE_SPACE"] = f"{cfg.cpu_kvcache_space_gib:g}"
+        env["VLLM_CPU_KVCACHE_SPACE"] = str(cfg.cpu_kvcache_space_gib)
     return Launch(argv=argv, env=env)
+
+
+# "GPU KV cache size: 1,234,560 tokens" (V1, GPU) / "CPU KV cache size: 46,592 tokens" (CPU)
+_KV_TOKENS_RE = re.compile(r"(?:GPU|CPU) KV cache size: ([\d,]+) tokens")
+
+
+def kv_from_log(text: str) -> KvObservation | None:
+    m = _KV_TOKENS_RE.search(text)
+    if not m:
+        return None
+    line = next(ln for ln in text.splitlines() if _KV_TOKENS_RE.search(ln))
+    return KvObservation(tokens=int(m.group(1).replace(",", "")), line=line.strip())
 
 
 @cache
@@ -82,5 +96,6 @@ ADAPTER = EngineAdapter(
     forced_length_fields=lambda n: {"max_tokens": n, "min_tokens": n, "ignore_eos": True},
     readiness_timeout_s=readiness_timeout_s,
     metric_prefix="vllm:",
+    kv_from_log=kv_from_log,
     doc_url="https://docs.vllm.ai/en/latest/configuration/engine_args.html",
 )

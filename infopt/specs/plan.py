@@ -112,3 +112,11 @@ class CeilingRatio(Spec):
     ratio: float
     flagged: bool  # ratio > 1: the estimate is not an upper bound for this case
     note: str
+
+
+class KvObservation(Spec):
+    """What an engine's startup log says it allocated for the KV cache."""
+
+    tokens: int | None = None  # vLLM "KV cache size: N tokens", SGLang "#tokens: N"
+    bytes: int | None = None  # llama.cpp "KV buffer size = X MiB" (summed over buffers)
+    line: str  # the log line(s) it came from

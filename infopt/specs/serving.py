@@ -44,6 +44,8 @@ class LlamaCppConfig(_Common):
                           "q5_1"] = "f16"
     cache_type_v: Literal["f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "iq4_nl", "q5_0",
                           "q5_1"] = "f16"
+    # -lv: 4 makes this build log its KV buffer sizes (checked against the cost model).
+    log_verbosity: int | None = Field(None, ge=0, le=5)
 
     @property
     def ctx_total_tokens(self) -> int:
@@ -58,8 +60,9 @@ class VllmConfig(_Common):
     kv_cache_dtype: Literal["auto", "fp8", "fp8_e4m3", "fp8_e5m2"] = "auto"
     enforce_eager: bool = False
     enable_prefix_caching: bool | None = None
-    # CPU backend only: VLLM_CPU_KVCACHE_SPACE in GiB (vLLM's own unit for this variable).
-    cpu_kvcache_space_gib: float | None = Field(None, gt=0)
+    # CPU backend only: VLLM_CPU_KVCACHE_SPACE in whole GiB (vLLM 0.32 parses it with int():
+    # "0.5" fails at start-up with "invalid literal for int()").
+    cpu_kvcache_space_gib: int | None = Field(None, ge=1)
 
 
 ServingConfig = Annotated[LlamaCppConfig | VllmConfig, Field(discriminator="engine")]

@@ -38,3 +38,18 @@ def hf_model(engine_paths) -> Path:
 @pytest.fixture(scope="session")
 def vllm_python(engine_paths) -> Path:
     return _need(engine_paths.vllm_python, "vLLM CPU environment")
+
+
+@pytest.fixture(scope="session")
+def vllm_server(vllm_python, hf_model, tmp_path_factory):
+    """One real vLLM CPU server shared by every test that can use it (~40 s start-up)."""
+    from infopt.engines import process, vllm
+    from infopt.specs.serving import VllmConfig
+
+    # --enforce-eager: ~37 s start on 2 cores instead of ~140 s compiled (notes/engines.md).
+    cfg = VllmConfig(model_path=str(hf_model), served_model_name="smollm2", max_model_len=4096,
+                     enforce_eager=True, cpu_kvcache_space_gib=1)
+    log = tmp_path_factory.mktemp("vllm") / "engine.log"
+    running = process.start(vllm.ADAPTER, cfg, str(vllm_python), log, weights_bytes=270_000_000)
+    yield running
+    process.stop(running.pid)

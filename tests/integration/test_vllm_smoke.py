@@ -11,20 +11,8 @@ import openai
 import pytest
 
 from infopt.engines import process, vllm
-from infopt.specs.serving import VllmConfig
 
 pytestmark = [pytest.mark.integration, pytest.mark.vllm, pytest.mark.timeout(600)]
-
-
-@pytest.fixture(scope="module")
-def vllm_server(vllm_python, hf_model, tmp_path_factory):
-    # --enforce-eager: ~37 s start on 2 cores instead of ~140 s compiled (notes/engines.md).
-    cfg = VllmConfig(model_path=str(hf_model), served_model_name="smollm2", max_model_len=4096,
-                     enforce_eager=True, cpu_kvcache_space_gib=1)
-    log = tmp_path_factory.mktemp("vllm") / "engine.log"
-    running = process.start(vllm.ADAPTER, cfg, str(vllm_python), log, weights_bytes=270_000_000)
-    yield running
-    process.stop(running.pid)
 
 
 def test_streamed_chat_completion_through_openai_sdk(vllm_server):

@@ -36,7 +36,7 @@ def test_llamacpp_optional_flags_absent_when_unset():
 def test_vllm_argv_and_env():
     cfg = VllmConfig(model_path="/m", served_model_name="s", max_model_len=4096, max_num_seqs=2,
                      max_num_batched_tokens=1024, kv_cache_dtype="fp8", enforce_eager=True,
-                     enable_prefix_caching=False, cpu_kvcache_space_gib=1.5)
+                     enable_prefix_caching=False, cpu_kvcache_space_gib=2)
     launch = vllm.build_launch(cfg, "/v/bin/python", 9000)
     argv = launch.argv
     assert argv[:3] == ["/v/bin/python", "-m", "vllm.entrypoints.openai.api_server"]
@@ -45,8 +45,8 @@ def test_vllm_argv_and_env():
     assert _flag(argv, "--kv-cache-dtype") == "fp8"
     assert "--enforce-eager" in argv and "--no-enable-prefix-caching" in argv
     assert _flag(argv, "--host") == "127.0.0.1"
-    assert launch.env == {"HF_HUB_OFFLINE": "1", "VLLM_CPU_KVCACHE_SPACE": "1.5"}
-    assert launch.command.startswith("HF_HUB_OFFLINE=1 VLLM_CPU_KVCACHE_SPACE=1.5 /v/bin/python")
+    assert launch.env == {"HF_HUB_OFFLINE": "1", "VLLM_CPU_KVCACHE_SPACE": "2"}
+    assert launch.command.startswith("HF_HUB_OFFLINE=1 VLLM_CPU_KVCACHE_SPACE=2 /v/bin/python")
 
 
 def test_vllm_defaults_add_no_optional_flags():
@@ -74,3 +74,11 @@ def test_llamacpp_version_parsing():
     vendored = "version: 0.5.0-dev (build 1, commit 0c1e570)\nbuilt with GNU 12.2.0 for Linux x86_64"
     assert llamacpp.parse_version(vendored) == "0.5.0-dev (build 1, commit 0c1e570)"
     assert llamacpp.parse_version("garbage") == "unknown"
+
+
+def test_vllm_cpu_kv_space_is_whole_gib():
+    import pytest
+    from pydantic import ValidationError
+
+    with pytest.raises(ValidationError):  # vLLM 0.32 int()-parses the variable
+        VllmConfig(model_path="/m", max_model_len=2048, cpu_kvcache_space_gib=0.5)

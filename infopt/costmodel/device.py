@@ -1,0 +1,40 @@
+"""DeviceBudget from a catalog GPU (vendor peaks: the theoretical envelope) or from this host
+(measured bandwidth and GEMM rate: the calibrated envelope; no sourced vendor peak for an
+arbitrary CPU, so its theoretical envelope is reported unavailable, never guessed)."""
+
+from __future__ import annotations
+
+from infopt.specs.gpu import GpuSpec
+from infopt.specs.hardware import HardwareInventory
+from infopt.specs.plan import DeviceBudget
+
+
+def device_from_catalog(spec: GpuSpec, calibrated_bandwidth: float | None = None,
+                        calibrated_flops: dict[str, float] | None = None) -> DeviceBudget:
+    rates = {k: v for k, v in {
+        "bf16": spec.dense_bf16_flops_per_s, "fp16": spec.dense_fp16_flops_per_s,
+        "fp8": spec.dense_fp8_flops_per_s, "int8": spec.dense_int8_ops_per_s,
+        "fp4": spec.dense_fp4_flops_per_s}.items() if v}
+    # What the driver reports (and engines size against) is a little under the nominal size.
+    mem = spec.nvml_memory_total_mib * 2**20 if spec.nvml_memory_total_mib else spec.memory_bytes
+    return DeviceBudget(
+        name=spec.name, memory_bytes=mem, bandwidth_bytes_per_s=spec.bandwidth_bytes_per_s,
+        dense_flops_per_s=rates, compute_capability=spec.compute_capability,
+        interconnect_bytes_per_s=spec.nvlink_bytes_per_s_per_direction,
+        calibrated_bandwidth_bytes_per_s=calibrated_bandwidth,
+        calibrated_flops_per_s=calibrated_flops or {},
+        source=f"catalog row {spec.key} ({spec.source_tier.value}): {spec.source[:160]}"
+               + ("; memory as NVML reports it" if spec.nvml_memory_total_mib else ""))
+
+
+def device_from_host(hw: HardwareInventory, gemm_flops_per_s: float | None) -> DeviceBudget:
+    h = hw.host
+    bw = hw.host_memory_bandwidth
+    return DeviceBudget(
+        name=f"CPU {h.cpu_model} ({h.usable_cpus} usable CPUs)",
+        memory_bytes=h.cgroup_memory_limit_bytes or h.ram_total_bytes,
+        bandwidth_bytes_per_s=None, dense_flops_per_s={},
+        calibrated_bandwidth_bytes_per_s=bw.median_bytes_per_s if bw else None,
+        calibrated_flops_per_s={"any": gemm_flops_per_s} if gemm_flops_per_s else {},
+        source="host: measured memory-copy bandwidth and fp32 GEMM rate (numpy); no vendor "
+               "peak for this CPU, so no theoretical envelope")

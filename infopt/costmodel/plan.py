@@ -1,0 +1,93 @@
+"""`infopt plan`: memory fit of the requested candidate plus a ceiling table across the feasible
+weight x KV combinations and batch sizes, for one device and layout."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from infopt.costmodel.fit import FitRequest, plan_fit
+from infopt.costmodel.roofline import decode_row, prefill_row
+from infopt.costmodel.weights import hypothetical_paths, path_from_quantization
+from infopt.specs.plan import CeilingRow, CeilingTable, DeviceBudget, Envelope, MemoryFit
+
+# KV dtypes worth a row, by engine family: llama.cpp names its cache types differently.
+_KV_CHOICES = {"llamacpp": ("f16", "q8_0")}
+_DEFAULT_KV = ("auto", "fp8")
+
+
+class PlanResult(MemoryFit):
+    """The fit (top-level keys, the `plan --json` contract) plus the ceiling table."""
+
+    model: str
+    device: DeviceBudget
+    ceilings: CeilingTable
+
+
+def batch_sizes(concurrency: int, max_concurrency: float) -> list[int]:
+    sizes = {1, concurrency}
+    b = 8
+    while b < max(concurrency, min(max_concurrency, 256)):
+        sizes.add(b)
+        b *= 4
+    return sorted(s for s in sizes if s >= 1)
+
+
+def ceiling_table(r: FitRequest, batches: list[int], prompt_tokens: int) -> CeilingTable:
+    dev = r.device
+    own = path_from_quantization(r.model.quantization, dev.compute_capability)
+    paths = [r.weight_path] + [p for p in hypothetical_paths(dev.compute_capability)
+                               if p.label != r.weight_path.label]
+    if own.label not in {p.label for p in paths}:
+        paths.insert(1, own)
+    kvs = _KV_CHOICES.get(r.engine, _DEFAULT_KV)
+    rows: list[CeilingRow] = []
+    unavailable: list[str] = []
+    for env in (Envelope.THEORETICAL, Envelope.CALIBRATED):
+        produced = False
+        for path in paths:
+            exact = r.exact_weights_bytes if path.label == r.weight_path.label else None
+            for kv in kvs:
+                for b in batches:
+                    row = decode_row(r.model, path, kv, b, r.context_tokens, dev, env, r.tp,
+                                     exact_weights_bytes=exact)
+                    if row:
+                        rows.append(row)
+                        produced = True
+                row = prefill_row(r.model, path, kv, prompt_tokens, dev, env, r.tp,
+                                  exact_weights_bytes=exact)
+                if row:
+                    rows.append(row)
+        if not produced:
+            unavailable.append(
+                f"{env.value}: no {'vendor peak' if env is Envelope.THEORETICAL else 'measured'}"
+                f" bandwidth/compute for {dev.name}"
+                + (" (run on the machine, or give measured figures)" if env is
+                   Envelope.CALIBRATED else " (not in the sourced catalog)"))
+    return CeilingTable(device=dev, rows=rows, unavailable=unavailable, assumptions=[
+        "decode: executed weights read once per step (ideal batch reuse); MoE: expected union "
+        "of experts for uniform routing; KV read at the full context for every sequence",
+        "FLOPs: 2 per multiply-add; W4A16/W8A16 paths at 16-bit rates; FP8/FP4 rates only "
+        "where the device executes them",
+        "TP all-reduce not overlapped with compute; launch, scheduler and HTTP overheads "
+        "ignored: these are upper bounds, not predictions",
+        f"prefill: one prompt of {prompt_tokens} tokens, causal attention"])
+
+
+def make_plan(r: FitRequest, prompt_tokens: int | None = None) -> PlanResult:
+    fit = plan_fit(r)
+    batches = batch_sizes(r.concurrency, fit.max_concurrency_at_context)
+    table = ceiling_table(r, batches, prompt_tokens or min(r.context_tokens, 2048))
+    return PlanResult(**fit.model_dump(), model=r.model.model, device=r.device, ceilings=table)
+
+
+def with_path(r: FitRequest, label_or_dtype: str | None) -> FitRequest:
+    """Resolve --weight-dtype to a WeightPath (None: the checkpoint's own quantization)."""
+    from infopt.costmodel.weights import BF16, named_path
+
+    if label_or_dtype is None:
+        return replace(r, weight_path=path_from_quantization(r.model.quantization,
+                                                             r.device.compute_capability))
+    path = BF16 if label_or_dtype.lower() in ("bf16", "fp16", "auto") else named_path(
+        label_or_dtype, r.device.compute_capability)
+    # A hypothetical precision: the checkpoint's exact bytes no longer apply.
+    return replace(r, weight_path=path, exact_weights_bytes=None)

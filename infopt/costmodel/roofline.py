@@ -1,0 +1,123 @@
+"""Roofline ceilings per phase and per rank (hardware-throughput-ceilings.md, arithmetic checked).
+
+Decode step for `batch` sequences at `context` tokens each, on one TP rank:
+  bytes  = weight traffic (executed weights once per step; MoE: shared + expected union of
+           experts the batch touches) / tp + KV reads batch x context x kv_bpt + KV writes
+           batch x kv_bpt (+ sliding/recurrent state reads)
+  flops  = 2 x executed linear params x batch / tp
+           + attention 4 x full_layers x context x query_heads x head_dim x batch / tp
+           (QK and AV; GQA shrinks KV traffic, not this work; MLA attends over the latent)
+  comm   = TP all-reduce: 2 per layer x batch x hidden x 2 bytes x 2 (tp-1)/tp (ring), over the
+           interconnect, not overlapped (stated assumption)
+  t_step = max(bytes/BW, flops/C) + comm/link; tokens/s = batch x tokens_per_step / t_step
+Prefill of one prompt of T tokens: flops = 2 x P x T + 2 x full_layers x T^2 x q_heads x
+head_dim (causal QK+AV: 4 x T^2/2), bytes = weights once + T x kv_bpt written.
+
+A W4A16 path multiplies at 16-bit rates; FP8/FP4 rates only where the kernel runs them.
+"""
+
+from __future__ import annotations
+
+from infopt.costmodel.kv import kv_bytes_per_token_per_gpu, state_bytes_per_sequence_per_gpu
+from infopt.costmodel.weights import decode_weight_traffic_bytes, executed_linear_params
+from infopt.specs.inspection import AttentionKind, ModelInspection
+from infopt.specs.plan import (
+    Bound,
+    CeilingRatio,
+    CeilingRow,
+    DeviceBudget,
+    Envelope,
+    WeightPath,
+)
+
+
+def step_floor(bytes_moved: float, flops: float, comm_bytes: float, bandwidth: float,
+               flops_rate: float, link_bandwidth: float | None) -> tuple[float, float, float,
+                                                                         float, Bound]:
+    """(t_memory, t_compute, t_comm, t_step, bound) for one step; pure arithmetic."""
+    t_mem = bytes_moved / bandwidth
+    t_comp = flops / flops_rate
+    t_comm = comm_bytes / link_bandwidth if comm_bytes and link_bandwidth else 0.0
+    t_step = max(t_mem, t_comp) + t_comm
+    if t_comm > max(t_mem, t_comp):
+        bound = Bound.COMMUNICATION
+    else:
+        bound = Bound.MEMORY if t_mem >= t_comp else Bound.COMPUTE
+    return t_mem, t_comp, t_comm, t_step, bound
+
+
+def _attention_dim(m: ModelInspection) -> int:
+    a = m.attention
+    if a.kind is AttentionKind.MLA and a.kv_lora_rank:
+        # Absorbed MLA decode attends over the latent (+ rope part) for every query head.
+        return a.kv_lora_rank + (a.qk_rope_head_dim or 0)
+    return a.head_dim
+
+
+def decode_row(m: ModelInspection, path: WeightPath, kv_dtype: str, batch: int, context: int,
+               dev: DeviceBudget, envelope: Envelope, tp: int = 1,
+               tokens_per_step: float = 1.0, exact_weights_bytes: int | None = None
+               ) -> CeilingRow | None:
+    """One decode ceiling row; None when the envelope's rates are unavailable."""
+    bw, rate = _rates(dev, envelope, path.math)
+    if bw is None or rate is None:
+        return None
+    w = decode_weight_traffic_bytes(m, path, batch, exact_weights_bytes) / tp
+    kv_bpt = kv_bytes_per_token_per_gpu(m, kv_dtype, tp)
+    state = state_bytes_per_sequence_per_gpu(m, kv_dtype, context, tp)
+    kv = batch * (context * kv_bpt + state) + batch * kv_bpt * tokens_per_step
+    full = m.kv_cache.full_attention_layers
+    flops = (2 * executed_linear_params(m) * batch * tokens_per_step
+             + 4 * full * context * m.attention.num_query_heads * _attention_dim(m) * batch
+             * tokens_per_step) / tp
+    comm = (2 * m.num_layers * batch * m.hidden_size * 2 * 2 * (tp - 1) / tp) if tp > 1 else 0.0
+    t_mem, t_comp, t_comm, t_step, bound = step_floor(w + kv, flops, comm, bw, rate,
+                                                      dev.interconnect_bytes_per_s)
+    emitted = batch * tokens_per_step
+    return CeilingRow(phase="decode", envelope=envelope, weight_path=path.label,
+                      kv_dtype=kv_dtype, batch=batch, context_tokens=context,
+                      bytes_per_step=w + kv, flops_per_step=flops, comm_bytes_per_step=comm,
+                      t_memory_s=t_mem, t_compute_s=t_comp, t_comm_s=t_comm, t_step_s=t_step,
+                      bound=bound, tokens_per_step=emitted, tokens_per_s=emitted / t_step)
+
+
+def prefill_row(m: ModelInspection, path: WeightPath, kv_dtype: str, prompt_tokens: int,
+                dev: DeviceBudget, envelope: Envelope, tp: int = 1,
+                exact_weights_bytes: int | None = None) -> CeilingRow | None:
+    bw, rate = _rates(dev, envelope, path.math)
+    if bw is None or rate is None:
+        return None
+    # Every expert is likely touched by a long prompt: read all weights once.
+    w = decode_weight_traffic_bytes(m, path, max(prompt_tokens, 1), exact_weights_bytes) / tp
+    kv_w = prompt_tokens * kv_bytes_per_token_per_gpu(m, kv_dtype, tp)
+    full = m.kv_cache.full_attention_layers
+    t = prompt_tokens
+    flops = (2 * executed_linear_params(m) * t
+             + 2 * full * t * t * m.attention.num_query_heads * _attention_dim(m)) / tp
+    comm = (2 * m.num_layers * t * m.hidden_size * 2 * 2 * (tp - 1) / tp) if tp > 1 else 0.0
+    t_mem, t_comp, t_comm, t_step, bound = step_floor(w + kv_w, flops, comm, bw, rate,
+                                                      dev.interconnect_bytes_per_s)
+    return CeilingRow(phase="prefill", envelope=envelope, weight_path=path.label,
+                      kv_dtype=kv_dtype, batch=1, context_tokens=t, bytes_per_step=w + kv_w,
+                      flops_per_step=flops, comm_bytes_per_step=comm, t_memory_s=t_mem,
+                      t_compute_s=t_comp, t_comm_s=t_comm, t_step_s=t_step, bound=bound,
+                      tokens_per_step=t, tokens_per_s=t / t_step)
+
+
+def _rates(dev: DeviceBudget, envelope: Envelope, math: str) -> tuple[float | None, float | None]:
+    if envelope is Envelope.THEORETICAL:
+        return dev.bandwidth_bytes_per_s, dev.dense_flops_per_s.get(math) or (
+            dev.dense_flops_per_s.get("bf16") if math in ("fp16", "fp32") else None)
+    return (dev.calibrated_bandwidth_bytes_per_s,
+            dev.calibrated_flops_per_s.get(math) or dev.calibrated_flops_per_s.get("any"))
+
+
+def ceiling_ratio(metric: str, measured: float, row: CeilingRow) -> CeilingRatio:
+    """measured / ceiling for a throughput metric (higher is better); never clamped."""
+    ratio = measured / row.tokens_per_s
+    return CeilingRatio(
+        metric=metric, measured=measured, ceiling=row.tokens_per_s, envelope=row.envelope,
+        ratio=ratio, flagged=ratio > 1.0,
+        note=("above the ceiling: the cost model's assumptions are wrong for this case "
+              "(cache reuse, speculation, or a byte/FLOP count) — review before trusting it")
+        if ratio > 1.0 else f"{row.bound.value}-bound estimate")
