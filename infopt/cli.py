@@ -210,6 +210,80 @@ def shortlist(
     typer.echo(result.model_dump_json(indent=2) if json_out else render_shortlist(result))
 
 
+def _load_model(model: str, revision: str | None, endpoint: str | None,
+                credentials_block: str | None):
+    """(ModelInspection, exact weight bytes or None) from a local path or the hub."""
+    from pathlib import Path
+
+    if _is_local(model):
+        from infopt.model.profile import profile_model
+
+        prof = profile_model(model)
+        return prof.inspection, prof.file_bytes if Path(model).suffix == ".gguf" else (
+            prof.file_bytes or None)
+    from infopt.model.hub import default_cache_dir, fetch_model_facts, to_inspection
+
+    facts = fetch_model_facts(model, cache_dir=default_cache_dir(), revision=revision,
+                              endpoint=endpoint, token=_hub_token(credentials_block))
+    return to_inspection(facts), facts.safetensors.total_bytes if facts.safetensors else None
+
+
+@app.command()
+def plan(
+    model: Annotated[str, typer.Option("--model", help="hub id ORG/NAME, HF directory or GGUF")],
+    gpu: Annotated[str | None, typer.Option(help="catalog GPU name or alias (e.g. 'H100 SXM'); "
+                                            "default: the detected hardware")] = None,
+    gpu_count: Annotated[int | None, typer.Option(help="GPUs available (default: detected, "
+                                                  "or tp x pp)")] = None,
+    engine: Annotated[str | None, typer.Option(help="vllm, sglang, trtllm, llamacpp")] = None,
+    context: Annotated[int | None, typer.Option(help="tokens per sequence; default: the "
+                                                "model's native context")] = None,
+    concurrency: Annotated[int, typer.Option(help="simultaneous active sequences")] = 1,
+    kv_dtype: Annotated[str, typer.Option(help="auto, fp8, f16, q8_0, ...")] = "auto",
+    weight_dtype: Annotated[str | None, typer.Option(help="bf16, fp8, int4, nvfp4, mxfp4 or a "
+                                                     "GGUF type; default: the checkpoint's")] = None,
+    tp: Annotated[int, typer.Option()] = 1,
+    pp: Annotated[int, typer.Option()] = 1,
+    gpu_memory_utilization: Annotated[float, typer.Option(min=0.05, max=1.0)] = 0.9,
+    mem_fraction_static: Annotated[float, typer.Option(min=0.05, max=1.0)] = 0.88,
+    revision: Annotated[str | None, typer.Option()] = None,
+    endpoint: Annotated[str | None, typer.Option()] = None,
+    credentials_block: Annotated[str | None, typer.Option()] = None,
+    json_out: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """Memory fit at full context x concurrency, and roofline ceilings, without launching."""
+    from infopt.costmodel.allocation import EngineKnobs
+    from infopt.costmodel.fit import FitRequest
+    from infopt.costmodel.inputs import default_engine, resolve_device
+    from infopt.costmodel.plan import make_plan, with_path
+    from infopt.costmodel.weights import BF16
+    from infopt.report.plan_text import render_plan
+
+    try:
+        insp, exact = _load_model(model, revision, endpoint, credentials_block)
+        hw = gemm = None
+        if gpu is None:
+            from infopt.hardware.compute import measure_gemm_flops
+            from infopt.hardware.host import inventory
+
+            hw = inventory()
+            gemm = None if hw.gpus else measure_gemm_flops()
+        device, detected, is_cpu = resolve_device(gpu, hw, gemm)
+        count = gpu_count if gpu_count is not None else (detected or tp * pp if not is_cpu else 1)
+        eng = engine or default_engine(is_cpu, concurrency)
+        req = FitRequest(
+            model=insp, device=device, gpu_count=count, engine=eng,
+            context_tokens=context or insp.native_context_tokens, concurrency=concurrency,
+            kv_dtype=kv_dtype, weight_path=BF16, tp=tp, pp=pp, exact_weights_bytes=exact,
+            knobs=EngineKnobs(gpu_memory_utilization=gpu_memory_utilization,
+                              mem_fraction_static=mem_fraction_static, device_is_cpu=is_cpu))
+        result = make_plan(with_path(req, weight_dtype))
+    except InfoptError as exc:
+        _fail(exc)
+        return
+    typer.echo(result.model_dump_json(indent=2) if json_out else render_plan(result))
+
+
 def _device_target(spec: str | None):
     from infopt.specs.checkpoint import DeviceKind, DeviceTarget
 

@@ -1,0 +1,39 @@
+"""Resolve `infopt plan` inputs: the device (a catalog GPU, the detected GPUs, or this host's CPU)
+and the default engine for it. Errors say what to pass instead."""
+
+from __future__ import annotations
+
+from infopt.costmodel.device import device_from_catalog, device_from_host
+from infopt.hardware.catalog import lookup_gpu, match_gpu
+from infopt.specs.base import InputError
+from infopt.specs.hardware import HardwareInventory
+from infopt.specs.plan import DeviceBudget
+
+
+def resolve_device(gpu: str | None, hw: HardwareInventory | None,
+                   gemm_flops_per_s: float | None = None) -> tuple[DeviceBudget, int, bool]:
+    """(device, detected GPU count, is_cpu). `gpu` names a catalog row (aliases and NVML names
+    accepted); without it the detected hardware is used."""
+    if gpu:
+        return device_from_catalog(lookup_gpu(gpu)), 0, False
+    if hw is None:
+        raise InputError("no --gpu given and no hardware inventory; pass --gpu NAME")
+    if hw.gpus:
+        g = hw.gpus[0]
+        spec = match_gpu(g.name, g.memory_total_bytes)
+        if spec is None:
+            raise InputError(
+                f"the detected GPU '{g.name}' is not in infopt's sourced catalog and there are no "
+                "measured bandwidth/compute figures for it, so a ceiling would be a guess. Pass "
+                "--gpu with the closest catalog name to plan against its published figures.")
+        cal_bw = hw.host_memory_bandwidth and None  # GPU bandwidth is not measured yet
+        return device_from_catalog(spec, calibrated_bandwidth=cal_bw), len(hw.gpus), False
+    return device_from_host(hw, gemm_flops_per_s), 0, True
+
+
+def default_engine(is_cpu: bool, concurrency: int) -> str:
+    """Routing defaults (backend-routing.md): CPU -> llama.cpp; NVIDIA -> vLLM for many users,
+    SGLang for one (with vLLM as the comparator)."""
+    if is_cpu:
+        return "llamacpp"
+    return "vllm" if concurrency > 1 else "sglang"

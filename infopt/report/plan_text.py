@@ -1,0 +1,35 @@
+"""Plain-text view of a plan (fit + ceilings) for the CLI; units converted here."""
+
+from __future__ import annotations
+
+from infopt.costmodel.plan import PlanResult
+
+GIB = 2**30
+
+
+def render_plan(p: PlanResult) -> str:
+    verdict = "FITS" if p.fits else f"DOES NOT FIT: {p.gap_bytes / GIB:.2f} GiB short per GPU"
+    lines = [
+        f"{p.model} on {p.gpu_count} x {p.gpu} (tp={p.tp}, pp={p.pp}), engine {p.engine}, "
+        f"weights {p.weight_path}, KV {p.kv_dtype}",
+        f"Target: {p.context_tokens:,} tokens x {p.concurrency} sequences -> {verdict}",
+        f"  per GPU: memory {p.memory_per_gpu_bytes / GIB:.2f} GiB, engine budget "
+        f"{p.budget_bytes_per_gpu / GIB:.2f} GiB, weights {p.weights_bytes_per_gpu / GIB:.2f} GiB, "
+        f"runtime {p.runtime_overhead_bytes_per_gpu / GIB:.2f} GiB (estimate), KV budget "
+        f"{p.kv_budget_bytes_per_gpu / GIB:.2f} GiB",
+        f"  KV {p.kv_bytes_per_token_per_gpu:,.0f} B/token/GPU -> capacity "
+        f"{p.kv_capacity_tokens:,} tokens, {p.max_concurrency_at_context:.2f} sequences at "
+        "full context",
+    ]
+    if p.alternatives:
+        lines += ["Options (not applied; choose one):", *[f"  - {a}" for a in p.alternatives]]
+    lines += ["Assumptions:", *[f"  - {a}" for a in p.assumptions], "",
+              "Ceilings (upper bounds, estimates):",
+              f"  {'phase':8} {'envelope':11} {'weights':26} {'KV':5} {'batch':>5} "
+              f"{'tokens/s':>11} bound"]
+    for r in p.ceilings.rows:
+        lines.append(f"  {r.phase:8} {r.envelope.value:11} {r.weight_path[:26]:26} "
+                     f"{r.kv_dtype:5} {r.batch:>5} {r.tokens_per_s:>11,.1f} {r.bound.value}")
+    lines += [f"  unavailable: {u}" for u in p.ceilings.unavailable]
+    lines += [f"  assumption: {a}" for a in p.ceilings.assumptions]
+    return "\n".join(lines)
