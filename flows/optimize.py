@@ -23,6 +23,7 @@ from infopt.tuning.search import baseline_config, decide, first_dimension, objec
 from tasks.benchmark import benchmark
 from tasks.contract import verify_contract
 from tasks.engine import start_engine, stop_engine
+from tasks.plan import fit_candidates, label_ceilings
 from tasks.report import write_report_task
 from tasks.target import inventory_host, profile_model_task, shortlist_task
 
@@ -37,27 +38,36 @@ def decide_tuning(trials: list[Trial], knob: str, baseline_value: str, workload:
     return decide(trials, knob, baseline_value, workload.objective)
 
 
+def _mean_context(bench, workload: Workload) -> int:
+    """Mean tokens in context while decoding: measured prompt length + half the output."""
+    prompts = [lvl.prompt_tokens_mean for lvl in bench.levels if lvl.prompt_tokens_mean]
+    prompt = sum(prompts) / len(prompts) if prompts else workload.input_tokens
+    return int(prompt + workload.output_tokens / 2)
+
+
 def _run_trial(config: LlamaCppConfig | VllmConfig, *, trial_id: str, role: str,
                dimension: str | None, value: str | None, repeat: int, workload: Workload,
-               run_dir: Path, weights_bytes: int, seed: int, with_contract: bool = False):
+               run_dir: Path, model, hw, fit, seed: int, with_contract: bool = False):
     """Start -> (contract) -> benchmark -> stop. A failed start is recorded, not raised."""
     log = trial_dir(run_dir, trial_id) / "engine.log"
     try:
-        running = start_engine(config, str(log), weights_bytes)
+        running = start_engine(config, str(log), model.file_bytes)
     except EngineStartError as exc:
         get_run_logger().warning("%s failed to start: %s", trial_id, exc)
         return Trial(trial_id=trial_id, role=role, dimension=dimension, value=value,
                      repeat=repeat, config=config, engine=None, benchmark=None,
-                     objective_value=None, failed=str(exc).splitlines()[0]), []
+                     objective_value=None, failed=str(exc).splitlines()[0], fit=fit), []
     try:
         checks = verify_contract(running, config.served_model_name) if with_contract else []
         bench = benchmark(running, config.served_model_name, workload, seed, str(run_dir),
                           trial_id)
     finally:
         stop_engine(running)
+    ceilings = label_ceilings(model, hw, config, bench, _mean_context(bench, workload))
     return Trial(trial_id=trial_id, role=role, dimension=dimension, value=value, repeat=repeat,
                  config=config, engine=running, benchmark=bench,
-                 objective_value=objective_value(bench, workload)), checks
+                 objective_value=objective_value(bench, workload), fit=fit,
+                 ceilings=ceilings), checks
 
 
 @flow(name="optimize", on_failure=[_stop_engines_hook], on_crashed=[_stop_engines_hook],
@@ -91,12 +101,22 @@ def optimize(model_path: str, workload: Workload | None = None, runs_dir: str | 
     base_cfg = baseline_config(chosen, model, hw, served_name=served_name, port=port)
     dim = first_dimension(base_cfg, workload)
     base_value = str(getattr(base_cfg, dim.knob))
+    # Fit every candidate at the full context before launching any: prune what cannot fit.
+    configs = {str(v): with_knob(base_cfg, dim.knob, v) for v in dim.values}
+    fits = dict(zip(configs, fit_candidates(model, hw, list(configs.values()),
+                                            workload.target_concurrency)))
+    pruned = [f"{dim.knob}={v}: {fits[v].gap_bytes / 2**30:.2f} GiB short per device; options: "
+              + "; ".join(fits[v].alternatives) for v in configs if not fits[v].fits]
+    if not fits[base_value].fits:
+        raise InfoptError("the baseline configuration does not fit at the model's full context: "
+                          + pruned[0])
+    values = [v for v in dim.values if fits[str(v)].fits]
 
     # Baseline: contract first (a config that breaks the API is not a candidate), then measure.
     baseline, contract = _run_trial(
         base_cfg, trial_id="t00-baseline", role="baseline", dimension=dim.knob, value=base_value,
-        repeat=1, workload=workload, run_dir=run_dir, weights_bytes=model.file_bytes, seed=seed,
-        with_contract=True)
+        repeat=1, workload=workload, run_dir=run_dir, model=model, hw=hw,
+        fit=fits[base_value], seed=seed, with_contract=True)
     if baseline.benchmark is None:
         raise EngineStartError(f"the baseline configuration failed to start: {baseline.failed}. "
                                f"See {trial_dir(run_dir, baseline.trial_id) / 'engine.log'}")
@@ -108,15 +128,14 @@ def optimize(model_path: str, workload: Workload | None = None, runs_dir: str | 
     # Tuning: interleave values within each round so slow drift hits every value alike.
     n = 1
     for rnd in range(1, repeats + 1):
-        order = dim.values[(rnd - 1) % len(dim.values):] + dim.values[:(rnd - 1) % len(dim.values)]
+        order = values[(rnd - 1) % len(values):] + values[:(rnd - 1) % len(values)]
         for v in order:
             if str(v) == base_value and rnd == 1:
                 continue  # the baseline trial is this value's first repeat
-            cfg = with_knob(base_cfg, dim.knob, v)
-            t, _ = _run_trial(cfg, trial_id=f"t{n:02d}-{dim.knob}-{v}-r{rnd}", role="tuning",
-                              dimension=dim.knob, value=str(v), repeat=rnd, workload=workload,
-                              run_dir=run_dir, weights_bytes=model.file_bytes,
-                              seed=seed + 1000 * n)
+            t, _ = _run_trial(configs[str(v)], trial_id=f"t{n:02d}-{dim.knob}-{v}-r{rnd}",
+                              role="tuning", dimension=dim.knob, value=str(v), repeat=rnd,
+                              workload=workload, run_dir=run_dir, model=model, hw=hw,
+                              fit=fits[str(v)], seed=seed + 1000 * n)
             trials.append(t)
             n += 1
     outcome = decide_tuning(trials, dim.knob, base_value, workload)
@@ -130,7 +149,7 @@ def optimize(model_path: str, workload: Workload | None = None, runs_dir: str | 
     report = OptimizationReport(
         run_id=run_id, created_at=time.strftime("%Y-%m-%dT%H:%M:%S%z"), hardware=hw, model=model,
         workload=workload, engine=chosen.value, engine_version=version, routing=routing_text,
-        shortlist=shortlist,
+        shortlist=shortlist, pruned=pruned,
         contract=contract, trials=trials, tuning=outcome, winner_trial_id=winner.trial_id,
         winner_config=winner.config, winner_command=winner.engine.command, notes=notes + [
             f"dimension `{dim.knob}`: {dim.why}",

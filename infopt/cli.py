@@ -261,14 +261,12 @@ def plan(
 
     try:
         insp, exact = _load_model(model, revision, endpoint, credentials_block)
-        hw = gemm = None
+        hw = None
         if gpu is None:
-            from infopt.hardware.compute import measure_gemm_flops
             from infopt.hardware.host import inventory
 
-            hw = inventory()
-            gemm = None if hw.gpus else measure_gemm_flops()
-        device, detected, is_cpu = resolve_device(gpu, hw, gemm)
+            hw = inventory()  # measures host bandwidth and GEMM rate (~3 s)
+        device, detected, is_cpu = resolve_device(gpu, hw)
         count = gpu_count if gpu_count is not None else (detected or tp * pp if not is_cpu else 1)
         eng = engine or default_engine(is_cpu, concurrency)
         req = FitRequest(

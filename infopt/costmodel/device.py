@@ -27,8 +27,9 @@ def device_from_catalog(spec: GpuSpec, calibrated_bandwidth: float | None = None
                + ("; memory as NVML reports it" if spec.nvml_memory_total_mib else ""))
 
 
-def device_from_host(hw: HardwareInventory, gemm_flops_per_s: float | None) -> DeviceBudget:
+def device_from_host(hw: HardwareInventory) -> DeviceBudget:
     h = hw.host
+    gemm_flops_per_s = hw.host_gemm_flops_per_s
     bw = hw.host_memory_bandwidth
     return DeviceBudget(
         name=f"CPU {h.cpu_model} ({h.usable_cpus} usable CPUs)",

@@ -10,6 +10,7 @@ from dataclasses import dataclass, replace
 
 from infopt.costmodel.allocation import (
     ALLOCATORS,
+    EIGHT_BIT_KV,
     EngineKnobs,
     allocator_key,
     llamacpp_kv_cells,
@@ -133,13 +134,15 @@ def alternatives(r: FitRequest, fit: MemoryFit) -> list[str]:
                            with_alternatives=False)
             if alt.fits:
                 opts.append(f"tensor parallel tp={tp} on {tp * r.pp} GPUs: fits, KV capacity "
-                            f"{alt.kv_capacity_tokens:,} tokens/rank, "
+                            f"{alt.kv_capacity_tokens:,} tokens, "
                             f"{alt.max_concurrency_at_context:.1f} sequences at full context")
                 break
-    if kv_element_bytes(r.kv_dtype) > 1.0:
-        alt = plan_fit(replace(r, kv_dtype="fp8"), with_alternatives=False)
+    low_kv = EIGHT_BIT_KV.get(r.engine, "fp8")
+    if kv_element_bytes(r.kv_dtype) > kv_element_bytes(low_kv):
+        alt = plan_fit(replace(r, kv_dtype=low_kv), with_alternatives=False)
         verdict = "fits" if alt.fits else f"still {alt.gap_bytes / GIB:.2f} GiB short per GPU"
-        opts.append(f"FP8 KV cache: {verdict} (check quality at full context first)")
+        opts.append(f"8-bit KV cache ({low_kv}): {verdict} (check quality at full context "
+                    "first)")
     if fit.max_concurrency_at_context >= 1:
         opts.append(f"lower concurrency to {int(fit.max_concurrency_at_context)} sequences at "
                     f"the full {r.context_tokens}-token context")

@@ -10,8 +10,8 @@ from infopt.specs.hardware import HardwareInventory
 from infopt.specs.plan import DeviceBudget
 
 
-def resolve_device(gpu: str | None, hw: HardwareInventory | None,
-                   gemm_flops_per_s: float | None = None) -> tuple[DeviceBudget, int, bool]:
+def resolve_device(gpu: str | None, hw: HardwareInventory | None
+                   ) -> tuple[DeviceBudget, int, bool]:
     """(device, detected GPU count, is_cpu). `gpu` names a catalog row (aliases and NVML names
     accepted); without it the detected hardware is used."""
     if gpu:
@@ -26,9 +26,9 @@ def resolve_device(gpu: str | None, hw: HardwareInventory | None,
                 f"the detected GPU '{g.name}' is not in infopt's sourced catalog and there are no "
                 "measured bandwidth/compute figures for it, so a ceiling would be a guess. Pass "
                 "--gpu with the closest catalog name to plan against its published figures.")
-        cal_bw = hw.host_memory_bandwidth and None  # GPU bandwidth is not measured yet
-        return device_from_catalog(spec, calibrated_bandwidth=cal_bw), len(hw.gpus), False
-    return device_from_host(hw, gemm_flops_per_s), 0, True
+        # No GPU bandwidth/GEMM measurement yet: the calibrated envelope is reported unavailable.
+        return device_from_catalog(spec), len(hw.gpus), False
+    return device_from_host(hw), 0, True
 
 
 def default_engine(is_cpu: bool, concurrency: int) -> str:

@@ -29,6 +29,16 @@ class Launch:
 
 
 @dataclass(frozen=True)
+class MemoryShape:
+    """What a config asks of memory, in the cost model's terms."""
+
+    kv_dtype: str
+    context_tokens: int  # per sequence
+    max_sequences: int  # sequences the engine runs at once (slots, max_num_seqs)
+    knobs: Any  # infopt.costmodel.allocation.EngineKnobs
+
+
+@dataclass(frozen=True)
 class EngineAdapter:
     name: EngineName
     display_name: str
@@ -48,4 +58,6 @@ class EngineAdapter:
     metric_prefix: str  # Prometheus metric namespace on /metrics
     # Startup log text -> what the engine says it allocated for KV (None if not logged).
     kv_from_log: Callable[[str], Any]
+    # (config, target concurrency, device is CPU) -> MemoryShape for the fit model.
+    memory_shape: Callable[[Any, int, bool], MemoryShape]
     doc_url: str  # the CLI reference the flags were checked against

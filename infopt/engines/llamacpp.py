@@ -14,7 +14,8 @@ from functools import cache
 from pathlib import Path
 
 from infopt.bootstrap import default_paths
-from infopt.engines.base import EngineAdapter, Launch
+from infopt.costmodel.allocation import EngineKnobs
+from infopt.engines.base import EngineAdapter, Launch, MemoryShape
 from infopt.specs.base import EngineUnavailableError
 from infopt.specs.plan import KvObservation
 from infopt.specs.serving import EngineName, LlamaCppConfig
@@ -87,6 +88,12 @@ def readiness_timeout_s(weights_bytes: int, cfg: LlamaCppConfig) -> float:
     return 30.0 + 20.0 * weights_bytes / 2**30
 
 
+def memory_shape(cfg: LlamaCppConfig, target_concurrency: int, is_cpu: bool) -> MemoryShape:
+    # Both cache types are set together by infopt; K's type sizes the cache per element.
+    return MemoryShape(kv_dtype=cfg.cache_type_k, context_tokens=cfg.ctx_per_slot_tokens,
+                       max_sequences=cfg.parallel_slots, knobs=EngineKnobs(device_is_cpu=is_cpu))
+
+
 ADAPTER = EngineAdapter(
     name=EngineName.LLAMACPP,
     display_name="llama.cpp llama-server",
@@ -100,5 +107,6 @@ ADAPTER = EngineAdapter(
     readiness_timeout_s=readiness_timeout_s,
     metric_prefix="llamacpp:",
     kv_from_log=kv_from_log,
+    memory_shape=memory_shape,
     doc_url="https://github.com/ggml-org/llama.cpp/blob/master/tools/server/README.md",
 )

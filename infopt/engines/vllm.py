@@ -15,7 +15,8 @@ from functools import cache
 from pathlib import Path
 
 from infopt.bootstrap import default_paths
-from infopt.engines.base import EngineAdapter, Launch
+from infopt.costmodel.allocation import EngineKnobs
+from infopt.engines.base import EngineAdapter, Launch, MemoryShape
 from infopt.specs.base import EngineUnavailableError
 from infopt.specs.plan import KvObservation
 from infopt.specs.serving import EngineName, VllmConfig
@@ -85,6 +86,16 @@ def readiness_timeout_s(weights_bytes: int, cfg: VllmConfig) -> float:
     return base + 30.0 * weights_bytes / 2**30
 
 
+def memory_shape(cfg: VllmConfig, target_concurrency: int, is_cpu: bool) -> MemoryShape:
+    seqs = min(cfg.max_num_seqs or target_concurrency, target_concurrency)
+    space = cfg.cpu_kvcache_space_gib * 2**30 if cfg.cpu_kvcache_space_gib else None
+    return MemoryShape(kv_dtype=cfg.kv_cache_dtype, context_tokens=cfg.max_model_len,
+                       max_sequences=seqs, knobs=EngineKnobs(
+                           max_num_batched_tokens=cfg.max_num_batched_tokens,
+                           max_num_seqs=cfg.max_num_seqs, enforce_eager=cfg.enforce_eager,
+                           cpu_kvcache_space_bytes=space, device_is_cpu=is_cpu))
+
+
 ADAPTER = EngineAdapter(
     name=EngineName.VLLM,
     display_name="vLLM",
@@ -97,5 +108,6 @@ ADAPTER = EngineAdapter(
     readiness_timeout_s=readiness_timeout_s,
     metric_prefix="vllm:",
     kv_from_log=kv_from_log,
+    memory_shape=memory_shape,
     doc_url="https://docs.vllm.ai/en/latest/configuration/engine_args.html",
 )

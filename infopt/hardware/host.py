@@ -14,6 +14,7 @@ from pathlib import Path
 import psutil
 
 from infopt.bootstrap import default_paths
+from infopt.hardware.compute import measure_gemm_flops
 from infopt.hardware.membw import measure_host_bandwidth
 from infopt.hardware.nvml import probe_gpus
 from infopt.specs.hardware import HardwareInventory, HostInfo
@@ -131,12 +132,13 @@ def detect_other_accelerators() -> tuple[str, list[str]]:
 
 
 def inventory(measure_bandwidth: bool = True) -> HardwareInventory:
-    """Host, measured host memory bandwidth (~1.6 s) and GPUs through NVML."""
+    """Host, measured host memory bandwidth (~1.6 s) and GEMM rate (~1 s), GPUs via NVML."""
     report = probe_gpus()
     accel, other = ("nvidia", []) if report.devices else detect_other_accelerators()
     return HardwareInventory(
         host=probe_host(),
         host_memory_bandwidth=measure_host_bandwidth() if measure_bandwidth else None,
+        host_gemm_flops_per_s=measure_gemm_flops() if measure_bandwidth else None,
         gpus=report.devices, gpu_pairs=report.pairs, gpu_driver_version=report.driver_version,
         gpu_cuda_driver_version=report.cuda_driver_version, gpu_notes=[*report.notes, *other],
         gpu_probe=report.reason or "", accelerator=accel)

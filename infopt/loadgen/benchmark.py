@@ -33,6 +33,8 @@ def summarize_level(records: list[RequestRecord], concurrency: int, wall_s: floa
         itl_s=percentiles([g for r in ok for g in r.itl_s]),
         e2e_s=percentiles([r.e2e_s for r in ok if r.e2e_s is not None]),
         output_tokens_total=out_tokens,
+        prompt_tokens_mean=(sum(prompts) / len(prompts)) if (prompts := [
+            r.prompt_tokens for r in ok if r.prompt_tokens is not None]) else None,
         output_tokens_per_s=out_tokens / wall_s if wall_s > 0 else 0.0,
         requests_per_s=len(ok) / wall_s if wall_s > 0 else 0.0,
     )

@@ -24,6 +24,38 @@ def _level_row(t: Trial, lvl: LevelResult) -> str:
             f"{lvl.output_tokens_per_s:.1f} | {reached} |")
 
 
+def _ceiling_lines(r: OptimizationReport) -> list[str]:
+    rows = [(t, c) for t in r.trials for c in t.ceilings]
+    lines = ["", "### Fraction of the ceiling (measured / estimated upper bound, unclamped)", ""]
+    if not rows:
+        return lines + ["No ceiling could be computed for this device (see the plan's "
+                        "unavailable envelopes)."]
+    lines += ["Decode rate = streams decoding together × 1 / median ITL (decode only), against "
+              "the roofline decode ceiling at that batch and the benchmark's mean context. "
+              "A ratio above 1 means the cost model is wrong for this case and is flagged.", "",
+              "| trial | metric | envelope | measured tok/s | ceiling tok/s (estimate) | ratio |",
+              "|---|---|---|---|---|---|"]
+    for t, c in rows:
+        flag = " ⚠ above ceiling" if c.flagged else ""
+        lines.append(f"| {t.trial_id} | {c.metric} | {c.envelope.value} | {c.measured:.1f} | "
+                     f"{c.ceiling:.1f} | {c.ratio:.2f}{flag} |")
+    best = max(rows, key=lambda tc: tc[1].ratio)
+    lines += ["", f"Closest to its ceiling: `{best[0].trial_id}` ({best[1].metric}, "
+              f"{best[1].ratio:.2f} of {best[1].envelope.value}); the objective winner is "
+              f"`{r.winner_trial_id}`: a higher fraction of a smaller ceiling is not faster."]
+    if r.pruned:
+        lines += ["", "Pruned before launch (memory fit at full context):",
+                  *[f"- {p}" for p in r.pruned]]
+    fit = next((t.fit for t in r.trials if t.trial_id == r.winner_trial_id and t.fit), None)
+    if fit:
+        lines += ["", f"Winner's memory fit (estimate): weights {fit.weights_bytes_per_gpu / GIB:.2f}"
+                  f" GiB, KV {fit.required_kv_bytes_per_gpu / GIB:.2f} GiB for "
+                  f"{fit.concurrency} × {fit.context_tokens} tokens of "
+                  f"{fit.kv_budget_bytes_per_gpu / GIB:.2f} GiB available; "
+                  f"{'fits' if fit.fits else 'does not fit'}."]
+    return lines
+
+
 def _bandwidth_line(r: OptimizationReport) -> str:
     bw = r.hardware.host_memory_bandwidth
     if bw is None:
@@ -120,6 +152,7 @@ def render_markdown(r: OptimizationReport) -> str:
                          f"failed: {t.failed} |")
             continue
         lines += [_level_row(t, lvl) for lvl in t.benchmark.levels]
+    lines += _ceiling_lines(r)
     lines += ["", "### Exact command of each trial", ""]
     for t in r.trials:
         cmd = t.engine.command if t.engine else "(did not start)"

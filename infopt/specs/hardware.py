@@ -49,6 +49,7 @@ class HostInfo(Spec):
 class HardwareInventory(Spec):
     host: HostInfo
     host_memory_bandwidth: HostMemoryBandwidth | None = None  # measured, None if skipped
+    host_gemm_flops_per_s: float | None = None  # measured fp32 numpy GEMM, None if skipped
     gpus: list[GpuProbe]
     gpu_pairs: list[GpuPair] = Field(default_factory=list)
     gpu_driver_version: str | None = None

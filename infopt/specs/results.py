@@ -6,6 +6,7 @@ from pydantic import Field
 
 from .base import Spec
 from .checkpoint import Shortlist
+from .plan import CeilingRatio, MemoryFit
 from .hardware import HardwareInventory
 from .model import ModelProfile
 from .serving import ServingConfig
@@ -69,6 +70,7 @@ class LevelResult(Spec):
     itl_s: Percentiles
     e2e_s: Percentiles
     output_tokens_total: int
+    prompt_tokens_mean: float | None = None  # from usage.prompt_tokens (template included)
     output_tokens_per_s: float  # aggregate over the measured phase's wall time
     requests_per_s: float
 
@@ -102,6 +104,8 @@ class Trial(Spec):
     benchmark: BenchmarkResult | None
     objective_value: float | None
     failed: str | None = None  # why the trial produced no measurement
+    fit: MemoryFit | None = None  # predicted memory fit of this configuration
+    ceilings: list[CeilingRatio] = Field(default_factory=list)  # measured / ceiling per level
 
 
 class TuningOutcome(Spec):
@@ -125,6 +129,7 @@ class OptimizationReport(Spec):
     engine_version: str
     routing: list[str]  # routed engine order with reasons
     shortlist: Shortlist | None = None  # hub variants of `base_model`, when one was named
+    pruned: list[str] = Field(default_factory=list)  # candidate values the fit ruled out, why
     contract: list[ContractCheck]
     trials: list[Trial]
     tuning: TuningOutcome | None

@@ -111,3 +111,19 @@ def test_report_carries_classification_bandwidth_and_shortlist(report_and_dir):
     assert sl.device.kind.value == "cpu"
     assert [c.gguf_file for c in sl.candidates] == ["SmolLM2-135M-Instruct.Q4_1.gguf"]
     assert "outside_weight_bits" in md  # the Q8_0 file, kept with its reason
+
+
+def test_every_trial_has_fit_and_fraction_of_ceiling(report_and_dir):
+    report, run_dir = report_and_dir
+    md = (run_dir / "report.md").read_text()
+    assert "Fraction of the ceiling" in md
+    for t in report.trials:
+        assert t.fit is not None and t.fit.fits
+        # CPU host: no vendor peak, so only the calibrated envelope (measured bandwidth/GEMM).
+        envs = {c.envelope.value for c in t.ceilings}
+        assert envs == {"calibrated"}
+        for c in t.ceilings:
+            assert c.ratio == pytest.approx(c.measured / c.ceiling)  # never clamped
+            assert c.flagged == (c.ratio > 1)
+        assert len(t.ceilings) == len(t.benchmark.levels)
+    assert report.pruned == []  # SmolLM2 at 8192 tokens x 2 slots fits in RAM

@@ -136,7 +136,7 @@ def test_70b_bf16_does_not_fit_one_h100_and_offers_alternatives():
     assert not fit.fits and fit.gap_bytes > 0
     text = " ".join(fit.alternatives)
     assert "tensor parallel" in text or "smaller weight format" in text
-    assert "FP8 KV cache" in text
+    assert "8-bit KV cache (fp8)" in text
 
 
 def test_impossible_inputs_are_clear_errors():

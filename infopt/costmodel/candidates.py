@@ -1,0 +1,67 @@
+"""The optimize flow's use of the cost model: the device a run targets, the fit of each candidate
+configuration (to prune those that cannot hold the full context at their concurrency), and the
+fraction of the ceiling each measured level reached."""
+
+from __future__ import annotations
+
+from infopt.costmodel.device import device_from_catalog, device_from_host
+from infopt.costmodel.fit import FitRequest, plan_fit
+from infopt.costmodel.roofline import ceiling_ratio, decode_row
+from infopt.costmodel.weights import path_from_quantization
+from infopt.engines import adapter_for
+from infopt.hardware.catalog import match_gpu
+from infopt.specs.hardware import HardwareInventory
+from infopt.specs.model import ModelProfile
+from infopt.specs.plan import CeilingRatio, DeviceBudget, Envelope, MemoryFit
+from infopt.specs.results import BenchmarkResult
+from infopt.specs.serving import LlamaCppConfig, VllmConfig
+
+Config = LlamaCppConfig | VllmConfig
+
+
+def run_device(hw: HardwareInventory) -> tuple[DeviceBudget, bool]:
+    """The device the flow's engines run on: the first GPU's catalog row, else this host."""
+    if hw.gpus:
+        g = hw.gpus[0]
+        spec = match_gpu(g.name, g.memory_total_bytes)
+        if spec is not None:
+            return device_from_catalog(spec), False
+    return device_from_host(hw), not hw.gpus
+
+
+def fit_config(model: ModelProfile, hw: HardwareInventory, config: Config,
+               target_concurrency: int) -> MemoryFit:
+    device, is_cpu = run_device(hw)
+    shape = adapter_for(config.engine).memory_shape(config, target_concurrency, is_cpu)
+    return plan_fit(FitRequest(
+        model=model.inspection, device=device, gpu_count=max(1, len(hw.gpus)),
+        engine=str(config.engine), context_tokens=shape.context_tokens,
+        concurrency=shape.max_sequences, kv_dtype=shape.kv_dtype,
+        weight_path=path_from_quantization(model.inspection.quantization,
+                                           device.compute_capability),
+        knobs=shape.knobs, exact_weights_bytes=model.file_bytes or None))
+
+
+def level_ceilings(model: ModelProfile, hw: HardwareInventory, config: Config,
+                   bench: BenchmarkResult, mean_context_tokens: int) -> list[CeilingRatio]:
+    """Per measured level, the decode rate (streams x 1 / median ITL: decode only, the quantity
+    the decode ceiling bounds) as a fraction of each available envelope's decode ceiling at
+    that batch and the benchmark's mean context. Unclamped; > 1 is flagged."""
+    device, is_cpu = run_device(hw)
+    shape = adapter_for(config.engine).memory_shape(config, bench.workload.target_concurrency,
+                                                    is_cpu)
+    path = path_from_quantization(model.inspection.quantization, device.compute_capability)
+    out: list[CeilingRatio] = []
+    for lvl in bench.levels:
+        if not lvl.itl_s.p50:
+            continue
+        batch = min(lvl.concurrency, shape.max_sequences)
+        measured = batch / lvl.itl_s.p50
+        for env in (Envelope.THEORETICAL, Envelope.CALIBRATED):
+            row = decode_row(model.inspection, path, shape.kv_dtype, batch, mean_context_tokens,
+                             device, env, exact_weights_bytes=model.file_bytes or None)
+            if row is not None:
+                r = ceiling_ratio(f"decode tokens/s at concurrency {lvl.concurrency} "
+                                  f"(batch {batch} x 1/ITL p50)", measured, row)
+                out.append(r)
+    return out

@@ -1,0 +1,38 @@
+"""Fit and ceilings inside the optimize flow: prune candidates that cannot hold the full context,
+label measured levels with their fraction of the ceiling."""
+
+from __future__ import annotations
+
+from prefect import get_run_logger, task
+
+from infopt.costmodel.candidates import fit_config, level_ceilings
+from infopt.specs.hardware import HardwareInventory
+from infopt.specs.model import ModelProfile
+from infopt.specs.plan import CeilingRatio, MemoryFit
+from infopt.specs.results import BenchmarkResult
+from infopt.specs.serving import LlamaCppConfig, VllmConfig
+
+
+@task(name="fit-candidates")
+def fit_candidates(model: ModelProfile, hw: HardwareInventory,
+                   configs: list[LlamaCppConfig | VllmConfig], target_concurrency: int
+                   ) -> list[MemoryFit]:
+    fits = [fit_config(model, hw, c, target_concurrency) for c in configs]
+    for c, f in zip(configs, fits):
+        get_run_logger().info(
+            "fit %s: %s (KV %.2f GiB needed of %.2f GiB budget)", c.engine,
+            "fits" if f.fits else f"does not fit, {f.gap_bytes / 2**30:.2f} GiB short",
+            f.required_kv_bytes_per_gpu / 2**30, f.kv_budget_bytes_per_gpu / 2**30)
+    return fits
+
+
+@task(name="label-ceilings")
+def label_ceilings(model: ModelProfile, hw: HardwareInventory,
+                   config: LlamaCppConfig | VllmConfig, bench: BenchmarkResult,
+                   mean_context_tokens: int) -> list[CeilingRatio]:
+    ratios = level_ceilings(model, hw, config, bench, mean_context_tokens)
+    for r in ratios:
+        if r.flagged:
+            get_run_logger().warning("%s: %.2f of the %s ceiling — %s", r.metric, r.ratio,
+                                     r.envelope.value, r.note)
+    return ratios

@@ -1,0 +1,44 @@
+"""Fit-based pruning of candidate configurations (the flow's fit-candidates stage)."""
+
+from __future__ import annotations
+
+import json
+
+from infopt.costmodel.candidates import fit_config, run_device
+from infopt.model.classify import classify_config
+from infopt.specs.hardware import HardwareInventory, HostInfo
+from infopt.specs.model import ModelFormat, ModelProfile
+from infopt.specs.serving import LlamaCppConfig
+from tests.shared_data import MODEL_CONFIGS
+
+GIB = 2**30
+
+
+def _host(ram_bytes: int) -> HardwareInventory:
+    return HardwareInventory(
+        host=HostInfo(cpu_model="test", architecture="x86_64", logical_cpus=2, physical_cores=2,
+                      usable_cpus=2, cgroup_cpu_limit=None, isa_features=[],
+                      ram_total_bytes=ram_bytes, ram_available_bytes=ram_bytes, os="Linux",
+                      kernel="6"), gpus=[], gpu_probe="none")
+
+
+def _llama8b() -> ModelProfile:
+    cfg = json.loads((MODEL_CONFIGS / "meta-llama__Llama-3.1-8B-Instruct.json").read_text())
+    insp = classify_config(cfg, model="llama")
+    return ModelProfile(path="/m.gguf", format=ModelFormat.GGUF, file_bytes=int(4.9 * GIB),
+                        inspection=insp, source="test")
+
+
+def test_slots_that_cannot_hold_full_context_are_pruned():
+    m, hw = _llama8b(), _host(32 * GIB)
+    device, is_cpu = run_device(hw)
+    assert is_cpu and device.memory_bytes == 32 * GIB
+    # 131,072 B/token x 131,072 tokens = 16 GiB per slot at f16.
+    one = fit_config(m, hw, LlamaCppConfig(model_path="/m.gguf", ctx_per_slot_tokens=131_072,
+                                           parallel_slots=1), 4)
+    four = fit_config(m, hw, LlamaCppConfig(model_path="/m.gguf", ctx_per_slot_tokens=131_072,
+                                            parallel_slots=4), 4)
+    assert one.fits and one.required_kv_bytes_per_gpu == 16 * GIB
+    # 4 slots need 64 GiB of KV on a 32 GiB host: pruned, with options that keep the context.
+    assert not four.fits and four.gap_bytes > 30 * GIB
+    assert any("q8_0" in a or "FP8" in a or "concurrency" in a for a in four.alternatives)
