@@ -246,6 +246,8 @@ def plan(
     pp: Annotated[int, typer.Option()] = 1,
     gpu_memory_utilization: Annotated[float, typer.Option(min=0.05, max=1.0)] = 0.9,
     mem_fraction_static: Annotated[float, typer.Option(min=0.05, max=1.0)] = 0.88,
+    spec_tokens_per_step: Annotated[float, typer.Option(
+        min=1.0, help="speculative decoding: expected verified tokens per step (1 = off)")] = 1.0,
     revision: Annotated[str | None, typer.Option()] = None,
     endpoint: Annotated[str | None, typer.Option()] = None,
     credentials_block: Annotated[str | None, typer.Option()] = None,
@@ -275,7 +277,7 @@ def plan(
             kv_dtype=kv_dtype, weight_path=BF16, tp=tp, pp=pp, exact_weights_bytes=exact,
             knobs=EngineKnobs(gpu_memory_utilization=gpu_memory_utilization,
                               mem_fraction_static=mem_fraction_static, device_is_cpu=is_cpu))
-        result = make_plan(with_path(req, weight_dtype))
+        result = make_plan(with_path(req, weight_dtype), tokens_per_step=spec_tokens_per_step)
     except InfoptError as exc:
         _fail(exc)
         return

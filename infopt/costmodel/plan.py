@@ -32,7 +32,8 @@ def batch_sizes(concurrency: int, max_concurrency: float) -> list[int]:
     return sorted(s for s in sizes if s >= 1)
 
 
-def ceiling_table(r: FitRequest, batches: list[int], prompt_tokens: int) -> CeilingTable:
+def ceiling_table(r: FitRequest, batches: list[int], prompt_tokens: int,
+                  tokens_per_step: float = 1.0) -> CeilingTable:
     dev = r.device
     own = path_from_quantization(r.model.quantization, dev.compute_capability)
     paths = [r.weight_path] + [p for p in hypothetical_paths(dev.compute_capability)
@@ -49,6 +50,7 @@ def ceiling_table(r: FitRequest, batches: list[int], prompt_tokens: int) -> Ceil
             for kv in kvs:
                 for b in batches:
                     row = decode_row(r.model, path, kv, b, r.context_tokens, dev, env, r.tp,
+                                     tokens_per_step=tokens_per_step,
                                      exact_weights_bytes=exact)
                     if row:
                         rows.append(row)
@@ -70,13 +72,18 @@ def ceiling_table(r: FitRequest, batches: list[int], prompt_tokens: int) -> Ceil
         "where the device executes them",
         "TP all-reduce not overlapped with compute; launch, scheduler and HTTP overheads "
         "ignored: these are upper bounds, not predictions",
-        f"prefill: one prompt of {prompt_tokens} tokens, causal attention"])
+        f"prefill: one prompt of {prompt_tokens} tokens, causal attention",
+        f"decode advances {tokens_per_step:g} verified token(s) per sequence per step"
+        + (" (speculative decoding: verification work scales with it; the draft model's own "
+           "cost is not included)" if tokens_per_step != 1 else "")])
 
 
-def make_plan(r: FitRequest, prompt_tokens: int | None = None) -> PlanResult:
+def make_plan(r: FitRequest, prompt_tokens: int | None = None,
+              tokens_per_step: float = 1.0) -> PlanResult:
     fit = plan_fit(r)
     batches = batch_sizes(r.concurrency, fit.max_concurrency_at_context)
-    table = ceiling_table(r, batches, prompt_tokens or min(r.context_tokens, 2048))
+    table = ceiling_table(r, batches, prompt_tokens or min(r.context_tokens, 2048),
+                          tokens_per_step)
     return PlanResult(**fit.model_dump(), model=r.model.model, device=r.device, ceilings=table)
 
 

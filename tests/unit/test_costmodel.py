@@ -190,3 +190,25 @@ def test_plan_answers_for_every_config_on_several_gpus(name, gpu):
     q = m.quantization
     if q and "e2m1" in (q.format or "").lower() and q.activations_quantized:
         assert ("W4A4" in plan.weight_path) == (gpu == "B200")
+
+
+def test_speculative_decoding_counts_verified_tokens_not_drafts():
+    m = _model("meta-llama__Llama-3.1-8B-Instruct")
+    one = decode_row(m, BF16, "auto", 1, 4096, H100, Envelope.THEORETICAL)
+    two = decode_row(m, BF16, "auto", 1, 4096, H100, Envelope.THEORETICAL, tokens_per_step=2.0)
+    # Memory-bound at batch 1: the step reads the same weights and KV (+1 more KV write), so
+    # 2 verified tokens per step nearly double the ceiling; FLOPs double exactly.
+    assert two.flops_per_step == pytest.approx(2 * one.flops_per_step)
+    assert two.bytes_per_step == pytest.approx(one.bytes_per_step + 131_072)
+    assert 1.95 < two.tokens_per_s / one.tokens_per_s <= 2.0
+
+
+def test_tp_adds_allreduce_time_and_splits_weights():
+    m = _model("meta-llama__Llama-3.1-8B-Instruct")
+    nv = H100.model_copy(update={"interconnect_bytes_per_s": 450e9})
+    one = decode_row(m, BF16, "auto", 8, 4096, nv, Envelope.THEORETICAL)
+    four = decode_row(m, BF16, "auto", 8, 4096, nv, Envelope.THEORETICAL, tp=4)
+    # 2 all-reduces x 32 layers x 8 tokens x 4096 x 2 bytes x 2 (tp-1)/tp = 3,145,728 bytes.
+    assert four.comm_bytes_per_step == pytest.approx(2 * 32 * 8 * 4096 * 2 * 2 * 3 / 4)
+    assert four.t_comm_s == pytest.approx(four.comm_bytes_per_step / 450e9)
+    assert four.bytes_per_step < one.bytes_per_step / 3  # weights and KV heads split 4 ways

@@ -1,0 +1,71 @@
+"""`infopt plan` through the real console script: the --json contract, catalog names and
+aliases, the CPU route on this host, and the impossible inputs."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.shared_data import MODEL_CONFIGS
+
+pytestmark = pytest.mark.integration
+INFOPT = str(Path(os.sys.executable).parent / "infopt")
+
+
+def _run(*args):
+    return subprocess.run([INFOPT, "plan", *args], capture_output=True, text=True, timeout=120)
+
+
+@pytest.fixture(scope="module")
+def llama_dir(tmp_path_factory):
+    d = tmp_path_factory.mktemp("llama31-8b")
+    shutil.copy(MODEL_CONFIGS / "meta-llama__Llama-3.1-8B-Instruct.json", d / "config.json")
+    return d
+
+
+@pytest.mark.parametrize("gpu", ["H100 SXM", "H100-SXM5-80GB", "NVIDIA H100 80GB HBM3"])
+def test_plan_json_contract_and_gpu_aliases(llama_dir, gpu):
+    out = _run("--model", str(llama_dir), "--gpu", gpu, "--concurrency", "8", "--context",
+               "32768", "--engine", "vllm", "--json")
+    assert out.returncode == 0, out.stderr
+    d = json.loads(out.stdout)
+    for key in ("weights_bytes_per_gpu", "kv_bytes_per_token_per_gpu", "kv_capacity_tokens",
+                "max_concurrency_at_context", "fits", "gap_bytes", "alternatives",
+                "assumptions"):
+        assert key in d
+    assert d["gpu"] == "H100 SXM5 80GB" and d["kv_bytes_per_token_per_gpu"] == 131072
+    assert d["fits"] and d["ceilings"]["rows"]
+
+
+def test_plan_does_not_fit_gives_gap_and_options(llama_dir):
+    out = _run("--model", str(llama_dir), "--gpu", "L4", "--concurrency", "16", "--json")
+    d = json.loads(out.stdout)
+    assert not d["fits"] and d["gap_bytes"] > 0 and d["alternatives"]
+    assert d["context_tokens"] == 131072  # full native context unless asked otherwise
+
+
+def test_plan_on_this_cpu_host_with_the_bundled_gguf(gguf_model):
+    out = _run("--model", str(gguf_model), "--concurrency", "4", "--json")
+    assert out.returncode == 0, out.stderr
+    d = json.loads(out.stdout)
+    assert d["engine"] == "llamacpp" and d["fits"]
+    assert d["ceilings"]["unavailable"] and "theoretical" in d["ceilings"]["unavailable"][0]
+    assert {r["envelope"] for r in d["ceilings"]["rows"]} == {"calibrated"}
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["--gpu", "H100 SXM", "--context", "200000"], "native context"),
+    (["--gpu", "H100 SXM", "--gpu-count", "0"], "at least 1"),
+    (["--gpu", "Voodoo 5 6000"], "H100 SXM5 80GB"),  # unknown name lists the known ones
+    (["--gpu", "H100 SXM", "--tp", "3", "--gpu-count", "3"], "does not divide"),
+    (["--gpu", "H100 SXM", "--weight-dtype", "fp7"], "unknown --weight-dtype"),
+])
+def test_impossible_inputs(llama_dir, args, needle):
+    out = _run("--model", str(llama_dir), *args)
+    assert out.returncode == 2 and "Traceback" not in out.stderr
+    assert needle in out.stderr, out.stderr
