@@ -7,25 +7,43 @@ every engine still running when the flow fails, crashes or is cancelled is stopp
 
 from __future__ import annotations
 
+import logging
 import time
 from pathlib import Path
 
 from prefect import flow, get_run_logger, task
+from prefect.exceptions import MissingContextError
+from pydantic import ValidationError
 
 from infopt.engines import adapter_for, process
 from infopt.engines.routing import route, select_available
 from infopt.report.rundir import new_run_id, runs_root, trial_dir
 from infopt.specs.base import EngineStartError, InfoptError
 from infopt.specs.results import OptimizationReport, Trial, TuningOutcome
-from infopt.specs.serving import EngineName, LlamaCppConfig, VllmConfig, with_knob
+from infopt.specs.serving import AnyServingConfig, EngineName, with_knob
 from infopt.specs.workload import Workload
-from infopt.tuning.search import baseline_config, decide, first_dimension, objective_value
+from infopt.troubleshoot.diagnose import contract_preserving_remedy
+from infopt.tuning.search import (
+    TuningDimension,
+    baseline_config,
+    decide,
+    first_dimension,
+    objective_value,
+)
 from tasks.benchmark import benchmark
 from tasks.contract import verify_contract
-from tasks.engine import start_engine, stop_engine
+from tasks.engine import diagnose_start, start_engine, stop_engine
 from tasks.plan import fit_candidates, label_ceilings
 from tasks.report import write_report_task
 from tasks.target import inventory_host, profile_model_task, shortlist_task
+
+
+def _log() -> logging.Logger | logging.LoggerAdapter:
+    """The run logger inside a flow/task; a plain logger when a helper is called outside one."""
+    try:
+        return get_run_logger()
+    except MissingContextError:
+        return logging.getLogger("infopt.flows.optimize")
 
 
 def _stop_engines_hook(flow, flow_run, state) -> None:
@@ -45,18 +63,47 @@ def _mean_context(bench, workload: Workload) -> int:
     return int(prompt + workload.output_tokens / 2)
 
 
-def _run_trial(config: LlamaCppConfig | VllmConfig, *, trial_id: str, role: str,
-               dimension: str | None, value: str | None, repeat: int, workload: Workload,
-               run_dir: Path, model, hw, fit, seed: int, with_contract: bool = False):
-    """Start -> (contract) -> benchmark -> stop. A failed start is recorded, not raised."""
-    log = trial_dir(run_dir, trial_id) / "engine.log"
+def _start_with_troubleshooting(config, log: Path, model, ts: dict):
+    """Start; on a deterministic failure diagnose the log and, if a known failure has a remedy
+    that keeps the contract, apply it once. Returns (running | None, config, diagnosis, remedy)."""
     try:
-        running = start_engine(config, str(log), model.file_bytes)
+        return start_engine(config, str(log), model.file_bytes), config, None, None
     except EngineStartError as exc:
-        get_run_logger().warning("%s failed to start: %s", trial_id, exc)
-        return Trial(trial_id=trial_id, role=role, dimension=dimension, value=value,
-                     repeat=repeat, config=config, engine=None, benchmark=None,
-                     objective_value=None, failed=str(exc).splitlines()[0], fit=fit), []
+        _log().warning("start failed: %s", str(exc).splitlines()[0])
+        diag = diagnose_start(exc.log_path or str(log), str(config.engine), ts["search"],
+                              ts["github_url"])
+    remedy = contract_preserving_remedy(diag)
+    fixed = None
+    if remedy is not None:
+        try:
+            fixed = config
+            for knob, value in remedy.knob_changes.items():
+                fixed = with_knob(fixed, knob, value)
+        except (ValueError, ValidationError):
+            fixed = None  # the remedy names a knob this engine/config does not have
+    if fixed is None:
+        return None, config, diag, None
+    _log().info("applying remedy (keeps the contract): %s", remedy.change)
+    retry_log = log.with_name("engine.remedied.log")
+    try:
+        return start_engine(fixed, str(retry_log), model.file_bytes), fixed, diag, remedy
+    except EngineStartError:
+        return None, fixed, diagnose_start(str(retry_log), str(config.engine), ts["search"],
+                                           ts["github_url"]), remedy
+
+
+def _run_trial(config: AnyServingConfig, *, trial_id: str, role: str,
+               dimension: str | None, value: str | None, repeat: int, workload: Workload,
+               run_dir: Path, model, hw, fit, seed: int, ts: dict, with_contract: bool = False):
+    """Start (with troubleshooting) -> (contract) -> benchmark -> stop. A start that still
+    fails is recorded with its diagnosis, never raised."""
+    log = trial_dir(run_dir, trial_id) / "engine.log"
+    running, config, diag, remedy = _start_with_troubleshooting(config, log, model, ts)
+    common = dict(trial_id=trial_id, role=role, dimension=dimension, value=value, repeat=repeat,
+                  config=config, fit=fit, diagnosis=diag, remedy=remedy)
+    if running is None:
+        return Trial(**common, engine=None, benchmark=None, objective_value=None,
+                     failed=f"{diag.category.value}: {diag.root_error[:300]}"), []
     try:
         checks = verify_contract(running, config.served_model_name) if with_contract else []
         bench = benchmark(running, config.served_model_name, workload, seed, str(run_dir),
@@ -64,10 +111,8 @@ def _run_trial(config: LlamaCppConfig | VllmConfig, *, trial_id: str, role: str,
     finally:
         stop_engine(running)
     ceilings = label_ceilings(model, hw, config, bench, _mean_context(bench, workload))
-    return Trial(trial_id=trial_id, role=role, dimension=dimension, value=value, repeat=repeat,
-                 config=config, engine=running, benchmark=bench,
-                 objective_value=objective_value(bench, workload), fit=fit,
-                 ceilings=ceilings), checks
+    return Trial(**common, engine=running, benchmark=bench,
+                 objective_value=objective_value(bench, workload), ceilings=ceilings), checks
 
 
 @flow(name="optimize", on_failure=[_stop_engines_hook], on_crashed=[_stop_engines_hook],
@@ -75,7 +120,11 @@ def _run_trial(config: LlamaCppConfig | VllmConfig, *, trial_id: str, role: str,
 def optimize(model_path: str, workload: Workload | None = None, runs_dir: str | None = None,
              engine: EngineName | None = None, repeats: int = 3, port: int | None = None,
              seed: int = 0, run_id: str | None = None, base_model: str | None = None,
-             hub_endpoint: str | None = None) -> OptimizationReport:
+             hub_endpoint: str | None = None, tune_knob: str | None = None,
+             tune_values: list[int | float | str | bool] | None = None,
+             base_overrides: dict[str, int | float | str | bool] | None = None,
+             github_search: bool = True, github_url: str | None = None
+             ) -> OptimizationReport:
     """Optimize serving of the local checkpoint `model_path`. `base_model` (a hub id) adds the
     checkpoint shortlist of its quantized variants to the report (metadata only; downloading a
     candidate needs an approval, which a later stage adds)."""
@@ -99,7 +148,14 @@ def optimize(model_path: str, workload: Workload | None = None, runs_dir: str | 
     # Clients address the model by its file/directory name, e.g. "smollm2-135m-instruct.q4_1".
     served_name = Path(model.path).name.removesuffix(".gguf").lower()
     base_cfg = baseline_config(chosen, model, hw, served_name=served_name, port=port)
+    for knob, v in (base_overrides or {}).items():
+        base_cfg = with_knob(base_cfg, knob, v)
     dim = first_dimension(base_cfg, workload)
+    if tune_knob:  # a user-chosen dimension instead of the default ladder's first one
+        if not tune_values:
+            raise InfoptError(f"tune_knob '{tune_knob}' needs tune_values to try")
+        dim = TuningDimension(knob=tune_knob, values=list(tune_values), why="chosen by the user")
+    ts = {"search": github_search, "github_url": github_url}
     base_value = str(getattr(base_cfg, dim.knob))
     # Fit every candidate at the full context before launching any: prune what cannot fit.
     configs = {str(v): with_knob(base_cfg, dim.knob, v) for v in dim.values}
@@ -116,10 +172,18 @@ def optimize(model_path: str, workload: Workload | None = None, runs_dir: str | 
     baseline, contract = _run_trial(
         base_cfg, trial_id="t00-baseline", role="baseline", dimension=dim.knob, value=base_value,
         repeat=1, workload=workload, run_dir=run_dir, model=model, hw=hw,
-        fit=fits[base_value], seed=seed, with_contract=True)
+        fit=fits[base_value], seed=seed, ts=ts, with_contract=True)
     if baseline.benchmark is None:
-        raise EngineStartError(f"the baseline configuration failed to start: {baseline.failed}. "
-                               f"See {trial_dir(run_dir, baseline.trial_id) / 'engine.log'}")
+        # Nothing to tune without a baseline: keep the diagnosis on disk and stop cleanly.
+        d = baseline.diagnosis
+        out = trial_dir(run_dir, baseline.trial_id) / "diagnosis.json"
+        if d is not None:
+            out.write_text(d.model_dump_json(indent=2))
+        links = "; ".join(m.url for m in (d.matches if d else [])[:3])
+        raise EngineStartError(
+            f"the baseline configuration failed to start ({baseline.failed}). Upstream: "
+            f"{links or 'no match'}. Diagnosis: {out}; engine log: "
+            f"{trial_dir(run_dir, baseline.trial_id) / 'engine.log'}")
     if not all(c.ok for c in contract):
         raise InfoptError("the baseline failed its API contract: " +
                           "; ".join(f"stream={c.stream}: {c.detail}" for c in contract if not c.ok))
@@ -135,7 +199,7 @@ def optimize(model_path: str, workload: Workload | None = None, runs_dir: str | 
             t, _ = _run_trial(configs[str(v)], trial_id=f"t{n:02d}-{dim.knob}-{v}-r{rnd}",
                               role="tuning", dimension=dim.knob, value=str(v), repeat=rnd,
                               workload=workload, run_dir=run_dir, model=model, hw=hw,
-                              fit=fits[str(v)], seed=seed + 1000 * n)
+                              fit=fits[str(v)], seed=seed + 1000 * n, ts=ts)
             trials.append(t)
             n += 1
     outcome = decide_tuning(trials, dim.knob, base_value, workload)

@@ -284,6 +284,37 @@ def plan(
     typer.echo(result.model_dump_json(indent=2) if json_out else render_plan(result))
 
 
+@app.command()
+def diagnose(
+    logfile: Annotated[str, typer.Argument(help="an engine log (e.g. runs/<id>/trials/<t>/engine.log)")],
+    engine: Annotated[str, typer.Option(help="vllm, sglang, trtllm, llamacpp, mlx")] = "unknown",
+    search: Annotated[bool, typer.Option(help="search upstream GitHub issues")] = True,
+    github_url: Annotated[str | None, typer.Option(help="GitHub API base URL; default "
+                                                   "$INFOPT_GITHUB_API or api.github.com")] = None,
+    credentials_block: Annotated[str | None, typer.Option()] = None,
+    json_out: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """Find the root error of a failed engine start, known failures and upstream issues."""
+    from infopt.report.diagnosis_text import render_diagnosis
+    from infopt.troubleshoot.diagnose import diagnose_file
+    from infopt.troubleshoot.github import github_token
+
+    try:
+        token = github_token()
+        if credentials_block:
+            _prefect_env(None)
+            from blocks.credentials import InfoptCredentials
+
+            creds = InfoptCredentials.load(credentials_block)
+            token = creds.github_token.get_secret_value() if creds.github_token else token
+        d = diagnose_file(logfile, engine, search=search, github_url=github_url,
+                          github_token=token)
+    except InfoptError as exc:
+        _fail(exc)
+        return
+    typer.echo(d.model_dump_json(indent=2) if json_out else render_diagnosis(d))
+
+
 def _device_target(spec: str | None):
     from infopt.specs.checkpoint import DeviceKind, DeviceTarget
 

@@ -10,24 +10,31 @@ from prefect.cache_policies import NO_CACHE
 from infopt.engines import adapter_for
 from infopt.engines import process
 from infopt.specs.base import EngineStartError
+from infopt.specs.diagnosis import Diagnosis
+from infopt.troubleshoot.diagnose import diagnose_file
+from infopt.troubleshoot.github import github_token
 from infopt.specs.results import RunningEngine
-from infopt.specs.serving import LlamaCppConfig, VllmConfig
+from infopt.specs.serving import AnyServingConfig
 
 
-def _is_port_race(task, task_run, state) -> bool:
-    """Retry only the transient failure: another process took the free port we picked."""
+_TRANSIENT = ("address already in use", "couldn't bind", "did not answer")
+
+
+def _is_transient(task, task_run, state) -> bool:
+    """Retry only transient failures: a port taken between our pick and the engine's bind, or a
+    start slower than the readiness timeout. Deterministic failures go to diagnosis instead."""
     try:
         state.result()
     except EngineStartError as exc:
-        return "address already in use" in str(exc).lower() and task_run.run_count <= 2
+        return any(t in str(exc).lower() for t in _TRANSIENT) and task_run.run_count <= 2
     except Exception:  # noqa: BLE001 - anything else is deterministic: no retry
         return False
     return False
 
 
 @task(name="start-engine", cache_policy=NO_CACHE, retries=2, retry_delay_seconds=1,
-      retry_condition_fn=_is_port_race)
-def start_engine(config: LlamaCppConfig | VllmConfig, log_path: str,
+      retry_condition_fn=_is_transient)
+def start_engine(config: AnyServingConfig, log_path: str,
                  weights_bytes: int) -> RunningEngine:
     adapter = adapter_for(config.engine)
     executable = adapter.locate()
@@ -42,3 +49,17 @@ def start_engine(config: LlamaCppConfig | VllmConfig, log_path: str,
 @task(name="stop-engine", cache_policy=NO_CACHE)
 def stop_engine(running: RunningEngine) -> int | None:
     return process.stop(running.pid)
+
+
+@task(name="diagnose-start", cache_policy=NO_CACHE)
+def diagnose_start(log_path: str, engine: str, search: bool, github_url: str | None
+                   ) -> Diagnosis:
+    """Issue-first: root error, known failures, upstream issues (offline -> catalog only)."""
+    d = diagnose_file(log_path, engine, search=search, github_url=github_url,
+                      github_token=github_token())
+    logger = get_run_logger()
+    logger.warning("diagnosis (%s): %s", d.category.value, d.root_error[:300])
+    for m in d.matches[:3]:
+        logger.info("  upstream [%s %.2f]: %s %s", m.source, m.score, m.title, m.url)
+    logger.info("  search: %s", d.search)
+    return d

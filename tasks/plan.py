@@ -10,12 +10,12 @@ from infopt.specs.hardware import HardwareInventory
 from infopt.specs.model import ModelProfile
 from infopt.specs.plan import CeilingRatio, MemoryFit
 from infopt.specs.results import BenchmarkResult
-from infopt.specs.serving import LlamaCppConfig, VllmConfig
+from infopt.specs.serving import AnyServingConfig
 
 
 @task(name="fit-candidates")
 def fit_candidates(model: ModelProfile, hw: HardwareInventory,
-                   configs: list[LlamaCppConfig | VllmConfig], target_concurrency: int
+                   configs: list[AnyServingConfig], target_concurrency: int
                    ) -> list[MemoryFit]:
     fits = [fit_config(model, hw, c, target_concurrency) for c in configs]
     for c, f in zip(configs, fits):
@@ -28,7 +28,7 @@ def fit_candidates(model: ModelProfile, hw: HardwareInventory,
 
 @task(name="label-ceilings")
 def label_ceilings(model: ModelProfile, hw: HardwareInventory,
-                   config: LlamaCppConfig | VllmConfig, bench: BenchmarkResult,
+                   config: AnyServingConfig, bench: BenchmarkResult,
                    mean_context_tokens: int) -> list[CeilingRatio]:
     ratios = level_ceilings(model, hw, config, bench, mean_context_tokens)
     for r in ratios:

@@ -145,11 +145,21 @@ def llamacpp(m: ModelInspection, memory_bytes: int, weights_bytes: int, tp: int,
         f"compute buffer ~{overhead / GIB:.2f} GiB (estimate)"))
 
 
+def mlx(m: ModelInspection, memory_bytes: int, weights_bytes: int, tp: int, device: str,
+        k: EngineKnobs) -> KvBudget:
+    # MLX grows its KV cache on demand in unified memory; macOS lets the GPU wire roughly 75%
+    # of RAM by default (iogpu.wired_limit_mb), the practical budget. Estimate.
+    budget = int(memory_bytes * 0.75)
+    return KvBudget(budget, 0, budget - weights_bytes, 1, (
+        "MLX: KV grows on demand in unified memory; budget ~75% of RAM (default GPU wired "
+        "limit, estimate)",))
+
+
 # The 8-bit KV cache type each engine offers (llama.cpp names it q8_0; the others fp8).
 EIGHT_BIT_KV = {"llamacpp": "q8_0"}
 
 ALLOCATORS = {"vllm": vllm_gpu, "vllm-cpu": vllm_cpu, "sglang": sglang, "trtllm": trtllm,
-              "llamacpp": llamacpp}
+              "llamacpp": llamacpp, "mlx": mlx}
 
 
 def allocator_key(engine: str, device_is_cpu: bool) -> str:

@@ -14,9 +14,7 @@ from infopt.specs.hardware import HardwareInventory
 from infopt.specs.model import ModelProfile
 from infopt.specs.plan import CeilingRatio, DeviceBudget, Envelope, MemoryFit
 from infopt.specs.results import BenchmarkResult
-from infopt.specs.serving import LlamaCppConfig, VllmConfig
-
-Config = LlamaCppConfig | VllmConfig
+from infopt.specs.serving import AnyServingConfig as Config
 
 
 def run_device(hw: HardwareInventory) -> tuple[DeviceBudget, bool]:
@@ -34,12 +32,14 @@ def fit_config(model: ModelProfile, hw: HardwareInventory, config: Config,
     device, is_cpu = run_device(hw)
     shape = adapter_for(config.engine).memory_shape(config, target_concurrency, is_cpu)
     return plan_fit(FitRequest(
-        model=model.inspection, device=device, gpu_count=max(1, len(hw.gpus)),
+        model=model.inspection, device=device,
+        gpu_count=max(1, len(hw.gpus), shape.tensor_parallel * shape.pipeline_parallel),
         engine=str(config.engine), context_tokens=shape.context_tokens,
         concurrency=shape.max_sequences, kv_dtype=shape.kv_dtype,
         weight_path=path_from_quantization(model.inspection.quantization,
                                            device.compute_capability),
-        knobs=shape.knobs, exact_weights_bytes=model.file_bytes or None))
+        knobs=shape.knobs, exact_weights_bytes=model.file_bytes or None,
+        tp=shape.tensor_parallel, pp=shape.pipeline_parallel))
 
 
 def level_ceilings(model: ModelProfile, hw: HardwareInventory, config: Config,

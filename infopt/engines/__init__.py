@@ -1,12 +1,12 @@
 """Engine adapters, one per engine, in an explicit registry.
 
-SGLang, TensorRT-LLM and MLX-LM adapters arrive with issue 5; until then they are routed but
-reported as unavailable.
+llama.cpp and vLLM run here for real; SGLang, TensorRT-LLM and MLX-LM are rendered and parsed
+against their documented CLIs (each adapter's `locate()` says how to install it where it runs).
 """
 
 from __future__ import annotations
 
-from infopt.engines import llamacpp, vllm
+from infopt.engines import llamacpp, mlx, sglang, trtllm, vllm
 from infopt.engines.base import EngineAdapter, Launch
 from infopt.specs.base import EngineUnavailableError
 from infopt.specs.serving import EngineName
@@ -14,6 +14,9 @@ from infopt.specs.serving import EngineName
 ENGINES: dict[EngineName, EngineAdapter] = {
     EngineName.LLAMACPP: llamacpp.ADAPTER,
     EngineName.VLLM: vllm.ADAPTER,
+    EngineName.SGLANG: sglang.ADAPTER,
+    EngineName.TRTLLM: trtllm.ADAPTER,
+    EngineName.MLX: mlx.ADAPTER,
 }
 
 

@@ -9,9 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from infopt.specs.serving import EngineName, LlamaCppConfig, VllmConfig
-
-AnyConfig = LlamaCppConfig | VllmConfig
+from infopt.specs.serving import EngineName
 
 
 @dataclass(frozen=True)
@@ -20,6 +18,14 @@ class Launch:
 
     argv: list[str]
     env: dict[str, str] = field(default_factory=dict)
+    # What a container or cluster rendering needs (infopt.engines.render); optional so a Launch
+    # built by hand (or by an adapter that does not set them) stays valid for local process use.
+    engine: str | None = None  # EngineName value: the health path comes from its adapter
+    port: int | None = None
+    model_path: str | None = None  # mounted read-only into a container at the same path
+    # Files the engine reads (path as the engine sees it -> text), e.g. TensorRT-LLM's
+    # --extra_llm_api_options YAML; written by render.write_launch_files before a local start.
+    files: dict[str, str] = field(default_factory=dict)
 
     @property
     def command(self) -> str:
@@ -36,6 +42,8 @@ class MemoryShape:
     context_tokens: int  # per sequence
     max_sequences: int  # sequences the engine runs at once (slots, max_num_seqs)
     knobs: Any  # infopt.costmodel.allocation.EngineKnobs
+    tensor_parallel: int = 1  # ranks sharing the KV heads (FitRequest.tp)
+    pipeline_parallel: int = 1  # ranks sharing the layers (FitRequest.pp)
 
 
 @dataclass(frozen=True)

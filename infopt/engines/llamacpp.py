@@ -50,7 +50,8 @@ def build_launch(cfg: LlamaCppConfig, executable: str, port: int) -> Launch:
         argv += ["-ub", str(cfg.ubatch_tokens)]
     if cfg.log_verbosity is not None:
         argv += ["-lv", str(cfg.log_verbosity)]
-    return Launch(argv=argv)
+    return Launch(argv=argv, engine=EngineName.LLAMACPP.value, port=port,
+                  model_path=cfg.model_path)
 
 
 # "llama_kv_cache:        CPU KV buffer size =   180.00 MiB" (one line per device buffer; printed

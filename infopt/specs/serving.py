@@ -2,6 +2,8 @@
 
 One class per engine, discriminated by `engine`; an unknown knob is a validation error
 (extra="forbid"), never a silent drop. Adapters in `infopt.engines` turn these into argv/env.
+Every knob is a flag (or config-file key) of the engine version its adapter pins; the adapter's
+module docstring names the source each was checked against.
 """
 
 from __future__ import annotations
@@ -9,7 +11,9 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, TypeAdapter
+from pathlib import PurePosixPath
+
+from pydantic import Field, TypeAdapter, field_validator, model_validator
 
 from .base import Spec
 
@@ -60,16 +64,195 @@ class VllmConfig(_Common):
     kv_cache_dtype: Literal["auto", "fp8", "fp8_e4m3", "fp8_e5m2"] = "auto"
     enforce_eager: bool = False
     enable_prefix_caching: bool | None = None
+    # --gpu-memory-utilization: the fraction of device memory vLLM allows itself (default 0.9).
+    gpu_memory_utilization: float | None = Field(None, gt=0, le=1)
+    tensor_parallel_size: int | None = Field(None, ge=1)
+    pipeline_parallel_size: int | None = Field(None, ge=1)
     # CPU backend only: VLLM_CPU_KVCACHE_SPACE in whole GiB (vLLM 0.32 parses it with int():
     # "0.5" fails at start-up with "invalid literal for int()").
     cpu_kvcache_space_gib: int | None = Field(None, ge=1)
 
 
-ServingConfig = Annotated[LlamaCppConfig | VllmConfig, Field(discriminator="engine")]
+class SglangConfig(_Common):
+    """SGLang 0.5.23 `python -m sglang.launch_server` (see infopt.engines.sglang)."""
+
+    engine: Literal[EngineName.SGLANG] = EngineName.SGLANG
+    # --context-length; required so the plan sizes the model's full context, never a default.
+    context_length: int = Field(..., ge=16)
+    # Weights + KV pool as a fraction of device memory; None = SGLang's own per-GPU default.
+    mem_fraction_static: float | None = Field(None, gt=0, lt=1)
+    max_running_requests: int | None = Field(None, ge=1)
+    # Tokens per prefill chunk; -1 disables chunked prefill (SGLang's own convention).
+    chunked_prefill_size: int | None = None
+    max_prefill_tokens: int | None = Field(None, ge=1)
+    kv_cache_dtype: Literal["auto", "fp8_e4m3", "fp8_e5m2", "bf16", "bfloat16"] = "auto"
+    tp_size: int | None = Field(None, ge=1)
+    pp_size: int | None = Field(None, ge=1)
+    attention_backend: Literal["flashinfer", "fa3", "fa4", "triton", "torch_native",
+                               "flex_attention", "flashmla", "trtllm_mla", "trtllm_mha",
+                               "cutedsl_mla", "aiter", "wave", "intel_amx", "ascend",
+                               "intel_xpu"] | None = None
+    # Rendered as the 0.5.23 spelling --cuda-graph-backend-{decode,prefill} disabled
+    # (--disable-cuda-graph still parses there but is deprecated).
+    disable_cuda_graph: bool = False
+    enable_torch_compile: bool = False
+    disable_radix_cache: bool = False
+    speculative_algorithm: Literal["EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM"] | None = None
+    speculative_draft_model_path: str | None = None
+    speculative_num_steps: int | None = Field(None, ge=1)
+    speculative_eagle_topk: int | None = Field(None, ge=1)
+    speculative_num_draft_tokens: int | None = Field(None, ge=1)
+
+    @field_validator("chunked_prefill_size")
+    @classmethod
+    def _chunk(cls, v: int | None) -> int | None:
+        if v is not None and v != -1 and v < 1:
+            raise ValueError("chunked_prefill_size is a token count >= 1, or -1 to disable "
+                             "chunked prefill")
+        return v
+
+    @model_validator(mode="after")
+    def _speculative(self) -> SglangConfig:
+        details = [f for f in ("speculative_draft_model_path", "speculative_num_steps",
+                               "speculative_eagle_topk", "speculative_num_draft_tokens")
+                   if getattr(self, f) is not None]
+        if details and self.speculative_algorithm is None:
+            raise ValueError(f"{', '.join(details)} set without speculative_algorithm: choose "
+                             "the algorithm (EAGLE, EAGLE3, NEXTN, STANDALONE, NGRAM) too")
+        if self.speculative_algorithm == "NGRAM" and self.speculative_draft_model_path:
+            raise ValueError("NGRAM speculation drafts from the prompt; it takes no "
+                             "speculative_draft_model_path")
+        if (self.speculative_algorithm in ("EAGLE3", "STANDALONE")
+                and not self.speculative_draft_model_path):
+            raise ValueError(f"{self.speculative_algorithm} needs speculative_draft_model_path "
+                             "(a separate draft checkpoint)")
+        return self
+
+
+class TrtllmKvCacheOptions(Spec):
+    """`kv_cache_config` keys of the LLM API (KvCacheConfig in tensorrt_llm/llmapi/llm_args.py).
+    free_gpu_memory_fraction is not here: it is TrtllmConfig.kv_cache_free_gpu_memory_fraction,
+    copied into this block when the block is rendered (see infopt.engines.trtllm)."""
+
+    enable_block_reuse: bool | None = None
+    # "only for the PyTorch backend" per llm_args.py; "auto" follows the checkpoint.
+    dtype: Literal["auto", "fp8"] | None = None
+
+
+class TrtllmCudaGraphOptions(Spec):
+    """`cuda_graph_config` keys (PyTorch backend)."""
+
+    enable_padding: bool | None = None
+    max_batch_size: int | None = Field(None, ge=1)
+
+
+class TrtllmExtraOptions(Spec):
+    """LLM API options with no trtllm-serve flag, rendered to the YAML file passed with
+    --extra_llm_api_options. Only keys set here are written."""
+
+    kv_cache_config: TrtllmKvCacheOptions | None = None
+    cuda_graph_config: TrtllmCudaGraphOptions | None = None
+    enable_attention_dp: bool | None = None
+    disable_overlap_scheduler: bool | None = None
+    enable_chunked_prefill: bool | None = None
+    print_iter_log: bool | None = None
+    # Serves Prometheus text (trtllm_* metrics) at /prometheus/metrics.
+    return_perf_metrics: bool | None = None
+
+    def pytorch_only_keys(self) -> list[str]:
+        keys = [k for k in ("cuda_graph_config", "disable_overlap_scheduler", "print_iter_log")
+                if getattr(self, k) is not None]
+        if self.kv_cache_config is not None and self.kv_cache_config.dtype is not None:
+            keys.append("kv_cache_config.dtype")
+        return keys
+
+
+class TrtllmConfig(_Common):
+    """TensorRT-LLM 1.x `trtllm-serve MODEL` (see infopt.engines.trtllm)."""
+
+    engine: Literal[EngineName.TRTLLM] = EngineName.TRTLLM
+    backend: Literal["pytorch", "tensorrt"] = "pytorch"
+    # --max_seq_len: prompt + output of one request; required (the full native context).
+    max_seq_len: int = Field(..., ge=16)
+    max_batch_size: int | None = Field(None, ge=1)
+    max_num_tokens: int | None = Field(None, ge=1)
+    tp_size: int | None = Field(None, ge=1)
+    pp_size: int | None = Field(None, ge=1)
+    # Fraction of the memory left after weights and activations that the KV cache takes (0.9).
+    kv_cache_free_gpu_memory_fraction: float | None = Field(None, gt=0, le=1)
+    extra_llm_api_options: TrtllmExtraOptions | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _served_name(cls, data: Any) -> Any:
+        # trtllm-serve names the model after the model directory's basename (openai_server.py:
+        # `Path(model).name`) and the pinned CLI has no flag to rename it.
+        if isinstance(data, dict) and data.get("model_path"):
+            name = PurePosixPath(data["model_path"]).name
+            given = data.get("served_model_name")
+            if given is None:
+                data = {**data, "served_model_name": name}
+            elif given != name:
+                raise ValueError(f"trtllm-serve serves the model as '{name}' (the model "
+                                 f"directory's name) and cannot rename it: set "
+                                 f"served_model_name='{name}' or leave it unset")
+        return data
+
+    @model_validator(mode="after")
+    def _backend_options(self) -> TrtllmConfig:
+        if self.backend == "tensorrt" and self.extra_llm_api_options is not None:
+            bad = self.extra_llm_api_options.pytorch_only_keys()
+            if bad:
+                raise ValueError(f"{', '.join(bad)} apply to the PyTorch backend only; use "
+                                 "backend='pytorch' or drop them")
+        return self
+
+
+class MlxConfig(_Common):
+    """mlx-lm 0.31.3 `python -m mlx_lm server` (see infopt.engines.mlx)."""
+
+    engine: Literal[EngineName.MLX] = EngineName.MLX
+    # Not an mlx_lm flag: the server grows its KV cache on demand and has no context limit.
+    # This is the context the plan sizes memory for (the model's full native context).
+    context_tokens: int = Field(..., ge=16)
+    # --max-tokens: the server's default when a request names none (mlx-lm's own is 512).
+    max_tokens: int | None = Field(None, ge=1)
+    decode_concurrency: int | None = Field(None, ge=1)
+    prompt_concurrency: int | None = Field(None, ge=1)
+    prefill_step_size: int | None = Field(None, ge=1)
+    prompt_cache_size: int | None = Field(None, ge=0)
+    prompt_cache_bytes: int | None = Field(None, ge=1)
+    draft_model_path: str | None = None
+    num_draft_tokens: int | None = Field(None, ge=1)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _served_name(cls, data: Any) -> Any:
+        # mlx_lm.server has no served-name flag; a request's "model" is a path to load, except
+        # "default_model" and the --model value itself, which both mean the loaded model.
+        if isinstance(data, dict) and data.get("model_path"):
+            given = data.get("served_model_name")
+            if given is None:
+                data = {**data, "served_model_name": data["model_path"]}
+            elif given not in (data["model_path"], "default_model"):
+                raise ValueError(f"mlx_lm.server loads whatever path a request names as its "
+                                 f"model: served_model_name must be the model path "
+                                 f"('{data['model_path']}') or 'default_model', not '{given}'")
+        return data
+
+    @model_validator(mode="after")
+    def _draft(self) -> MlxConfig:
+        if self.num_draft_tokens is not None and self.draft_model_path is None:
+            raise ValueError("num_draft_tokens needs draft_model_path")
+        return self
+
+
+AnyServingConfig = LlamaCppConfig | VllmConfig | SglangConfig | TrtllmConfig | MlxConfig
+ServingConfig = Annotated[AnyServingConfig, Field(discriminator="engine")]
 _SERVING_ADAPTER: TypeAdapter[Any] = TypeAdapter(ServingConfig)
 
 
-def with_knob(config: LlamaCppConfig | VllmConfig, knob: str, value: Any) -> LlamaCppConfig | VllmConfig:
+def with_knob(config: AnyServingConfig, knob: str, value: Any) -> AnyServingConfig:
     """A copy of `config` with one knob changed, re-validated (unknown knob -> ValidationError)."""
     data = config.model_dump()
     if knob not in data:

@@ -5,13 +5,22 @@ of a measured trial, and the accept/reject decision over repeated runs.
 from __future__ import annotations
 
 from collections import defaultdict
+from pathlib import Path
 
 from infopt.analysis.stats import median_and_spread
 from infopt.specs.base import Spec
 from infopt.specs.hardware import HardwareInventory
 from infopt.specs.model import ModelProfile
 from infopt.specs.results import BenchmarkResult, Trial, TuningOutcome
-from infopt.specs.serving import EngineName, LlamaCppConfig, VllmConfig
+from infopt.specs.serving import (
+    AnyServingConfig,
+    EngineName,
+    LlamaCppConfig,
+    MlxConfig,
+    SglangConfig,
+    TrtllmConfig,
+    VllmConfig,
+)
 from infopt.specs.workload import Objective, Workload
 
 
@@ -22,7 +31,7 @@ class TuningDimension(Spec):
 
 
 def baseline_config(engine: EngineName, model: ModelProfile, hw: HardwareInventory,
-                    served_name: str, port: int | None) -> LlamaCppConfig | VllmConfig:
+                    served_name: str, port: int | None) -> AnyServingConfig:
     """The simplest correct configuration at the model's full native context."""
     if engine is EngineName.LLAMACPP:
         return LlamaCppConfig(model_path=model.path, served_model_name=served_name, port=port,
@@ -31,20 +40,35 @@ def baseline_config(engine: EngineName, model: ModelProfile, hw: HardwareInvento
     if engine is EngineName.VLLM:
         return VllmConfig(model_path=model.path, served_model_name=served_name, port=port,
                           max_model_len=model.native_context_tokens)
-    raise ValueError(f"no baseline for engine {engine} yet")
+    if engine is EngineName.SGLANG:
+        return SglangConfig(model_path=model.path, served_model_name=served_name, port=port,
+                            context_length=model.native_context_tokens)
+    if engine is EngineName.TRTLLM:
+        return TrtllmConfig(model_path=model.path, port=port,
+                            served_model_name=Path(model.path).name,
+                            max_seq_len=model.native_context_tokens)
+    return MlxConfig(model_path=model.path, served_model_name=model.path, port=port,
+                     context_tokens=model.native_context_tokens)
 
 
-def first_dimension(config: LlamaCppConfig | VllmConfig, workload: Workload) -> TuningDimension:
+# The knob that caps how many requests each engine runs at once (its batching dimension).
+_CONCURRENCY_KNOB = {
+    EngineName.LLAMACPP: ("parallel_slots", "llama.cpp batches only across its --parallel slots; "
+                          "each slot keeps the full native context"),
+    EngineName.VLLM: ("max_num_seqs", "vLLM's cap on concurrently scheduled sequences"),
+    EngineName.SGLANG: ("max_running_requests", "SGLang's cap on running requests"),
+    EngineName.TRTLLM: ("max_batch_size", "TensorRT-LLM's runtime batch size cap"),
+    EngineName.MLX: ("decode_concurrency", "MLX-LM server's concurrent decodes"),
+}
+
+
+def first_dimension(config: AnyServingConfig, workload: Workload) -> TuningDimension:
     """Scheduling/batching is the first dimension we can change on a fixed checkpoint: how many
     requests the engine runs at once, up to the target concurrency."""
     levels = sorted({v for v in (1, 2, 4, 8, 16, 32) if v < workload.target_concurrency}
                     | {workload.target_concurrency})
-    if isinstance(config, LlamaCppConfig):
-        return TuningDimension(knob="parallel_slots", values=levels,
-                               why="llama.cpp batches only across its --parallel slots; each slot "
-                               "keeps the full native context")
-    return TuningDimension(knob="max_num_seqs", values=levels,
-                           why="vLLM's cap on concurrently scheduled sequences")
+    knob, why = _CONCURRENCY_KNOB[config.engine]
+    return TuningDimension(knob=knob, values=levels, why=why)
 
 
 def objective_value(bench: BenchmarkResult, workload: Workload) -> float | None:

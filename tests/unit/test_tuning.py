@@ -43,3 +43,33 @@ def test_dimension_values_reach_the_target_concurrency():
     assert dim.knob == "parallel_slots" and dim.values == [1, 2, 4]
     dim = first_dimension(CFG, Workload(concurrency_levels=[1, 6], target_concurrency=6))
     assert dim.values == [1, 2, 4, 6]
+
+
+def test_baseline_and_dimension_for_every_engine():
+    import json
+
+    from infopt.model.classify import classify_config
+    from infopt.specs.hardware import HardwareInventory, HostInfo
+    from infopt.specs.model import ModelFormat, ModelProfile
+    from infopt.specs.serving import EngineName
+    from infopt.tuning.search import baseline_config
+    from tests.shared_data import MODEL_CONFIGS
+
+    cfg = json.loads((MODEL_CONFIGS / "Qwen__Qwen3-8B.json").read_text())
+    prof = ModelProfile(path="/models/qwen3-8b", format=ModelFormat.HF, file_bytes=1,
+                        inspection=classify_config(cfg, model="q"), source="t")
+    hw = HardwareInventory(host=HostInfo(
+        cpu_model="c", architecture="x86_64", logical_cpus=8, physical_cores=8, usable_cpus=8,
+        cgroup_cpu_limit=None, isa_features=[], ram_total_bytes=1, ram_available_bytes=1,
+        os="Linux", kernel="6"), gpus=[], gpu_probe="t")
+    wl = Workload(concurrency_levels=[1, 8], target_concurrency=8)
+    knobs = {}
+    for engine in EngineName:
+        base = baseline_config(engine, prof, hw, served_name="q", port=None)
+        assert base.engine is engine and base.host == "127.0.0.1"
+        dim = first_dimension(base, wl)
+        assert dim.values == [1, 2, 4, 8] and dim.knob in type(base).model_fields
+        knobs[engine.value] = dim.knob
+    assert knobs == {"vllm": "max_num_seqs", "sglang": "max_running_requests",
+                     "trtllm": "max_batch_size", "llamacpp": "parallel_slots",
+                     "mlx": "decode_concurrency"}

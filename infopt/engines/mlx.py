@@ -1,0 +1,127 @@
+"""MLX-LM adapter (`python -m mlx_lm server`, OpenAI-compatible routes on Apple silicon).
+
+Pinned: mlx-lm 0.31.3. Flags checked against mlx_lm/server.py `main()` at ml-explore/mlx-lm tag
+v0.31.3 (commit ed1fca4cef15a824c5f1702c80f70b4cffc8e4dd) and its mlx_lm/SERVER.md
+(https://github.com/ml-explore/mlx-lm/blob/v0.31.3/mlx_lm/SERVER.md):
+  --model --host --port --max-tokens --decode-concurrency --prompt-concurrency
+  --prefill-step-size --prompt-cache-size --prompt-cache-bytes --draft-model --num-draft-tokens
+`python -m mlx_lm.server` is deprecated there (it prints a notice); mlx_lm/cli.py dispatches
+`python -m mlx_lm server ...` and answers `python -m mlx_lm --version` with the bare version.
+
+Routes (server.py `do_GET`): GET /health -> {"status": "ok"}, GET /v1/models. /health answers as
+soon as the HTTP thread runs, while the generation thread is still loading the model
+(`ResponseGenerator._generate` calls `load_default()` first): requests queue behind the load,
+so readiness on /health means "accepting requests", and the warm-up request pays the load.
+No Prometheus endpoint (metric_prefix ""), no KV-capacity line in the log (the cache grows on
+demand, so kv_from_log is always None), no --served-model-name: a request's "model" is a path
+the server loads, except "default_model" and the --model value itself (MlxConfig enforces that).
+The request fields it reads (server.py `do_POST`): max_tokens /
+max_completion_tokens, temperature, top_p, top_k, min_p, penalties, logit_bias, seed -- there is
+no ignore_eos or min_tokens, so output length cannot be forced: forced_length_fields sends
+max_tokens only and a benchmark must count the tokens it actually got.
+MLX needs Apple silicon; it is not installed on the optimizer's Linux machines.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+from functools import cache
+from pathlib import Path
+
+from infopt.costmodel.allocation import EngineKnobs
+from infopt.engines.base import EngineAdapter, Launch, MemoryShape
+from infopt.specs.base import EngineUnavailableError
+from infopt.specs.serving import EngineName, MlxConfig
+
+ENV_OVERRIDE = "INFOPT_MLX_PYTHON"
+PINNED_VERSION = "0.31.3"
+DEFAULT_DECODE_CONCURRENCY = 32  # server.py --decode-concurrency default
+
+
+def locate() -> str:
+    override = os.environ.get(ENV_OVERRIDE)
+    if not override:
+        raise EngineUnavailableError(
+            "MLX-LM is not installed for infopt (it runs on Apple silicon Macs only). On such a "
+            f"Mac create an environment with `pip install mlx-lm=={PINNED_VERSION}` and set "
+            f"{ENV_OVERRIDE} to that environment's python.")
+    path = Path(override)
+    if not path.is_file():
+        raise EngineUnavailableError(
+            f"${ENV_OVERRIDE} points at {path}, which is not a file. Set it to the python of an "
+            "environment where `import mlx_lm` works.")
+    return str(path)
+
+
+def build_launch(cfg: MlxConfig, python: str, port: int) -> Launch:
+    argv = [python, "-m", "mlx_lm", "server", "--model", cfg.model_path, "--host", cfg.host,
+            "--port", str(port)]
+    for flag, value in (("--max-tokens", cfg.max_tokens),
+                        ("--decode-concurrency", cfg.decode_concurrency),
+                        ("--prompt-concurrency", cfg.prompt_concurrency),
+                        ("--prefill-step-size", cfg.prefill_step_size),
+                        ("--prompt-cache-size", cfg.prompt_cache_size),
+                        # _parse_size: a bare integer is bytes.
+                        ("--prompt-cache-bytes", cfg.prompt_cache_bytes),
+                        ("--draft-model", cfg.draft_model_path),
+                        ("--num-draft-tokens", cfg.num_draft_tokens)):
+        if value is not None:
+            argv += [flag, str(value)]
+    # Local weights only: mlx_lm loads through huggingface_hub, which must not reach the hub.
+    return Launch(argv=argv, env={"HF_HUB_OFFLINE": "1"}, engine=EngineName.MLX.value,
+                  port=port, model_path=cfg.model_path)
+
+
+def kv_from_log(text: str) -> None:
+    # mlx_lm.server preallocates nothing and logs no KV capacity: there is nothing to read.
+    return None
+
+
+_VERSION_RE = re.compile(r"^\s*(\d+\.\d+\.\d+\S*)\s*$", re.MULTILINE)
+
+
+def parse_version(text: str) -> str:
+    """`python -m mlx_lm --version` prints mlx_lm.__version__ alone on a line."""
+    found = _VERSION_RE.findall(text)
+    return found[-1] if found else "unknown"
+
+
+@cache
+def detect_version(python: str) -> str:
+    out = subprocess.run([python, "-m", "mlx_lm", "--version"], capture_output=True, text=True,
+                         timeout=60)
+    return parse_version(out.stdout) if out.returncode == 0 else "unknown"
+
+
+def readiness_timeout_s(weights_bytes: int, cfg: MlxConfig) -> float:
+    # /health answers before the model is loaded (see the module docstring), so this bounds
+    # only the interpreter and HTTP start-up; the load time lands on the first request.
+    return 60.0 + 20.0 * weights_bytes / 2**30
+
+
+def memory_shape(cfg: MlxConfig, target_concurrency: int, is_cpu: bool) -> MemoryShape:
+    # With a draft model the server does not batch (server.py: is_batchable = draft_model is None).
+    width = 1 if cfg.draft_model_path else (cfg.decode_concurrency or DEFAULT_DECODE_CONCURRENCY)
+    return MemoryShape(kv_dtype="auto", context_tokens=cfg.context_tokens,
+                       max_sequences=min(width, target_concurrency),
+                       knobs=EngineKnobs(device_is_cpu=is_cpu))
+
+
+ADAPTER = EngineAdapter(
+    name=EngineName.MLX,
+    display_name="MLX-LM mlx_lm.server",
+    config_type=MlxConfig,
+    locate=locate,
+    build_launch=build_launch,
+    detect_version=detect_version,
+    health_path="/health",
+    # No ignore_eos/min_tokens in mlx_lm.server: max_tokens caps the length, nothing forces it.
+    forced_length_fields=lambda n: {"max_tokens": n},
+    readiness_timeout_s=readiness_timeout_s,
+    metric_prefix="",
+    kv_from_log=kv_from_log,
+    memory_shape=memory_shape,
+    doc_url="https://github.com/ml-explore/mlx-lm/blob/v0.31.3/mlx_lm/SERVER.md",
+)

@@ -1,0 +1,191 @@
+"""SGLang adapter (`python -m sglang.launch_server`, OpenAI-compatible routes).
+
+Pinned: SGLang 0.5.23 (PyPI wheel sglang-0.5.23-cp311, read, not installed). Flags checked against
+its argument definitions: python/sglang/srt/arg_groups/fields/{model,schedule,parallel,exec_,spec,
+serving,observability}.py (ServerArgs is assembled from these since the 0.5 arg-groups refactor)
+and python/sglang/srt/server_args.py `add_cli_args` (deprecated spellings). Doc:
+https://docs.sglang.io/advanced_features/server_arguments.html
+
+  --model-path --served-model-name --host --port --context-length --mem-fraction-static
+  --max-running-requests --chunked-prefill-size --max-prefill-tokens --kv-cache-dtype --tp-size
+  --pp-size --attention-backend --cuda-graph-backend-decode/-prefill disabled
+  --enable-torch-compile --disable-radix-cache --enable-metrics --speculative-algorithm
+  --speculative-draft-model-path --speculative-num-steps --speculative-eagle-topk
+  --speculative-num-draft-tokens
+
+`--disable-cuda-graph` still parses in 0.5.23 but is deprecated (server_args.py: "Use
+--cuda-graph-backend-{decode,prefill}=disabled instead"), so the replacement is rendered.
+Routes (python/sglang/srt/entrypoints/http_server.py): GET /health, /health_generate, /v1/models;
+Prometheus on /metrics with --enable-metrics, names prefixed `sglang:`.
+SGLang is not installed on the optimizer's machines: this adapter is tested on argv, version text
+and startup-log lines quoted from upstream threads.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+from functools import cache
+from pathlib import Path
+
+from infopt.costmodel.allocation import EngineKnobs
+from infopt.engines.base import EngineAdapter, Launch, MemoryShape
+from infopt.specs.base import EngineUnavailableError
+from infopt.specs.plan import KvObservation
+from infopt.specs.serving import EngineName, SglangConfig
+
+ENV_OVERRIDE = "INFOPT_SGLANG_PYTHON"
+PINNED_VERSION = "0.5.23"
+GIB = 2**30
+
+
+def locate() -> str:
+    override = os.environ.get(ENV_OVERRIDE)
+    if not override:
+        raise EngineUnavailableError(
+            "SGLang is not installed for infopt (it needs a Linux host with an NVIDIA or AMD "
+            f"GPU). Create an environment with `pip install \"sglang[all]=={PINNED_VERSION}\"` and "
+            f"set {ENV_OVERRIDE} to that environment's python.")
+    path = Path(override)
+    if not path.is_file():
+        raise EngineUnavailableError(
+            f"${ENV_OVERRIDE} points at {path}, which is not a file. Set it to the python of an "
+            "environment where `import sglang` works.")
+    return str(path)
+
+
+def build_launch(cfg: SglangConfig, python: str, port: int) -> Launch:
+    argv = [
+        python, "-m", "sglang.launch_server", "--model-path", cfg.model_path,
+        "--served-model-name", cfg.served_model_name, "--host", cfg.host, "--port", str(port),
+        "--context-length", str(cfg.context_length), "--enable-metrics",
+    ]
+    optional = (("--mem-fraction-static", cfg.mem_fraction_static),
+                ("--max-running-requests", cfg.max_running_requests),
+                ("--chunked-prefill-size", cfg.chunked_prefill_size),
+                ("--max-prefill-tokens", cfg.max_prefill_tokens),
+                ("--tp-size", cfg.tp_size), ("--pp-size", cfg.pp_size),
+                ("--attention-backend", cfg.attention_backend),
+                ("--speculative-algorithm", cfg.speculative_algorithm),
+                ("--speculative-draft-model-path", cfg.speculative_draft_model_path),
+                ("--speculative-num-steps", cfg.speculative_num_steps),
+                ("--speculative-eagle-topk", cfg.speculative_eagle_topk),
+                ("--speculative-num-draft-tokens", cfg.speculative_num_draft_tokens))
+    for flag, value in optional:
+        if value is not None:
+            argv += [flag, str(value)]
+    if cfg.kv_cache_dtype != "auto":
+        argv += ["--kv-cache-dtype", cfg.kv_cache_dtype]
+    if cfg.disable_cuda_graph:
+        argv += ["--cuda-graph-backend-decode", "disabled",
+                 "--cuda-graph-backend-prefill", "disabled"]
+    if cfg.enable_torch_compile:
+        argv.append("--enable-torch-compile")
+    if cfg.disable_radix_cache:
+        argv.append("--disable-radix-cache")
+    # Local weights only: the optimizer never lets an engine reach a hub on its own.
+    return Launch(argv=argv, env={"HF_HUB_OFFLINE": "1"}, engine=EngineName.SGLANG.value,
+                  port=port, model_path=cfg.model_path)
+
+
+# python/sglang/srt/mem_cache/memory_pool.py `_finalize_allocation_log` (0.5.23):
+#   "KV Cache is allocated. dtype: torch.bfloat16, #tokens: N, K size: X GB, V size: Y GB"
+#   "KV Cache is allocated. dtype: ..., #tokens: N, KV size: X GB"     (MLA: one latent pool)
+# Older releases omit "dtype: ...," (0.4.x), the oldest also "#tokens" (then the count is on the
+# "max_total_num_tokens=N" line). Hybrid models log "Full KV Cache ..." and "SWA KV Cache ...";
+# speculative decoding logs the draft pool after the target's; every TP rank repeats its line.
+# SGLang's "GB" is 2**30 bytes (memory_pool.py divides by GB = 1 << 30); sizes are per rank.
+_ALLOC_RE = re.compile(
+    r"(?:^|\]\s|\s)(?P<label>Full |SWA |[A-Za-z][\w .-]* )?KV Cache is allocated\."
+    r"(?: dtype: [\w.]+,)?(?: #tokens: (?P<tokens>\d+),)?"
+    r" (?:K size: (?P<k>[\d.]+) GB, V size: (?P<v>[\d.]+) GB|KV size: (?P<kv>[\d.]+) GB)")
+# Post-capture resizing (0.5.23 kv_pool_runtime.py) reports the final pool last.
+_POST_CAPTURE_RE = re.compile(
+    r"Post-capture KV sizing: KV cache allocated\. dtype: [\w.]+, #tokens: (?P<tokens>\d+), "
+    r"KV size: (?P<kv>[\d.]+) GB")
+_MAX_TOTAL_RE = re.compile(r"max_total_num_tokens=(\d+)")
+
+
+def kv_from_log(text: str) -> KvObservation | None:
+    """Token capacity (and K+V bytes per rank) of the target model's KV pool."""
+    post = [(m, ln) for ln in text.splitlines() if (m := _POST_CAPTURE_RE.search(ln))]
+    if post:
+        m, line = post[-1]
+        return KvObservation(tokens=int(m.group("tokens")),
+                             bytes=int(round(float(m.group("kv")) * GIB)), line=line.strip())
+    found = [(m, ln) for ln in text.splitlines() if (m := _ALLOC_RE.search(ln))]
+    # The target pool is the first unlabelled (or "Full") allocation; drafts and SWA come later.
+    target = next(((m, ln) for m, ln in found if (m.group("label") or "").strip() in ("", "Full")),
+                  None)
+    if target is None:
+        return None
+    m, line = target
+    size_gb = (float(m.group("k")) + float(m.group("v"))) if m.group("kv") is None \
+        else float(m.group("kv"))
+    tokens = m.group("tokens")
+    lines = [line.strip()]
+    if tokens is None:
+        total = _MAX_TOTAL_RE.search(text)
+        if total is None:
+            return KvObservation(bytes=int(round(size_gb * GIB)), line=line.strip())
+        tokens = total.group(1)
+        lines.append(next(ln for ln in text.splitlines() if _MAX_TOTAL_RE.search(ln)).strip())
+    return KvObservation(tokens=int(tokens), bytes=int(round(size_gb * GIB)),
+                         line="\n".join(lines))
+
+
+_VERSION_RE = re.compile(r"^\s*(\d+\.\d+(?:\.\d+)?(?:[.\w+-]*)?)\s*$", re.MULTILINE)
+
+
+def parse_version(text: str) -> str:
+    """The last bare version line of `python -c 'print(importlib.metadata.version("sglang"))'`
+    (importing sglang itself would load torch and take seconds)."""
+    found = _VERSION_RE.findall(text)
+    return found[-1] if found else "unknown"
+
+
+@cache
+def detect_version(python: str) -> str:
+    out = subprocess.run(
+        [python, "-c", "import importlib.metadata as m; print(m.version('sglang'))"],
+        capture_output=True, text=True, timeout=60)
+    return parse_version(out.stdout) if out.returncode == 0 else "unknown"
+
+
+def readiness_timeout_s(weights_bytes: int, cfg: SglangConfig) -> float:
+    # Estimates (not measured here): load at ~30 s/GiB from cold disk, then CUDA-graph capture
+    # (tens of seconds) and, with --enable-torch-compile, compilation (several minutes).
+    base = 300.0 + (600.0 if cfg.enable_torch_compile else 0.0)
+    return base + 30.0 * weights_bytes / GIB
+
+
+def memory_shape(cfg: SglangConfig, target_concurrency: int, is_cpu: bool) -> MemoryShape:
+    seqs = min(cfg.max_running_requests or target_concurrency, target_concurrency)
+    knobs: dict = {"max_num_seqs": cfg.max_running_requests, "device_is_cpu": is_cpu}
+    if cfg.mem_fraction_static is not None:  # else EngineKnobs' SGLang default
+        knobs["mem_fraction_static"] = cfg.mem_fraction_static
+    if cfg.chunked_prefill_size is not None and cfg.chunked_prefill_size > 0:
+        knobs["max_num_batched_tokens"] = cfg.chunked_prefill_size
+    return MemoryShape(kv_dtype=cfg.kv_cache_dtype, context_tokens=cfg.context_length,
+                       max_sequences=seqs, knobs=EngineKnobs(**knobs),
+                       tensor_parallel=cfg.tp_size or 1, pipeline_parallel=cfg.pp_size or 1)
+
+
+ADAPTER = EngineAdapter(
+    name=EngineName.SGLANG,
+    display_name="SGLang",
+    config_type=SglangConfig,
+    locate=locate,
+    build_launch=build_launch,
+    detect_version=detect_version,
+    health_path="/health",
+    # protocol.py (0.5.23) CompletionRequest and ChatCompletionRequest both carry min_tokens and
+    # ignore_eos (mapped to min_new_tokens / ignore_eos in the sampling params).
+    forced_length_fields=lambda n: {"max_tokens": n, "min_tokens": n, "ignore_eos": True},
+    readiness_timeout_s=readiness_timeout_s,
+    metric_prefix="sglang:",
+    kv_from_log=kv_from_log,
+    memory_shape=memory_shape,
+    doc_url="https://docs.sglang.io/advanced_features/server_arguments.html",
+)

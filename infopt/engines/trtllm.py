@@ -1,0 +1,186 @@
+"""TensorRT-LLM adapter (`trtllm-serve MODEL`, OpenAI-compatible routes).
+
+Pinned: TensorRT-LLM 1.x (the 1.2 line: PyTorch backend by default). Flags checked against
+tensorrt_llm/commands/serve.py at NVIDIA/TensorRT-LLM@00209af149e7774406881a37283dce303571eb11
+(click options) and the CLI reference
+https://nvidia.github.io/TensorRT-LLM/commands/trtllm-serve/trtllm-serve.html .
+We render the spellings that both that source and the 0.18 reference
+(https://nvidia.github.io/TensorRT-LLM/0.18.2/commands/trtllm-serve.html) accept, because 1.x
+kept them as aliases of renamed options:
+  MODEL (positional) --host --port --backend {pytorch,tensorrt} --max_batch_size --max_num_tokens
+  --max_seq_len --tp_size (= --tensor_parallel_size) --pp_size (= --pipeline_parallel_size)
+  --kv_cache_free_gpu_memory_fraction (= --free_gpu_memory_fraction)
+  --extra_llm_api_options (= --config): a YAML file of LLM API options, read with yaml.safe_load
+  and merged by llmapi/llm_args.py `update_llm_args_with_extra_dict`.
+
+That merge *replaces* the CLI-built KvCacheConfig when the YAML has a `kv_cache_config` block,
+so the free-memory fraction is copied into the block whenever both are set (else it would fall
+back to 0.9 silently).
+
+Routes (tensorrt_llm/serve/openai_server.py): GET /health (200 when the executor is healthy),
+/health_generate, /version, /v1/models. `/metrics` there is JSON iteration stats, not Prometheus:
+Prometheus text (names prefixed `trtllm_`, tensorrt_llm/metrics/collector.py) is served on
+/prometheus/metrics when `return_perf_metrics: true` is in the extra options.
+The served model name is the model directory's basename (no rename flag in the pinned CLI).
+TensorRT-LLM is not installed on the optimizer's machines: tested on argv, YAML and log lines.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import shutil
+import subprocess
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from infopt.costmodel.allocation import EngineKnobs
+from infopt.engines.base import EngineAdapter, Launch, MemoryShape
+from infopt.specs.base import EngineUnavailableError
+from infopt.specs.plan import KvObservation
+from infopt.specs.serving import EngineName, TrtllmConfig
+
+ENV_OVERRIDE = "INFOPT_TRTLLM_SERVE"
+# TensorRT-LLM runs on Linux only; the YAML is content-addressed so concurrent launches with
+# different options never overwrite each other's file.
+EXTRA_OPTIONS_DIR = "/tmp/infopt-trtllm"
+GIB = 2**30
+
+
+def locate() -> str:
+    override = os.environ.get(ENV_OVERRIDE)
+    path = Path(override) if override else (Path(p) if (p := shutil.which("trtllm-serve"))
+                                            else None)
+    if path is None:
+        raise EngineUnavailableError(
+            "TensorRT-LLM's trtllm-serve is not installed here (it needs a Linux host with an "
+            "NVIDIA GPU). Use the NGC image nvcr.io/nvidia/tensorrt-llm/release:1.2.x or "
+            "`pip install tensorrt-llm` from NVIDIA's index, then put trtllm-serve on PATH or set "
+            f"{ENV_OVERRIDE} to its path.")
+    if not (path.is_file() and os.access(path, os.X_OK)):
+        raise EngineUnavailableError(
+            f"${ENV_OVERRIDE} points at {path}, which is not an executable file. Set it to the "
+            "trtllm-serve console script of a TensorRT-LLM environment.")
+    return str(path)
+
+
+def extra_options(cfg: TrtllmConfig) -> dict[str, Any] | None:
+    """The --extra_llm_api_options document as data (None: no file needed)."""
+    if cfg.extra_llm_api_options is None:
+        return None
+    doc = cfg.extra_llm_api_options.model_dump(exclude_none=True)
+    if "kv_cache_config" in doc and cfg.kv_cache_free_gpu_memory_fraction is not None:
+        doc["kv_cache_config"]["free_gpu_memory_fraction"] = cfg.kv_cache_free_gpu_memory_fraction
+    return doc or None
+
+
+def extra_options_yaml(cfg: TrtllmConfig) -> str | None:
+    doc = extra_options(cfg)
+    return None if doc is None else yaml.safe_dump(doc, sort_keys=True, default_flow_style=False)
+
+
+def build_launch(cfg: TrtllmConfig, executable: str, port: int) -> Launch:
+    argv = [executable, cfg.model_path, "--host", cfg.host, "--port", str(port),
+            "--backend", cfg.backend, "--max_seq_len", str(cfg.max_seq_len)]
+    for flag, value in (("--max_batch_size", cfg.max_batch_size),
+                        ("--max_num_tokens", cfg.max_num_tokens),
+                        ("--tp_size", cfg.tp_size), ("--pp_size", cfg.pp_size)):
+        if value is not None:
+            argv += [flag, str(value)]
+    if cfg.kv_cache_free_gpu_memory_fraction is not None:
+        argv += ["--kv_cache_free_gpu_memory_fraction", str(cfg.kv_cache_free_gpu_memory_fraction)]
+    files: dict[str, str] = {}
+    text = extra_options_yaml(cfg)
+    if text is not None:
+        digest = hashlib.sha256(text.encode()).hexdigest()[:16]
+        path = f"{EXTRA_OPTIONS_DIR}/extra-llm-api-options-{digest}.yaml"
+        files[path] = text
+        argv += ["--extra_llm_api_options", path]
+    # Local weights only: the optimizer never lets an engine reach a hub on its own.
+    return Launch(argv=argv, env={"HF_HUB_OFFLINE": "1"}, engine=EngineName.TRTLLM.value,
+                  port=port, model_path=cfg.model_path, files=files)
+
+
+# cpp/tensorrt_llm/batch_manager/kvCacheManager.cpp:
+#   "[TensorRT-LLM][INFO] [MemUsageChange] Allocated %0.2f GiB for max tokens in paged KV cache
+#    (%d)." -- GiB = 1 << 30, the count is blocks in the primary pool x tokens per block.
+# The PyTorch backend first allocates a small cache to profile memory and then the real one, so
+# the last such line is the capacity served. 0.x releases (C++ runtime) logged
+# "Using N tokens in paged KV cache." instead.
+_ALLOCATED_RE = re.compile(
+    r"Allocated ([\d.]+) GiB for max tokens in paged KV cache \((\d+)\)")
+_USING_RE = re.compile(r"Using (\d+) tokens in paged KV cache")
+
+
+def kv_from_log(text: str) -> KvObservation | None:
+    lines = text.splitlines()
+    alloc = [(m, ln) for ln in lines if (m := _ALLOCATED_RE.search(ln))]
+    if alloc:
+        m, line = alloc[-1]
+        return KvObservation(tokens=int(m.group(2)), bytes=int(round(float(m.group(1)) * GIB)),
+                             line=line.strip())
+    using = [(m, ln) for ln in lines if (m := _USING_RE.search(ln))]
+    if using:
+        m, line = using[-1]
+        return KvObservation(tokens=int(m.group(1)), line=line.strip())
+    return None
+
+
+# tensorrt_llm/__init__.py prints "[TensorRT-LLM] TensorRT LLM version: X" on import (older
+# releases: "TensorRT-LLM version: X"), so any trtllm-serve invocation reports it.
+_VERSION_RE = re.compile(r"TensorRT[- ]LLM version: (\S+)")
+
+
+def parse_version(text: str) -> str:
+    m = _VERSION_RE.search(text)
+    return m.group(1) if m else "unknown"
+
+
+@cache
+def detect_version(executable: str) -> str:
+    out = subprocess.run([executable, "--help"], capture_output=True, text=True, timeout=180)
+    return parse_version(out.stdout + out.stderr)
+
+
+def readiness_timeout_s(weights_bytes: int, cfg: TrtllmConfig) -> float:
+    # Estimates: the PyTorch backend loads, profiles KV memory, autotunes kernels and captures
+    # CUDA graphs (minutes); the TensorRT backend may first build an engine (tens of minutes).
+    base = 600.0 if cfg.backend == "pytorch" else 1800.0
+    return base + 30.0 * weights_bytes / GIB
+
+
+def memory_shape(cfg: TrtllmConfig, target_concurrency: int, is_cpu: bool) -> MemoryShape:
+    seqs = min(cfg.max_batch_size or target_concurrency, target_concurrency)
+    knobs: dict = {"max_num_batched_tokens": cfg.max_num_tokens,
+                   "max_num_seqs": cfg.max_batch_size, "device_is_cpu": is_cpu}
+    if cfg.kv_cache_free_gpu_memory_fraction is not None:  # else KvCacheConfig's 0.9
+        knobs["free_gpu_memory_fraction"] = cfg.kv_cache_free_gpu_memory_fraction
+    kv = cfg.extra_llm_api_options.kv_cache_config if cfg.extra_llm_api_options else None
+    return MemoryShape(kv_dtype=(kv.dtype if kv and kv.dtype else "auto"),
+                       context_tokens=cfg.max_seq_len, max_sequences=seqs,
+                       knobs=EngineKnobs(**knobs), tensor_parallel=cfg.tp_size or 1,
+                       pipeline_parallel=cfg.pp_size or 1)
+
+
+ADAPTER = EngineAdapter(
+    name=EngineName.TRTLLM,
+    display_name="TensorRT-LLM trtllm-serve",
+    config_type=TrtllmConfig,
+    locate=locate,
+    build_launch=build_launch,
+    detect_version=detect_version,
+    health_path="/health",
+    # serve/openai_protocol.py: CompletionRequest and ChatCompletionRequest carry ignore_eos and
+    # min_tokens; chat's max_completion_tokens accepts the alias max_tokens. The request models
+    # are extra="forbid", so only fields that exist may be sent.
+    forced_length_fields=lambda n: {"max_tokens": n, "min_tokens": n, "ignore_eos": True},
+    readiness_timeout_s=readiness_timeout_s,
+    metric_prefix="trtllm_",
+    kv_from_log=kv_from_log,
+    memory_shape=memory_shape,
+    doc_url="https://nvidia.github.io/TensorRT-LLM/commands/trtllm-serve/trtllm-serve.html",
+)

@@ -1,0 +1,61 @@
+"""Issue-first troubleshooting inside the optimize flow, on the real llama-server: a tuning
+value that fails deterministically is diagnosed, a catalog remedy that keeps the contract is
+applied, and the trial is measured; a failure with no such remedy is recorded, not raised."""
+
+from __future__ import annotations
+
+import pytest
+
+from infopt.bootstrap import default_paths
+from infopt.engines import process
+from infopt.specs.diagnosis import FailureCategory
+from infopt.specs.serving import LlamaCppConfig
+from infopt.specs.workload import Workload
+from tests.githubserver import FakeGitHub
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
+
+
+@pytest.fixture(scope="module")
+def gguf():
+    path = default_paths().gguf
+    if not path.exists():
+        pytest.fail("bundled model missing: run `make engines`")
+    return path
+
+
+def test_quantized_v_cache_without_flash_attn_is_remedied(prefect_api, gguf, tmp_path):
+    from flows.optimize import optimize
+
+    wl = Workload(input_tokens=32, output_tokens=8, concurrency_levels=[1], target_concurrency=1,
+                  requests_per_level=2)
+    with FakeGitHub() as gh:
+        report = optimize(model_path=str(gguf), workload=wl, runs_dir=str(tmp_path), repeats=1,
+                          tune_knob="cache_type_v", tune_values=["f16", "q8_0"],
+                          base_overrides={"flash_attn": "off"}, github_url=gh.url)
+    q8 = next(t for t in report.trials if t.value == "q8_0")
+    assert q8.diagnosis is not None and "quantized V cache" in q8.diagnosis.root_error
+    assert q8.remedy is not None and q8.remedy.preserves_contract
+    assert q8.config.flash_attn == "on" and q8.config.cache_type_v == "q8_0"  # contract kept
+    assert q8.failed is None and q8.benchmark is not None  # measured after the remedy
+    md = (tmp_path / report.run_id / "report.md").read_text()
+    assert "Start failures (issue-first troubleshooting)" in md
+    assert process.live_pids() == []
+
+
+def test_failure_without_remedy_is_recorded_not_raised(prefect_api, gguf, tmp_path):
+    from flows.optimize import _run_trial
+    from infopt.hardware.host import inventory
+    from infopt.model.profile import profile_model
+
+    bogus = tmp_path / "bogus.gguf"
+    bogus.write_bytes(b"not a model" * 100)
+    trial, checks = _run_trial(
+        LlamaCppConfig(model_path=str(bogus), ctx_per_slot_tokens=512), trial_id="t99-bogus",
+        role="tuning", dimension=None, value=None, repeat=1, workload=Workload(),
+        run_dir=tmp_path, model=profile_model(str(gguf)), hw=inventory(measure_bandwidth=False),
+        fit=None, seed=0, ts={"search": False, "github_url": None})
+    assert trial.benchmark is None and trial.failed and checks == []
+    assert trial.diagnosis.category in (FailureCategory.NOT_A_MODEL,
+                                        FailureCategory.MODEL_NOT_FOUND)
+    assert trial.remedy is None

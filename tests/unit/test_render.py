@@ -1,0 +1,177 @@
+"""Container and Kubernetes renderings of a Launch: structure, exposure closed by default, and
+acceptance by the real Kubernetes client's models (deserialize + serialize round-trip: a key
+the API schema does not know is dropped by the client, so the round-trip would differ)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import yaml
+from kubernetes import client as k8s
+
+from infopt.engines import ENGINES, render, sglang, trtllm, vllm
+from infopt.engines.base import Launch
+from infopt.specs.base import InputError
+from infopt.specs.serving import EngineName, SglangConfig, TrtllmConfig, VllmConfig
+
+
+def _sglang_launch(port=30000):
+    cfg = SglangConfig(model_path="/models/Qwen3-8B", served_model_name="qwen",
+                       context_length=32768, tp_size=2)
+    return sglang.build_launch(cfg, "python3", port)
+
+
+def _trt_launch():
+    cfg = TrtllmConfig(model_path="/models/Llama-3.1-8B", max_seq_len=8192,
+                       kv_cache_free_gpu_memory_fraction=0.8,
+                       extra_llm_api_options={"kv_cache_config": {"enable_block_reuse": False}})
+    return trtllm.build_launch(cfg, "trtllm-serve", 8000)
+
+
+def _flag(argv, name):
+    return argv[argv.index(name) + 1]
+
+
+# ---------------------------------------------------------------------------------------------
+# docker run
+
+def test_container_command_structure():
+    launch = _sglang_launch()
+    cmd = render.container_command(launch, "lmsysorg/sglang:v0.5.23-cu129", gpus=2)
+    assert cmd[:4] == ["docker", "run", "--rm", "--init"]
+    assert _flag(cmd, "--gpus") == "2" and _flag(cmd, "--shm-size") == "16g"
+    # Published on the host's loopback only: nothing beyond this machine can connect.
+    assert _flag(cmd, "-p") == "127.0.0.1:30000:30000"
+    assert _flag(cmd, "-e") == "HF_HUB_OFFLINE=1"
+    assert _flag(cmd, "-v") == "/models/Qwen3-8B:/models/Qwen3-8B:ro"
+    image_at = cmd.index("lmsysorg/sglang:v0.5.23-cu129")
+    assert cmd[image_at - 2:image_at] == ["--entrypoint", "python3"]
+    engine_argv = cmd[image_at + 1:]
+    assert engine_argv[:2] == ["-m", "sglang.launch_server"]
+    # Inside the container's namespace the engine binds all of *its* interfaces.
+    assert _flag(engine_argv, "--host") == "0.0.0.0" and _flag(engine_argv, "--port") == "30000"
+    assert _flag(engine_argv, "--tp-size") == "2"
+    assert launch.argv[launch.argv.index("--host") + 1] == "127.0.0.1"  # the Launch is untouched
+
+
+def test_container_command_cpu_engine_has_no_gpu_flags_and_mounts_side_files():
+    cmd = render.container_command(_trt_launch(), "nvcr.io/nvidia/tensorrt-llm/release:1.2.0",
+                                   gpus=0)
+    assert "--gpus" not in cmd and "--shm-size" not in cmd
+    (path,) = _trt_launch().files
+    assert f"{path}:{path}:ro" in cmd
+    assert _flag(cmd, "--extra_llm_api_options") == path
+
+
+def test_container_command_refuses_what_it_cannot_mount():
+    with pytest.raises(InputError, match="model_path"):
+        render.container_command(Launch(argv=["x", "--port", "1"]), "img", 1)
+    rel = sglang.build_launch(SglangConfig(model_path="models/q", context_length=64), "p", 1)
+    with pytest.raises(InputError, match="absolute"):
+        render.container_command(rel, "img", 1)
+    with pytest.raises(InputError, match="gpus"):
+        render.container_command(_sglang_launch(), "img", -1)
+
+
+# ---------------------------------------------------------------------------------------------
+# Kubernetes
+
+def _k8s_roundtrip(obj: dict, kind: str) -> dict:
+    api = k8s.ApiClient()
+
+    class _Response:  # what ApiClient.deserialize reads: the JSON body
+        data = json.dumps(obj)
+
+    model = api.deserialize(_Response(), kind)
+    return api.sanitize_for_serialization(model)
+
+
+def test_kubernetes_manifest_structure():
+    manifest = render.kubernetes_manifest(_sglang_launch(), name="qwen-sglang",
+                                          image="lmsysorg/sglang:v0.5.23-cu129", gpus=2,
+                                          namespace="llm", model_pvc="models")
+    assert manifest["kind"] == "List"
+    dep, svc = manifest["items"]
+    assert (dep["kind"], svc["kind"]) == ("Deployment", "Service")
+    assert dep["metadata"]["namespace"] == svc["metadata"]["namespace"] == "llm"
+    pod = dep["spec"]["template"]["spec"]
+    (c,) = pod["containers"]
+    assert c["command"] == ["python3"] and c["args"][:2] == ["-m", "sglang.launch_server"]
+    assert _flag(c["args"], "--host") == "0.0.0.0"
+    assert c["resources"]["limits"] == {"nvidia.com/gpu": "2"}
+    assert c["env"] == [{"name": "HF_HUB_OFFLINE", "value": "1"}]
+    assert c["ports"] == [{"name": "http", "containerPort": 30000, "protocol": "TCP"}]
+    assert c["readinessProbe"]["httpGet"] == {"path": "/health", "port": "http"}
+    assert {"name": "model", "mountPath": "/models", "readOnly": True} in c["volumeMounts"]
+    assert {"name": "model", "persistentVolumeClaim": {"claimName": "models", "readOnly": True}
+            } in pod["volumes"]
+    assert {"name": "dshm", "mountPath": "/dev/shm"} in c["volumeMounts"]
+    # In-cluster only: exposing it further is a separately approved step.
+    assert svc["spec"]["type"] == "ClusterIP"
+    assert svc["spec"]["ports"] == [{"name": "http", "port": 30000, "targetPort": "http",
+                                     "protocol": "TCP"}]
+    assert svc["spec"]["selector"] == dep["spec"]["selector"]["matchLabels"] \
+        == dep["spec"]["template"]["metadata"]["labels"]
+
+
+def test_kubernetes_manifest_is_accepted_by_the_kubernetes_client():
+    manifest = render.kubernetes_manifest(_trt_launch(), name="llama-trt", image="img", gpus=1,
+                                          model_pvc="models")
+    cm, dep, svc = manifest["items"]
+    for obj, kind in ((cm, "V1ConfigMap"), (dep, "V1Deployment"), (svc, "V1Service")):
+        assert _k8s_roundtrip(obj, kind) == obj, kind
+    assert yaml.safe_load(yaml.safe_dump(manifest)) == manifest  # kubectl apply -f takes it
+
+
+def test_kubernetes_side_files_come_from_a_configmap():
+    launch = _trt_launch()
+    ((path, text),) = launch.files.items()
+    cm, dep, _ = render.kubernetes_manifest(launch, name="llama-trt", image="img", gpus=1)["items"]
+    key = path.rsplit("/", 1)[1]
+    assert cm["metadata"]["name"] == "llama-trt-files" and cm["data"] == {key: text}
+    c = dep["spec"]["template"]["spec"]["containers"][0]
+    assert {"name": "engine-files", "mountPath": path, "subPath": key, "readOnly": True} \
+        in c["volumeMounts"]
+    assert {"name": "engine-files", "configMap": {"name": "llama-trt-files"}} \
+        in dep["spec"]["template"]["spec"]["volumes"]
+    # No PVC asked for: the image must hold the model, nothing is mounted for it.
+    assert all(m["name"] != "model" for m in c["volumeMounts"])
+
+
+@pytest.mark.parametrize("engine", [EngineName.VLLM, EngineName.SGLANG, EngineName.TRTLLM])
+def test_kubernetes_probe_uses_each_adapters_health_path(engine):
+    launch = {EngineName.VLLM: vllm.build_launch(VllmConfig(model_path="/models/m",
+                                                            max_model_len=4096), "python3", 8000),
+              EngineName.SGLANG: _sglang_launch(8000),
+              EngineName.TRTLLM: _trt_launch()}[engine]
+    dep = render.kubernetes_manifest(launch, name="e", image="i", gpus=1)["items"][-2]
+    assert dep["kind"] == "Deployment"
+    probe = dep["spec"]["template"]["spec"]["containers"][0]["readinessProbe"]
+    assert probe["httpGet"]["path"] == ENGINES[engine].health_path
+
+
+def test_kubernetes_cpu_engine_requests_no_gpu_and_names_are_checked():
+    launch = vllm.build_launch(VllmConfig(model_path="/models/m", max_model_len=4096), "py", 1)
+    dep = render.kubernetes_manifest(launch, name="cpu", image="i", gpus=0)["items"][0]
+    assert "resources" not in dep["spec"]["template"]["spec"]["containers"][0]
+    for bad in ("Qwen", "-x", "a_b", "x" * 64):
+        with pytest.raises(InputError, match="Kubernetes name"):
+            render.kubernetes_manifest(launch, name=bad, image="i", gpus=0)
+    with pytest.raises(InputError, match="engine"):  # no engine: health route unknown
+        render.kubernetes_manifest(Launch(argv=["x"], port=1, model_path="/m"), name="x",
+                                   image="i", gpus=0)
+
+
+def test_manifest_objects_do_not_share_state():
+    manifest = render.kubernetes_manifest(_sglang_launch(), name="q", image="i", gpus=1)
+    dep, svc = manifest["items"]
+    dep["metadata"]["labels"]["extra"] = "1"
+    assert "extra" not in svc["metadata"]["labels"]
+
+
+def test_write_launch_files(tmp_path):
+    launch = Launch(argv=["x"], files={str(tmp_path / "d" / "a.yaml"): "k: 1\n"})
+    (written,) = render.write_launch_files(launch)
+    assert written.read_text() == "k: 1\n"
+    assert render.write_launch_files(Launch(argv=["x"])) == []
