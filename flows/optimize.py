@@ -16,6 +16,7 @@ from prefect.exceptions import MissingContextError
 from pydantic import ValidationError
 
 from infopt.engines import adapter_for, process
+from infopt.engines.render import render_deployment
 from infopt.engines.routing import route, select_available
 from infopt.report.rundir import new_run_id, runs_root, trial_dir
 from infopt.specs.base import EngineStartError, InfoptError
@@ -210,12 +211,15 @@ def optimize(model_path: str, workload: Workload | None = None, runs_dir: str | 
                            key=lambda t: t.objective_value)
     winner = chosen_trials[len(chosen_trials) // 2]
     version = winner.engine.version if winner.engine else "unknown"
+    deployment = render_deployment(winner.config, port=8000, gpus=len(hw.gpus),
+                                   name=f"infopt-{run_id}".lower())
     report = OptimizationReport(
         run_id=run_id, created_at=time.strftime("%Y-%m-%dT%H:%M:%S%z"), hardware=hw, model=model,
         workload=workload, engine=chosen.value, engine_version=version, routing=routing_text,
         shortlist=shortlist, pruned=pruned,
         contract=contract, trials=trials, tuning=outcome, winner_trial_id=winner.trial_id,
-        winner_config=winner.config, winner_command=winner.engine.command, notes=notes + [
+        winner_config=winner.config, winner_command=winner.engine.command,
+        winner_deployment=deployment, notes=notes + [
             f"dimension `{dim.knob}`: {dim.why}",
             "prompts carry unique prefixes (no prefix-cache reuse); output lengths forced with "
             "the engine's ignore_eos and checked against usage.completion_tokens",

@@ -69,3 +69,7 @@ class EngineAdapter:
     # (config, target concurrency, device is CPU) -> MemoryShape for the fit model.
     memory_shape: Callable[[Any, int, bool], MemoryShape]
     doc_url: str  # the CLI reference the flags were checked against
+    # Container rendering: the engine's published image (pin a tag/digest before production)
+    # and its executable inside that image. None: the engine does not run in a Linux container.
+    container_image: str | None = None
+    container_executable: str | None = None

@@ -110,4 +110,6 @@ ADAPTER = EngineAdapter(
     kv_from_log=kv_from_log,
     memory_shape=memory_shape,
     doc_url="https://github.com/ggml-org/llama.cpp/blob/master/tools/server/README.md",
+    container_image="ghcr.io/ggml-org/llama.cpp:server",
+    container_executable="/app/llama-server",
 )

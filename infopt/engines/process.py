@@ -75,6 +75,7 @@ def start(adapter: EngineAdapter, config, executable: str, log_path: Path,
                                 start_new_session=True)  # own group: we can kill its children
     with _LOCK:
         _LIVE[proc.pid] = proc
+    _install_signal_handlers()
     url = f"http://{config.host}:{port}"
     try:
         _wait_ready(proc, f"{url}{adapter.health_path}", timeout_s, poll_interval_s, log_path,
@@ -145,3 +146,27 @@ def stop_all() -> None:
 
 
 atexit.register(stop_all)
+
+
+def _install_signal_handlers() -> None:
+    """On SIGTERM/SIGHUP (a cancelled deployment run, a closed terminal) stop our engines, then
+    hand the signal to whoever handled it before (Prefect's own handler, or the default action).
+    atexit alone is not enough: the default SIGTERM action skips it, and the engines live in
+    their own process groups, so nothing else would stop them."""
+    if threading.current_thread() is not threading.main_thread():
+        return  # signal handlers can only be set from the main thread
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        prev = signal.getsignal(sig)
+        if getattr(prev, "_infopt_stops_engines", False):
+            continue
+
+        def handler(signum, frame, prev=prev):
+            stop_all()
+            if callable(prev):
+                prev(signum, frame)
+            elif prev == signal.SIG_DFL:
+                signal.signal(signum, signal.SIG_DFL)
+                os.kill(os.getpid(), signum)
+
+        handler._infopt_stops_engines = True  # type: ignore[attr-defined]
+        signal.signal(sig, handler)

@@ -17,12 +17,14 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 from pathlib import Path, PurePosixPath
 from typing import Any
 
 from infopt.engines import ENGINES
 from infopt.engines.base import Launch
 from infopt.specs.base import InputError
+from infopt.specs.results import DeploymentRendering
 from infopt.specs.serving import EngineName
 
 CONTAINER_BIND_HOST = "0.0.0.0"  # inside the container's own network namespace only
@@ -185,3 +187,24 @@ def write_launch_files(launch: Launch) -> list[Path]:
         p.write_text(text)
         written.append(p)
     return written
+
+
+def render_deployment(config, port: int, gpus: int, name: str) -> DeploymentRendering | None:
+    """The winner as a `docker run` command and a Kubernetes manifest (YAML), for the report.
+    None when the engine has no Linux container image (MLX-LM)."""
+    import yaml
+
+    from infopt.engines import adapter_for
+
+    adapter = adapter_for(config.engine)
+    if not adapter.container_image or not adapter.container_executable:
+        return None
+    launch = adapter.build_launch(config, adapter.container_executable, port)
+    cmd = container_command(launch, adapter.container_image, gpus, name=name)
+    manifest = kubernetes_manifest(launch, name=name, image=adapter.container_image, gpus=gpus)
+    return DeploymentRendering(
+        image=adapter.container_image, container_command=shlex.join(cmd),
+        kubernetes_yaml=yaml.safe_dump(manifest, sort_keys=False),
+        notes=["image tag pinned by infopt's adapter: verify it matches the engine version "
+               "you tested and pin its digest", "the Service is ClusterIP: exposure beyond the "
+               "cluster is a separate, approved step"])

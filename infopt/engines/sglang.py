@@ -188,4 +188,6 @@ ADAPTER = EngineAdapter(
     kv_from_log=kv_from_log,
     memory_shape=memory_shape,
     doc_url="https://docs.sglang.io/advanced_features/server_arguments.html",
+    container_image="lmsysorg/sglang:v0.5.23",
+    container_executable="python3",
 )

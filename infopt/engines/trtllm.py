@@ -183,4 +183,6 @@ ADAPTER = EngineAdapter(
     kv_from_log=kv_from_log,
     memory_shape=memory_shape,
     doc_url="https://nvidia.github.io/TensorRT-LLM/commands/trtllm-serve/trtllm-serve.html",
+    container_image="nvcr.io/nvidia/tensorrt-llm/release:1.2.0",
+    container_executable="trtllm-serve",
 )

@@ -123,4 +123,6 @@ ADAPTER = EngineAdapter(
     kv_from_log=kv_from_log,
     memory_shape=memory_shape,
     doc_url="https://docs.vllm.ai/en/latest/configuration/engine_args.html",
+    container_image="vllm/vllm-openai:v0.32.0",
+    container_executable="python3",
 )

@@ -198,6 +198,13 @@ def render_markdown(r: OptimizationReport) -> str:
         "- Routing: " + "; ".join(r.routing),
         "",
     ]
+    if r.winner_deployment:
+        d = r.winner_deployment
+        lines += ["## Deploy the winner elsewhere (rendered, not run)", "",
+                  f"Container (`{d.image}`), port published on 127.0.0.1 only:", "", "```sh",
+                  d.container_command, "```", "", "Kubernetes (Deployment + ClusterIP Service):",
+                  "", "```yaml", d.kubernetes_yaml.rstrip(), "```", "",
+                  *[f"- {n}" for n in d.notes], ""]
     if r.shortlist:
         lines += _shortlist_lines(r)
     if r.notes:

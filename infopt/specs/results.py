@@ -122,6 +122,15 @@ class TuningOutcome(Spec):
     rule: str  # how acceptance was decided, in words
 
 
+class DeploymentRendering(Spec):
+    """The winning configuration as a container command and a Kubernetes manifest."""
+
+    image: str
+    container_command: str
+    kubernetes_yaml: str
+    notes: list[str]
+
+
 class OptimizationReport(Spec):
     run_id: str
     created_at: str
@@ -139,4 +148,5 @@ class OptimizationReport(Spec):
     winner_trial_id: str
     winner_config: ServingConfig
     winner_command: str
+    winner_deployment: DeploymentRendering | None = None
     notes: list[str]

@@ -127,3 +127,16 @@ def test_every_trial_has_fit_and_fraction_of_ceiling(report_and_dir):
             assert c.flagged == (c.ratio > 1)
         assert len(t.ceilings) == len(t.benchmark.levels)
     assert report.pruned == []  # SmolLM2 at 8192 tokens x 2 slots fits in RAM
+
+
+def test_winner_rendered_as_container_and_kubernetes(report_and_dir):
+    import yaml
+
+    report, run_dir = report_and_dir
+    d = report.winner_deployment
+    assert d.image.startswith("ghcr.io/ggml-org/llama.cpp")
+    assert "-p 127.0.0.1:8000:8000" in d.container_command  # published on loopback only
+    kinds = [item["kind"] for item in yaml.safe_load(d.kubernetes_yaml)["items"]]
+    assert kinds == ["Deployment", "Service"]
+    assert "ClusterIP" in d.kubernetes_yaml
+    assert "Deploy the winner elsewhere" in (run_dir / "report.md").read_text()

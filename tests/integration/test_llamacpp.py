@@ -118,3 +118,33 @@ raise RuntimeError("simulated crash")
     pid = int(out.stdout.split()[0])
     with pytest.raises(ProcessLookupError):
         os.killpg(pid, 0)
+
+
+def test_no_orphan_when_the_optimizer_is_terminated(llama_server, gguf_model, tmp_path):
+    """SIGTERM to the optimizer (a cancelled deployment run) stops its engines too."""
+    import signal
+    import time
+
+    code = f"""
+import time
+from pathlib import Path
+from infopt.engines import llamacpp, process
+from infopt.specs.serving import LlamaCppConfig
+cfg = LlamaCppConfig(model_path={str(gguf_model)!r}, ctx_per_slot_tokens=512)
+r = process.start(llamacpp.ADAPTER, cfg, {str(llama_server)!r}, Path({str(tmp_path)!r}) / "e.log", 10**8)
+print(r.pid, flush=True)
+time.sleep(120)
+"""
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    pid = int(proc.stdout.readline())
+    os.killpg(pid, 0)  # the engine is up
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=60) == -signal.SIGTERM  # the default action still happens
+    deadline = time.time() + 10
+    while time.time() < deadline:
+        try:
+            os.killpg(pid, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.2)
+    pytest.fail("engine survived the optimizer's SIGTERM")
