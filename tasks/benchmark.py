@@ -21,7 +21,8 @@ def benchmark(running: RunningEngine, served_model_name: str, workload: Workload
     result, records = run_benchmark(
         running.base_url, served_model_name, workload,
         adapter_for(running.engine).forced_length_fields(workload.output_tokens),
-        seed=seed, progress=lambda msg: logger.info("%s: %s", trial_id, msg))
+        seed=seed, progress=lambda msg: logger.info("%s: %s", trial_id, msg),
+        engine_pid=running.pid)
     write_records(Path(run_dir), trial_id, records)
     for lvl in result.levels:
         logger.info(

@@ -14,6 +14,7 @@ from typing import Any
 
 from infopt.analysis.stats import percentiles
 from infopt.loadgen.client import RequestSpec, run_closed_loop, synthetic_prompt
+from infopt.loadgen.monitor import LoopLagProbe, ResourceSampler, client_saturated
 from infopt.specs.results import BenchmarkResult, LevelResult, RequestRecord
 from infopt.specs.workload import Workload
 
@@ -52,7 +53,8 @@ def _specs(n: int, workload: Workload, concurrency: int, tag: str,
 
 def run_benchmark(base_url: str, model: str, workload: Workload,
                   forced_length_fields: dict[str, Any], *, seed: int,
-                  progress: Progress | None = None) -> tuple[BenchmarkResult, list[RequestRecord]]:
+                  progress: Progress | None = None, engine_pid: int | None = None
+                  ) -> tuple[BenchmarkResult, list[RequestRecord]]:
     """Run every concurrency level of `workload`; returns the summary and the measured records."""
     rng = random.Random(seed)
     url = f"{base_url}/v1/chat/completions"
@@ -70,8 +72,20 @@ def run_benchmark(base_url: str, model: str, workload: Workload,
             if done % step == 0 or done == total:
                 say(f"concurrency {conc}: {done}/{total} requests done")
 
-        records, wall_s = asyncio.run(
-            run_closed_loop(url, model, specs, conc, forced_length_fields, on_done))
-        levels.append(summarize_level(records, conc, wall_s))
+        probe = LoopLagProbe()
+        with ResourceSampler(engine_pid) as sampler:
+            records, wall_s = asyncio.run(
+                run_closed_loop(url, model, specs, conc, forced_length_fields, on_done,
+                                probe=probe))
+        level = summarize_level(records, conc, wall_s)
+        health, usage = probe.result(), sampler.result()
+        levels.append(level.model_copy(update={
+            "client_loop_lag_p99_s": health.loop_lag_p99_s,
+            "client_saturated": client_saturated(health, level.itl_s.p50),
+            "engine_cpu_percent_mean": usage.cpu_percent_mean,
+            "engine_rss_peak_bytes": usage.rss_peak_bytes}))
+        if levels[-1].client_saturated:
+            say(f"concurrency {conc}: WARNING client event-loop lag p99 "
+                f"{health.loop_lag_p99_s * 1e3:.1f} ms: the load generator may be the bottleneck")
         all_records.extend(records)
     return BenchmarkResult(workload=workload, levels=levels), all_records

@@ -18,6 +18,7 @@ from typing import Any
 import httpx
 from httpx_sse import aconnect_sse
 
+from infopt.loadgen.monitor import LoopLagProbe
 from infopt.specs.results import RequestRecord
 
 # A neutral vocabulary for synthetic prompts: common single-token English words for most BPE
@@ -98,9 +99,11 @@ async def stream_chat(client: httpx.AsyncClient, url: str, model: str, spec: Req
 async def run_closed_loop(url: str, model: str, specs: list[RequestSpec], concurrency: int,
                           extra_body: dict[str, Any],
                           on_done: Callable[[int, int], None] | None = None,
-                          timeout_s: float = 600.0) -> tuple[list[RequestRecord], float]:
+                          timeout_s: float = 600.0, probe: LoopLagProbe | None = None
+                          ) -> tuple[list[RequestRecord], float]:
     """Closed loop: `concurrency` workers, each sends its next request when its last one ends.
-    Returns the records (in completion order) and the phase's wall time in seconds."""
+    Returns the records (in completion order) and the phase's wall time in seconds. With
+    `probe`, the client's event-loop lag is measured for the whole phase."""
     queue: asyncio.Queue[RequestSpec] = asyncio.Queue()
     for s in specs:
         queue.put_nowait(s)
@@ -121,6 +124,10 @@ async def run_closed_loop(url: str, model: str, specs: list[RequestSpec], concur
                 if on_done:
                     on_done(len(records), len(specs))
 
-        await asyncio.gather(*(worker() for _ in range(concurrency)))
+        if probe is not None:
+            async with probe:
+                await asyncio.gather(*(worker() for _ in range(concurrency)))
+        else:
+            await asyncio.gather(*(worker() for _ in range(concurrency)))
         wall_s = time.perf_counter() - phase_start
     return records, wall_s

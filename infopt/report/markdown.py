@@ -19,6 +19,8 @@ def _pct(p: Percentiles) -> str:
 
 def _level_row(t: Trial, lvl: LevelResult) -> str:
     reached = "yes" if lvl.lengths_not_reached == 0 else f"NO ({lvl.lengths_not_reached} short)"
+    if lvl.client_saturated:
+        reached += " ⚠ client-bound"
     return (f"| {t.trial_id} | {t.value or 'baseline'} | {lvl.concurrency} | {lvl.requests} | "
             f"{lvl.errors} | {_pct(lvl.ttft_s)} | {_pct(lvl.itl_s)} | "
             f"{lvl.output_tokens_per_s:.1f} | {reached} |")
@@ -155,7 +157,8 @@ def render_markdown(r: OptimizationReport) -> str:
         "## Trials (measured)",
         "",
         "TTFT and ITL as p50 / p95 in ms (* = fewer than 20 samples: p95 is indicative only). "
-        "Output tokens/s is the aggregate over the measured phase.",
+        "Output tokens/s is the aggregate over the measured phase. \"client-bound\" marks a "
+        "level where the load generator's event-loop lag (p99) exceeded 10% of the median ITL.",
         "",
         "| trial | value | concurrency | requests | errors | TTFT ms | ITL ms | out tok/s | "
         "lengths reached |",

@@ -74,6 +74,12 @@ class LevelResult(Spec):
     prompt_tokens_mean: float | None = None  # from usage.prompt_tokens (template included)
     output_tokens_per_s: float  # aggregate over the measured phase's wall time
     requests_per_s: float
+    # Is the client the bottleneck? Its event-loop lag during the phase (None: not measured).
+    client_loop_lag_p99_s: float | None = None
+    client_saturated: bool | None = None
+    # The engine's own use during the phase (psutil over its process group; 100% = one core).
+    engine_cpu_percent_mean: float | None = None
+    engine_rss_peak_bytes: int | None = None
 
 
 class BenchmarkResult(Spec):

@@ -50,7 +50,8 @@ def test_benchmark_forces_lengths_and_runs_concurrently(server):
     wl = Workload(input_tokens=32, output_tokens=12, concurrency_levels=[1, 2],
                   target_concurrency=2, requests_per_level=4)
     result, records = run_benchmark(server.base_url, "smollm2", wl,
-                                    llamacpp.ADAPTER.forced_length_fields(12), seed=1)
+                                    llamacpp.ADAPTER.forced_length_fields(12), seed=1,
+                                    engine_pid=server.pid)
     assert len(records) == 8 and all(r.ok for r in records)
     assert all(r.output_tokens == 12 for r in records)  # usage says the forced length was reached
     assert len({r.request_id for r in records}) == 8  # unique prompt prefixes
@@ -62,6 +63,10 @@ def test_benchmark_forces_lengths_and_runs_concurrently(server):
         assert lvl.ttft_s.n == 4 and lvl.itl_s.n == sum(
             len(r.itl_s) for r in records if r.concurrency == lvl.concurrency)
         assert lvl.output_tokens_per_s > 0
+        # The client watched its own event loop, and the engine's CPU/RSS were sampled.
+        assert lvl.client_loop_lag_p99_s is not None and lvl.client_saturated is not None
+        assert lvl.engine_rss_peak_bytes and lvl.engine_rss_peak_bytes > 50 * 2**20
+        assert lvl.engine_cpu_percent_mean and lvl.engine_cpu_percent_mean > 10
 
 
 def test_occupied_port_is_a_clear_input_error(llama_server, gguf_model, tmp_path):
