@@ -31,5 +31,11 @@ demo: engines
 test: engines
 	@$(PY) -m pytest -q -ra --durations=10
 
+# Benchmarks of infopt itself (speed goals are checked here, not by timed unit tests).
+# Results go to $INFOPT_BENCH_OUT (default /tmp/infopt-bench), never into the checkout.
+.PHONY: bench
+bench: $(STAMP)
+	@$(PY) -m bench.loadgen_bench
+
 clean-venv:
 	rm -rf $(VENV)

@@ -112,6 +112,10 @@ def _run_trial(config: AnyServingConfig, *, trial_id: str, role: str,
     finally:
         stop_engine(running)
     ceilings = label_ceilings(model, hw, config, bench, _mean_context(bench, workload))
+    if bench.validation_passed is False:  # measured, but the records failed their checks
+        return Trial(**common, engine=running, benchmark=bench, objective_value=None,
+                     ceilings=ceilings, failed="record validation: " + "; ".join(
+                         bench.validation_failures)[:300]), checks
     return Trial(**common, engine=running, benchmark=bench,
                  objective_value=objective_value(bench, workload), ceilings=ceilings), checks
 

@@ -315,6 +315,39 @@ def diagnose(
     typer.echo(d.model_dump_json(indent=2) if json_out else render_diagnosis(d))
 
 
+@app.command()
+def bench(
+    endpoint: Annotated[str, typer.Option(help="base URL of an OpenAI-compatible server")],
+    model: Annotated[str, typer.Option(help="the served model name")],
+    workload: Annotated[str, typer.Option(help="workload YAML (see examples/workloads)")],
+    engine: Annotated[str | None, typer.Option(help="the engine behind the endpoint, for its "
+                                               "forced-length fields (default: generic)")] = None,
+    out: Annotated[str | None, typer.Option(help="folder for requests.parquet and "
+                                            "summary.json")] = None,
+    max_input_tokens: Annotated[int, typer.Option(help="clip prompts to this")] = 8192,
+    json_out: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """Benchmark any OpenAI-compatible endpoint with a workload file (standalone)."""
+    from infopt.loadgen.standalone import run_workload_file
+    from infopt.report.bench_text import render_bench
+
+    try:
+        result = run_workload_file(endpoint, model, workload, engine=engine, out_dir=out,
+                                   max_input_tokens=max_input_tokens,
+                                   progress=None if json_out else _progress_printer())
+    except InfoptError as exc:
+        _fail(exc)
+        return
+    typer.echo(result.model_dump_json(indent=2) if json_out else render_bench(result))
+
+
+def _progress_printer():
+    def show(done: int, total: int) -> None:
+        if done == total or done % max(1, total // 10) == 0:
+            typer.echo(f"  {done}/{total} requests", err=True)
+    return show
+
+
 def _device_target(spec: str | None):
     from infopt.specs.checkpoint import DeviceKind, DeviceTarget
 

@@ -9,7 +9,9 @@ from prefect.cache_policies import NO_CACHE
 
 from infopt.engines import adapter_for
 from infopt.loadgen.benchmark import run_benchmark
-from infopt.report.rundir import write_records
+from infopt.analysis.records import errors_by_kind, records_frame, save_parquet
+from infopt.analysis.validation import validate_records
+from infopt.report.rundir import trial_dir, write_records
 from infopt.specs.results import BenchmarkResult, RunningEngine
 from infopt.specs.workload import Workload
 
@@ -24,6 +26,16 @@ def benchmark(running: RunningEngine, served_model_name: str, workload: Workload
         seed=seed, progress=lambda msg: logger.info("%s: %s", trial_id, msg),
         engine_pid=running.pid)
     write_records(Path(run_dir), trial_id, records)
+    # One row per request as parquet, then the great-expectations suite: a failed validation
+    # marks the trial (its numbers are not trusted for the decision).
+    df = records_frame(records)
+    parquet = save_parquet(df, trial_dir(Path(run_dir), trial_id) / "requests.parquet")
+    check = validate_records(df)
+    result = result.model_copy(update={
+        "validation_passed": check.success, "validation_failures": check.failed,
+        "errors_by_kind": errors_by_kind(df), "records_path": str(parquet)})
+    if not check.success:
+        logger.warning("%s: record validation FAILED: %s", trial_id, check.failure_message())
     for lvl in result.levels:
         logger.info(
             "%s c=%d: TTFT p50 %.1f ms, ITL p50 %.1f ms, %.1f out tok/s, %d errors, %d short",

@@ -85,6 +85,11 @@ class LevelResult(Spec):
 class BenchmarkResult(Spec):
     workload: Workload
     levels: list[LevelResult]
+    # great-expectations checks of the per-request records (None: not validated).
+    validation_passed: bool | None = None
+    validation_failures: list[str] = Field(default_factory=list)
+    errors_by_kind: dict[str, int] = Field(default_factory=dict)
+    records_path: str | None = None  # per-request parquet
 
     def level(self, concurrency: int) -> LevelResult:
         for lvl in self.levels:

@@ -140,3 +140,15 @@ def test_winner_rendered_as_container_and_kubernetes(report_and_dir):
     assert kinds == ["Deployment", "Service"]
     assert "ClusterIP" in d.kubernetes_yaml
     assert "Deploy the winner elsewhere" in (run_dir / "report.md").read_text()
+
+
+def test_records_saved_as_parquet_and_validated(report_and_dir):
+    from infopt.analysis.records import load_parquet
+
+    report, run_dir = report_and_dir
+    for t in report.trials:
+        b = t.benchmark
+        assert b.validation_passed is True and b.validation_failures == []
+        df = load_parquet(b.records_path)
+        assert len(df) == sum(lvl.requests for lvl in b.levels)
+        assert (df["output_tokens"] == df["output_tokens_requested"]).all()

@@ -1,0 +1,1 @@
+"""Benchmarks of infopt's own machinery (`make bench`); not part of the installed distribution."""

@@ -1,0 +1,108 @@
+"""`infopt bench`: a workload file against any OpenAI-compatible endpoint, per scenario (a sweep
+expands into one scenario per value): schedule -> run -> records -> validation -> summary."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from pydantic import Field
+
+from infopt.analysis.compare import Slo, goodput
+from infopt.analysis.records import errors_by_kind, records_frame, save_parquet
+from infopt.analysis.validation import validate_records
+from infopt.loadgen.benchmark import summarize_level
+from infopt.loadgen.monitor import client_saturated
+from infopt.loadgen.runner import run_schedule
+from infopt.loadgen.schedule import build_schedule
+from infopt.specs.base import Spec
+from infopt.specs.results import LevelResult
+from infopt.specs.traffic import TrafficSpec, expand_sweep, load_traffic
+
+GENERIC_FORCED = {"ignore_eos": True}  # vLLM, SGLang, llama.cpp and TRT-LLM all honour it
+
+
+class ScenarioResult(Spec):
+    name: str
+    arrival: str
+    level: LevelResult
+    goodput_requests_per_s: float | None
+    slo_violated: bool | None
+    validation_passed: bool
+    validation_failures: list[str]
+    errors_by_kind: dict[str, int]
+    records_path: str | None
+
+
+class BenchResult(Spec):
+    endpoint: str
+    model: str
+    workload: str
+    scenarios: list[ScenarioResult]
+    stopped_early: str | None = None
+    created_at: str = Field(default_factory=lambda: time.strftime("%Y-%m-%dT%H:%M:%S%z"))
+
+
+def _forced(engine: str | None) -> Callable[[int], dict]:
+    if engine:
+        from infopt.engines import adapter_for
+
+        return adapter_for(engine).forced_length_fields
+    return lambda n: {"max_tokens": n, **GENERIC_FORCED}
+
+
+def _concurrency(spec: TrafficSpec) -> int:
+    return getattr(spec.arrival, "concurrency", None) or spec.peak_active_generations
+
+
+def run_scenario(endpoint: str, model: str, spec: TrafficSpec, *, engine: str | None,
+                 out_dir: Path | None, max_input_tokens: int,
+                 progress: Callable[[int, int], None] | None = None) -> ScenarioResult:
+    planned = build_schedule(spec, seed=spec.seed, max_input_tokens=max_input_tokens)
+    conc = _concurrency(spec)
+    records, wall, health = run_schedule(endpoint, model, planned, conc, _forced(engine),
+                                         seed=spec.seed, progress=progress)
+    level = summarize_level(records, conc, wall)
+    level = level.model_copy(update={
+        "client_loop_lag_p99_s": health.loop_lag_p99_s,
+        "client_saturated": client_saturated(health, level.itl_s.p50)})
+    df = records_frame(records)
+    path = None
+    if out_dir is not None:
+        path = str(save_parquet(df, out_dir / f"{spec.name}.requests.parquet"))
+    check = validate_records(df)
+    # The traffic spec names metrics "ttft"; the records frame's columns are "ttft_s".
+    slos = [Slo(metric=f"{s.metric.value}_s", percentile=s.percentile, max_s=s.max_s)
+            for s in spec.slos]
+    good = goodput(df, slos, wall) if slos else None
+    return ScenarioResult(
+        name=spec.name, arrival=spec.arrival.kind, level=level,
+        goodput_requests_per_s=good,
+        slo_violated=(good == 0.0) if slos else None,
+        validation_passed=check.success, validation_failures=check.failed,
+        errors_by_kind=errors_by_kind(df), records_path=path)
+
+
+def run_workload_file(endpoint: str, model: str, workload_path: str, *, engine: str | None,
+                      out_dir: str | None, max_input_tokens: int,
+                      progress: Callable[[int, int], None] | None = None) -> BenchResult:
+    spec = load_traffic(workload_path)
+    out = Path(out_dir).expanduser() if out_dir else None
+    results: list[ScenarioResult] = []
+    stopped = None
+    sweep = spec.arrival.kind == "sweep"
+    for child in expand_sweep(spec) if sweep else [spec]:
+        r = run_scenario(endpoint, model, child, engine=engine, out_dir=out,
+                         max_input_tokens=max_input_tokens, progress=progress)
+        results.append(r)
+        if sweep and spec.arrival.stop_at_first_slo_violation and r.slo_violated:
+            stopped = f"stopped at {child.name}: first SLO violation"
+            break
+    result = BenchResult(endpoint=endpoint, model=model, workload=str(workload_path),
+                         scenarios=results, stopped_early=stopped)
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "summary.json").write_text(json.dumps(result.model_dump(mode="json"), indent=2))
+    return result

@@ -1,0 +1,36 @@
+"""The `infopt bench` results table (seconds -> ms here)."""
+
+from __future__ import annotations
+
+from infopt.loadgen.standalone import BenchResult
+
+
+def _ms(v: float | None) -> str:
+    return "—" if v is None else f"{v * 1e3:.1f}"
+
+
+def render_bench(r: BenchResult) -> str:
+    lines = [f"{r.workload} against {r.endpoint} (model {r.model}); all figures measured", "",
+             f"{'scenario':24} {'arrival':11} {'n':>4} {'err':>4} {'TTFT p50/p95/p99 ms':>22} "
+             f"{'ITL p50/p95/p99 ms':>20} {'out tok/s':>9} {'req/s':>6} {'goodput':>7} checks"]
+    for s in r.scenarios:
+        lv = s.level
+        flags = []
+        if not s.validation_passed:
+            flags.append("VALIDATION FAILED")
+        if lv.lengths_not_reached:
+            flags.append(f"{lv.lengths_not_reached} short")
+        if lv.client_saturated:
+            flags.append("client-bound")
+        if lv.ttft_s.low_sample_p95:
+            flags.append("few samples for p95/p99")
+        good = "—" if s.goodput_requests_per_s is None else f"{s.goodput_requests_per_s:.2f}"
+        lines.append(
+            f"{s.name[:24]:24} {s.arrival:11} {lv.requests:>4} {lv.errors:>4} "
+            f"{_ms(lv.ttft_s.p50):>6}/{_ms(lv.ttft_s.p95)}/{_ms(lv.ttft_s.p99):<7} "
+            f"{_ms(lv.itl_s.p50):>6}/{_ms(lv.itl_s.p95)}/{_ms(lv.itl_s.p99):<6} "
+            f"{lv.output_tokens_per_s:>9.1f} {lv.requests_per_s:>6.2f} {good:>7} "
+            f"{', '.join(flags) or 'ok'}")
+    if r.stopped_early:
+        lines.append(r.stopped_early)
+    return "\n".join(lines)

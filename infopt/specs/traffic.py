@@ -1,0 +1,598 @@
+"""The workload file: arrivals, length distributions, prefix reuse, route mix, SLOs and counts.
+
+A `TrafficSpec` describes one measured scenario; `infopt.loadgen.schedule` turns it into the exact
+list of requests to send. Units live in names: `_tokens` are model tokens, `_s` seconds,
+`_per_s` events per second. `load_traffic` reads a YAML file and turns pydantic's errors into
+an `InputError` that names the field path and the allowed values.
+
+Goodput, as the SLOs below define it: a measured request is *good* when it meets every SLO's
+`max_s` (TTFT: its time to first token; ITL: its mean gap between tokens; E2E: its end-to-end
+time); goodput = good requests per second of the measured window. A run *meets* an SLO when the
+SLO's percentile of that metric over the measured requests is at most `max_s`.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import statistics
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated, Any, Literal, Union, get_args, get_origin
+
+import yaml
+from pydantic import (BaseModel, Field, ValidationError, ValidationInfo, field_validator,
+                      model_validator)
+
+from .base import InputError, Spec
+
+# --- arrivals --------------------------------------------------------------------------------
+
+
+class ClosedLoop(Spec):
+    """`concurrency` workers; each sends its next request when its previous one ends."""
+
+    kind: Literal["closed_loop"] = "closed_loop"
+    concurrency: int = Field(..., ge=1)
+
+
+class PoissonArrival(Spec):
+    """Open loop: exponential inter-arrival times with mean 1 / rate_per_s."""
+
+    kind: Literal["poisson"] = "poisson"
+    rate_per_s: float = Field(..., gt=0)
+
+
+class ConstantArrival(Spec):
+    """Open loop: one request exactly every 1 / rate_per_s seconds."""
+
+    kind: Literal["constant"] = "constant"
+    rate_per_s: float = Field(..., gt=0)
+
+
+class BurstArrival(Spec):
+    """Open loop: `burst_size` requests every `burst_interval_s`; inside a burst they are sent
+    together (within_burst_rate_per_s None) or spaced 1 / within_burst_rate_per_s apart."""
+
+    kind: Literal["bursts"] = "bursts"
+    burst_size: int = Field(..., ge=1)
+    burst_interval_s: float = Field(..., gt=0)
+    within_burst_rate_per_s: float | None = Field(None, gt=0)
+
+    @model_validator(mode="after")
+    def _bursts_do_not_overlap(self) -> "BurstArrival":
+        if self.within_burst_rate_per_s is not None:
+            span_s = (self.burst_size - 1) / self.within_burst_rate_per_s
+            if span_s >= self.burst_interval_s:
+                raise ValueError(
+                    f"a burst of {self.burst_size} at {self.within_burst_rate_per_s}/s lasts "
+                    f"{span_s:g} s, not shorter than burst_interval_s {self.burst_interval_s:g}: "
+                    "raise within_burst_rate_per_s or burst_interval_s")
+        return self
+
+
+class SweepArrival(Spec):
+    """Several scenarios, one per value: closed loops at each concurrency, or open loops
+    (`rate_arrival`) at each rate. `expand_sweep` turns it into plain specs; the runner stops
+    after the first value whose run misses an SLO when stop_at_first_slo_violation is set."""
+
+    kind: Literal["sweep"] = "sweep"
+    over: Literal["concurrency", "rate"]
+    values: list[float] = Field(..., min_length=1)
+    rate_arrival: Literal["poisson", "constant"] = "poisson"
+    stop_at_first_slo_violation: bool = False
+
+    @field_validator("values")
+    @classmethod
+    def _values_ascending(cls, values: list[float], info: ValidationInfo) -> list[float]:
+        if any(v <= 0 for v in values):
+            raise ValueError("values must all be > 0")
+        if any(b <= a for a, b in zip(values, values[1:])):
+            raise ValueError(f"values must be strictly increasing (a sweep is ordered), got "
+                             f"{values}")
+        if info.data.get("over") == "concurrency" and any(v != int(v) for v in values):
+            raise ValueError(f"concurrency values must be whole numbers, got {values}")
+        return values
+
+
+Arrival = Annotated[Union[ClosedLoop, PoissonArrival, ConstantArrival, BurstArrival,
+                          SweepArrival], Field(discriminator="kind")]
+
+# --- lengths ---------------------------------------------------------------------------------
+
+# Phi^-1(0.95) = 1.6448536...: the standard normal's 95th percentile.
+Z_P95 = statistics.NormalDist().inv_cdf(0.95)
+
+
+class FixedLengths(Spec):
+    kind: Literal["fixed"] = "fixed"
+    tokens: int = Field(..., ge=1)
+
+
+class UniformLengths(Spec):
+    """Whole numbers, uniform over [min_tokens, max_tokens], both ends included."""
+
+    kind: Literal["uniform"] = "uniform"
+    min_tokens: int = Field(..., ge=1)
+    max_tokens: int = Field(..., ge=1)
+
+    @field_validator("max_tokens")
+    @classmethod
+    def _max_not_below_min(cls, v: int, info: ValidationInfo) -> int:
+        lo = info.data.get("min_tokens")
+        if lo is not None and v < lo:
+            raise ValueError(f"max_tokens ({v}) must be >= min_tokens ({lo})")
+        return v
+
+
+class LognormalLengths(Spec):
+    """Log-normal, given by its median and 95th percentile (the numbers people know).
+
+    ln(X) ~ Normal(mu, sigma), so median = exp(mu) and p95 = exp(mu + z95 * sigma) with
+    z95 = Phi^-1(0.95) ~= 1.6449. Hence mu = ln(p50_tokens) and
+    sigma = (ln(p95_tokens) - mu) / z95 = ln(p95_tokens / p50_tokens) / 1.6449.
+    Draws are rounded to whole tokens, at least 1, at most max_tokens when given.
+    """
+
+    kind: Literal["lognormal"] = "lognormal"
+    p50_tokens: float = Field(..., ge=1)
+    p95_tokens: float = Field(..., ge=1)
+    max_tokens: int | None = Field(None, ge=1, description="cap on a single draw")
+
+    @field_validator("p95_tokens")
+    @classmethod
+    def _p95_above_p50(cls, v: float, info: ValidationInfo) -> float:
+        p50 = info.data.get("p50_tokens")
+        if p50 is not None and v <= p50:
+            raise ValueError(f"p95_tokens ({v:g}) must exceed p50_tokens ({p50:g}); "
+                             "for one length use kind: fixed")
+        return v
+
+    @property
+    def mu(self) -> float:
+        return math.log(self.p50_tokens)
+
+    @property
+    def sigma(self) -> float:
+        return math.log(self.p95_tokens / self.p50_tokens) / Z_P95
+
+
+class TraceLengths(Spec):
+    """Lengths drawn from a recorded trace: a CSV with a header row, or JSONL objects, with
+    `input_tokens` and/or `output_tokens` (other columns ignored). As `input_lengths` it reads
+    `input_tokens`, as `output_lengths` it reads `output_tokens`; use `lengths_trace` to keep
+    each row's pair together. A relative path is relative to the workload file."""
+
+    kind: Literal["trace"] = "trace"
+    path: str = Field(..., min_length=1)
+    order: Literal["random", "sequential"] = "random"  # sequential replays rows, cycling
+
+
+Lengths = Annotated[Union[FixedLengths, UniformLengths, LognormalLengths, TraceLengths],
+                    Field(discriminator="kind")]
+
+
+class PairedTrace(Spec):
+    """One trace giving both lengths of each request (rows are never split)."""
+
+    path: str = Field(..., min_length=1)
+    order: Literal["random", "sequential"] = "random"
+
+
+TRACE_COLUMNS = ("input_tokens", "output_tokens")
+
+
+def read_length_trace(path: str | Path, columns: tuple[str, ...] = TRACE_COLUMNS
+                      ) -> list[tuple[int, ...]]:
+    """Rows of `columns` (positive whole token counts) from a .csv or .jsonl/.ndjson trace."""
+    p = Path(path)
+    if not p.is_file():
+        raise InputError(f"length trace {p} not found: give an existing CSV or JSONL file")
+    suffix = p.suffix.lower()
+    rows: list[tuple[int, ...]] = []
+    with p.open(newline="") as fh:
+        if suffix == ".csv":
+            reader = csv.DictReader(fh)
+            missing = [c for c in columns if c not in (reader.fieldnames or [])]
+            if missing:
+                raise InputError(f"{p}: header has no column {', '.join(missing)}; found "
+                                 f"{', '.join(reader.fieldnames or []) or 'no header'}")
+            records = ((reader.line_num, r) for r in reader)
+        elif suffix in (".jsonl", ".ndjson"):
+            records = ((i, _json_line(p, i, line)) for i, line in enumerate(fh, 1)
+                       if line.strip())
+        else:
+            raise InputError(f"{p}: unknown trace format {suffix or '(none)'}; use .csv or .jsonl")
+        for line_no, rec in records:
+            rows.append(tuple(_token_count(p, line_no, c, rec.get(c)) for c in columns))
+    if not rows:
+        raise InputError(f"{p}: the trace has no rows")
+    return rows
+
+
+def _json_line(p: Path, line_no: int, line: str) -> dict[str, Any]:
+    try:
+        obj = json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{p}: line {line_no}: not JSON ({exc.msg})") from None
+    if not isinstance(obj, dict):
+        raise InputError(f"{p}: line {line_no}: expected a JSON object")
+    return obj
+
+
+def _token_count(p: Path, line_no: int, column: str, raw: Any) -> int:
+    try:
+        value = float(raw)
+    except (TypeError, ValueError):
+        value = math.nan
+    if not (value >= 1 and value == int(value)):
+        raise InputError(f"{p}: line {line_no}: {column} must be a whole number >= 1, got {raw!r}")
+    return int(value)
+
+
+# --- prefix reuse, routes, SLOs --------------------------------------------------------------
+
+
+class PrefixReuse(Spec):
+    """Shared prompt prefixes. A fraction `reuse_ratio` of the requests (exactly, per phase)
+    start with one of `prefix_groups` shared prefixes of `shared_prefix_tokens` tokens, added in
+    front of their own input; every other request starts with a prefix unique to it, so no engine
+    can serve it from cache (the measurement default)."""
+
+    reuse_ratio: float = Field(0.0, ge=0, le=1)
+    shared_prefix_tokens: int = Field(0, ge=0)
+    prefix_groups: int = Field(1, ge=1)
+
+    @model_validator(mode="after")
+    def _prefix_has_tokens(self) -> "PrefixReuse":
+        if self.reuse_ratio > 0 and self.shared_prefix_tokens < 1:
+            raise ValueError("shared_prefix_tokens must be >= 1 when reuse_ratio > 0")
+        return self
+
+
+class RouteName(StrEnum):
+    CHAT_COMPLETIONS = "chat_completions"  # OpenAI POST /v1/chat/completions
+    COMPLETIONS = "completions"  # OpenAI POST /v1/completions
+    RESPONSES = "responses"  # OpenAI POST /v1/responses
+    ANTHROPIC_MESSAGES = "anthropic_messages"  # Anthropic POST /v1/messages
+
+
+class RouteShare(Spec):
+    route: RouteName = RouteName.CHAT_COMPLETIONS
+    weight: float = Field(1.0, gt=0)  # relative; shares are weight / sum of weights
+    stream: bool = True
+
+
+class SloMetric(StrEnum):
+    TTFT = "ttft"  # time to first token, s
+    ITL = "itl"  # a request's mean gap between output tokens, s
+    E2E = "e2e"  # request sent to last token, s
+
+
+class Slo(Spec):
+    metric: SloMetric
+    percentile: Literal[50, 90, 95, 99]
+    max_s: float = Field(..., gt=0)
+
+
+# --- the spec --------------------------------------------------------------------------------
+
+# Scale guard: a schedule is built in memory; more than this is a typo in a rate or duration.
+MAX_SCHEDULED_REQUESTS = 1_000_000
+
+
+class TrafficSpec(Spec):
+    name: str = Field(..., pattern=r"^[A-Za-z0-9][A-Za-z0-9._@-]*$")
+    description: str | None = None
+    # Default (filled in before validation): a closed loop at peak_active_generations.
+    arrival: Arrival
+    input_lengths: Lengths | None = None  # the request's own tokens (prefix excluded)
+    output_lengths: Lengths | None = None
+    lengths_trace: PairedTrace | None = None  # instead of both of the above
+    prefix: PrefixReuse = Field(default_factory=PrefixReuse)
+    routes: list[RouteShare] = Field(default_factory=lambda: [RouteShare()], min_length=1)
+    slos: list[Slo] = Field(default_factory=list)
+    # The user's peak simultaneous *active generations* (not registered users). One active user
+    # is the specification's provisional assumption when the workload is vague.
+    peak_active_generations: int = Field(1, ge=1)
+    warmup_requests: int | None = Field(
+        None, ge=0, description="discarded first requests; default = the concurrency")
+    measured_requests: int | None = Field(None, ge=1, le=MAX_SCHEDULED_REQUESTS)
+    duration_s: float | None = Field(None, gt=0, description="measured window (open loop)")
+    cooldown_s: float = Field(0.0, ge=0, description="idle pause after the measured requests")
+    seed: int = Field(0, ge=0)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _default_arrival(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "arrival" not in data:
+            peak = data.get("peak_active_generations", 1)
+            data = {**data, "arrival": {"kind": "closed_loop", "concurrency": peak}}
+        return data
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "TrafficSpec":
+        if self.lengths_trace is not None:
+            if self.input_lengths is not None or self.output_lengths is not None:
+                raise ValueError("give lengths_trace or input_lengths/output_lengths, not both")
+        elif self.input_lengths is None or self.output_lengths is None:
+            raise ValueError("input_lengths and output_lengths are required unless "
+                             "lengths_trace gives both")
+        if self.measured_requests is None and self.duration_s is None:
+            raise ValueError("give measured_requests or duration_s (or both: whichever ends "
+                             "first)")
+        a = self.arrival
+        closed = a.kind == "closed_loop" or (a.kind == "sweep" and a.over == "concurrency")
+        if closed and self.measured_requests is None:
+            raise ValueError("a closed loop needs measured_requests: how many requests fit in "
+                             "duration_s depends on the engine's speed")
+        if a.kind == "sweep" and a.stop_at_first_slo_violation and not self.slos:
+            raise ValueError("arrival.stop_at_first_slo_violation needs at least one entry in "
+                             "slos (or set it to false)")
+        pairs = [(r.route, r.stream) for r in self.routes]
+        if len(set(pairs)) != len(pairs):
+            raise ValueError("routes: each (route, stream) pair may appear once; merge weights")
+        keys = [(s.metric, s.percentile) for s in self.slos]
+        if len(set(keys)) != len(keys):
+            raise ValueError("slos: each (metric, percentile) pair may appear once")
+        return self
+
+    def warmup_count(self) -> int:
+        """Warm-up requests: as given, else one per concurrent slot so every slot has run once
+        (closed loop: its concurrency; open loop: peak_active_generations)."""
+        if self.warmup_requests is not None:
+            return self.warmup_requests
+        if self.arrival.kind == "closed_loop":
+            return self.arrival.concurrency
+        return self.peak_active_generations
+
+    def trace_paths(self) -> dict[str, str]:
+        """Field path -> trace file, for every trace this spec reads."""
+        out = {f"{f}.path": d.path for f in ("input_lengths", "output_lengths")
+               if isinstance(d := getattr(self, f), TraceLengths)}
+        if self.lengths_trace is not None:
+            out["lengths_trace.path"] = self.lengths_trace.path
+        return out
+
+
+def expand_sweep(spec: TrafficSpec) -> list[TrafficSpec]:
+    """One spec per sweep value, in sweep order (a non-sweep spec comes back alone)."""
+    a = spec.arrival
+    if a.kind != "sweep":
+        return [spec]
+    out = []
+    for v in a.values:
+        if a.over == "concurrency":
+            arrival: ClosedLoop | PoissonArrival | ConstantArrival = ClosedLoop(concurrency=int(v))
+            name = f"{spec.name}@c{int(v)}"
+        elif a.rate_arrival == "poisson":
+            arrival, name = PoissonArrival(rate_per_s=v), f"{spec.name}@{v:g}rps"
+        else:
+            arrival, name = ConstantArrival(rate_per_s=v), f"{spec.name}@{v:g}rps"
+        out.append(spec.model_copy(update={"arrival": arrival, "name": name}))
+    return out
+
+
+# --- the specification's standard scenarios --------------------------------------------------
+
+# Output headroom reserved in the full-context case: its prompt is the native context minus this.
+FULL_CONTEXT_OUTPUT_TOKENS = 256
+# 20 measured samples is where infopt.analysis.stats stops flagging p95 as low-sample.
+MIN_MEASURED_REQUESTS = 20
+# The default chat lengths (examples/workloads/chat.yaml). An assumption, not a measurement:
+# a system prompt plus a short history in, a few paragraphs out, with a long right tail.
+CHAT_INPUT = LognormalLengths(p50_tokens=512, p95_tokens=2048)
+CHAT_OUTPUT = LognormalLengths(p50_tokens=256, p95_tokens=768, max_tokens=4096)
+
+
+class ScenarioName(StrEnum):
+    SHORT = "short"
+    MEDIUM = "medium"
+    FULL_CONTEXT = "full-context"
+    SINGLE_STREAM = "single-stream"
+    TARGET_CONCURRENCY = "target-concurrency"
+
+
+class ScenarioSet(Spec):
+    """The cases the specification benchmarks: three fixed-length cases at the target
+    concurrency (short, medium, full native context), and the default chat lengths at one
+    stream and at the target concurrency."""
+
+    native_context_tokens: int = Field(..., ge=2)
+    peak_active_generations: int = Field(..., ge=1)
+    scenarios: list[TrafficSpec]
+
+    @field_validator("scenarios")
+    @classmethod
+    def _unique_names(cls, v: list[TrafficSpec]) -> list[TrafficSpec]:
+        names = [s.name for s in v]
+        if len(set(names)) != len(names):
+            raise ValueError(f"scenario names must be unique, got {names}")
+        return v
+
+    def get(self, name: str) -> TrafficSpec:
+        for s in self.scenarios:
+            if s.name == name:
+                return s
+        raise KeyError(f"no scenario {name!r}; have {[s.name for s in self.scenarios]}")
+
+    @classmethod
+    def standard(cls, native_context_tokens: int, peak_active_generations: int) -> "ScenarioSet":
+        native, peak = native_context_tokens, peak_active_generations
+        if native <= FULL_CONTEXT_OUTPUT_TOKENS:
+            raise InputError(f"native_context_tokens {native} leaves no room for a prompt and "
+                             f"{FULL_CONTEXT_OUTPUT_TOKENS} output tokens")
+
+        def case(name: str, conc: int, inp: Any, out: Any, measured: int) -> TrafficSpec:
+            return TrafficSpec(name=name, arrival=ClosedLoop(concurrency=conc),
+                               input_lengths=inp, output_lengths=out,
+                               peak_active_generations=peak, measured_requests=measured)
+
+        many = max(MIN_MEASURED_REQUESTS, 4 * peak)
+        full_in = native - FULL_CONTEXT_OUTPUT_TOKENS
+        out = []
+        # A fixed case that does not fit the native context is not applicable; full-context is.
+        for name, i, o in ((ScenarioName.SHORT, 128, 128), (ScenarioName.MEDIUM, 1024, 256)):
+            if i + o <= native and i < full_in:
+                out.append(case(name, peak, FixedLengths(tokens=i), FixedLengths(tokens=o), many))
+        # Two waves at the target concurrency: each request is a full-context prefill.
+        out.append(case(ScenarioName.FULL_CONTEXT, peak, FixedLengths(tokens=full_in),
+                        FixedLengths(tokens=FULL_CONTEXT_OUTPUT_TOKENS), max(4, 2 * peak)))
+        out.append(case(ScenarioName.SINGLE_STREAM, 1, CHAT_INPUT, CHAT_OUTPUT,
+                        MIN_MEASURED_REQUESTS))
+        out.append(case(ScenarioName.TARGET_CONCURRENCY, peak, CHAT_INPUT, CHAT_OUTPUT, many))
+        return cls(native_context_tokens=native, peak_active_generations=peak, scenarios=out)
+
+
+def standard_scenarios(native_context_tokens: int,
+                       peak_active_generations: int) -> list[TrafficSpec]:
+    return ScenarioSet.standard(native_context_tokens, peak_active_generations).scenarios
+
+
+# --- loading ---------------------------------------------------------------------------------
+
+
+def load_traffic(path: str | Path) -> TrafficSpec:
+    """Read and validate a workload YAML file; relative trace paths resolve against its folder.
+    Every problem becomes one InputError naming the field path and what is allowed."""
+    p = Path(path)
+    try:
+        text = p.read_text()
+    except OSError as exc:
+        raise InputError(f"cannot read workload file {p}: {exc.strerror or exc}") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise InputError(f"{p}: invalid YAML{where}: {problem}") from None
+    if not isinstance(data, dict):
+        raise InputError(f"{p}: expected a mapping of workload fields (name, arrival, ...), "
+                         f"got {type(data).__name__}")
+    try:
+        spec = TrafficSpec.model_validate(data)
+    except ValidationError as exc:
+        raise InputError(f"{p}: invalid workload:\n" + format_validation_error(exc)) from None
+    return _resolve_traces(spec, p.parent)
+
+
+def _resolve_traces(spec: TrafficSpec, base: Path) -> TrafficSpec:
+    update: dict[str, Any] = {}
+    for field, columns in (("input_lengths", ("input_tokens",)),
+                           ("output_lengths", ("output_tokens",)),
+                           ("lengths_trace", TRACE_COLUMNS)):
+        d = getattr(spec, field)
+        if not isinstance(d, (TraceLengths, PairedTrace)):
+            continue
+        resolved = Path(d.path) if Path(d.path).is_absolute() else base / d.path
+        try:
+            read_length_trace(resolved, columns)
+        except InputError as exc:
+            raise InputError(f"{field}.path: {exc}") from None
+        update[field] = d.model_copy(update={"path": str(resolved)})
+    return spec.model_copy(update=update) if update else spec
+
+
+def format_validation_error(exc: ValidationError, root: type[BaseModel] = TrafficSpec) -> str:
+    """One line per error: `field.path: what is wrong; allowed: ...`."""
+    lines = []
+    for err in exc.errors():
+        fields, annotation = _walk(root, err["loc"])
+        typ, ctx = err["type"], err.get("ctx") or {}
+        path = _dotted(fields)
+        got = f", got {_short(err['input'])}" if "input" in err else ""
+        if typ == "extra_forbidden":
+            allowed = _field_names(_walk(root, err["loc"][:-1])[1])
+            msg = f"unknown field {fields[-1]!r}; allowed: {', '.join(allowed)}"
+        elif typ in ("union_tag_invalid", "union_tag_not_found"):
+            tag = str(ctx.get("discriminator", "kind")).strip("'\"")
+            path = _dotted(fields + [tag])
+            allowed = ", ".join(_allowed(annotation))
+            what = f"{ctx.get('tag')!r} is not allowed" if typ == "union_tag_invalid" \
+                else "missing"
+            msg = f"{what}; allowed: {allowed}"
+        elif typ in ("literal_error", "enum"):
+            msg = f"{_short(err.get('input'))} is not allowed; allowed: " + \
+                ", ".join(_allowed(annotation))
+        elif typ == "missing":
+            msg = "required"
+        else:
+            msg = err["msg"].removeprefix("Value error, ")
+            msg += got if typ != "value_error" and "got" not in msg else ""
+        lines.append(f"  {path or '(top level)'}: {msg}")
+    return "\n".join(lines)
+
+
+def _walk(model: type[BaseModel], loc: tuple[int | str, ...]) -> tuple[list[str], Any]:
+    """Follow a pydantic error location through the model: the user-facing path segments
+    (union tags dropped, list indices as [i]) and the annotation found at its end."""
+    fields: list[str] = []
+    ann: Any = model
+    for seg in loc:
+        ann = _unwrap(ann)
+        if isinstance(seg, int) and get_origin(ann) is list:
+            fields[-1:] = [f"{fields[-1]}[{seg}]"] if fields else [f"[{seg}]"]
+            ann = get_args(ann)[0]
+        elif _is_model(ann) and seg in ann.model_fields:
+            fields.append(str(seg))
+            ann = ann.model_fields[seg].annotation
+        elif get_origin(ann) is Union and (variant := _variant(ann, seg)) is not None:
+            ann = variant  # a discriminated union's tag: not part of the user's path
+        else:
+            fields.append(str(seg))
+            ann = None
+    return fields, ann
+
+
+def _unwrap(ann: Any) -> Any:
+    """Strip Annotated[...] and Optional (X | None)."""
+    while True:
+        if get_origin(ann) is Annotated:
+            ann = get_args(ann)[0]
+            continue
+        args = get_args(ann)
+        if get_origin(ann) in (Union, type(int | None)) and type(None) in args:
+            rest = [a for a in args if a is not type(None)]
+            ann = rest[0] if len(rest) == 1 else Union[tuple(rest)]
+            if len(rest) == 1:
+                continue
+        return ann
+
+
+def _is_model(ann: Any) -> bool:
+    return isinstance(ann, type) and issubclass(ann, BaseModel)
+
+
+def _variant(union: Any, tag: Any) -> type[BaseModel] | None:
+    for v in get_args(union):
+        if _is_model(v) and "kind" in v.model_fields and v.model_fields["kind"].default == tag:
+            return v
+    return None
+
+
+def _allowed(ann: Any) -> list[str]:
+    ann = _unwrap(ann)
+    if get_origin(ann) is Literal:
+        return [str(a) for a in get_args(ann)]
+    if isinstance(ann, type) and issubclass(ann, StrEnum):
+        return [m.value for m in ann]
+    if get_origin(ann) is Union:
+        return [str(v.model_fields["kind"].default) for v in get_args(ann)
+                if _is_model(v) and "kind" in v.model_fields]
+    return []
+
+
+def _field_names(ann: Any) -> list[str]:
+    ann = _unwrap(ann)
+    return list(ann.model_fields) if _is_model(ann) else []
+
+
+def _dotted(fields: list[str]) -> str:
+    return ".".join(fields)
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."

@@ -1,0 +1,206 @@
+import time
+
+import numpy as np
+import pytest
+
+from infopt.analysis.compare import (Slo, bootstrap_diff, goodput, slo_attainment,
+                                     summarize_repeats)
+from infopt.analysis.records import records_frame
+from infopt.specs.base import InputError
+from infopt.specs.results import RequestRecord
+
+
+# --- bootstrap_diff ---------------------------------------------------------------------------
+
+def test_identical_samples_no_difference_and_ci_contains_zero():
+    x = [1.0, 1.2, 0.9, 1.1, 1.05, 0.95, 1.3, 0.85, 1.15, 1.0]
+    c = bootstrap_diff(x, list(x), higher_is_better=False, seed=1)
+    assert c.verdict == "no_difference"
+    assert c.a_value == c.b_value == pytest.approx(1.025)  # median of the 10 values, by hand
+    assert c.diff == 0.0 and c.rel_diff == 0.0
+    assert c.ci_low < 0 < c.ci_high
+    assert c.n_a == c.n_b == 10 and not c.low_sample
+
+
+def test_constant_samples_give_a_zero_width_interval_and_no_difference():
+    c = bootstrap_diff([2.0] * 5, [2.0] * 7, higher_is_better=True, seed=0)
+    assert (c.ci_low, c.ci_high, c.verdict) == (0.0, 0.0, "no_difference")
+    assert c.low_sample  # 5 < 10 per side
+
+
+@pytest.mark.parametrize("higher_is_better, verdict", [(False, "a_better"), (True, "b_better")])
+def test_clearly_separated_samples(higher_is_better, verdict):
+    # a in [1.0, 1.09], b in [2.0, 2.09]: every resampled median differs by 0.91..1.09.
+    a = [1.0 + 0.01 * i for i in range(10)]
+    b = [2.0 + 0.01 * i for i in range(10)]
+    c = bootstrap_diff(a, b, higher_is_better=higher_is_better, seed=3)
+    assert c.verdict == verdict
+    assert c.diff == pytest.approx(1.0) and c.rel_diff == pytest.approx(1.0 / 1.045)
+    assert 0.91 - 1e-9 <= c.ci_low <= c.diff <= c.ci_high <= 1.09 + 1e-9
+    # Swapping the sides flips the sign and the verdict.
+    swapped = bootstrap_diff(b, a, higher_is_better=higher_is_better, seed=3)
+    assert swapped.diff == pytest.approx(-1.0) and swapped.ci_high < 0
+    assert swapped.verdict == ("b_better" if verdict == "a_better" else "a_better")
+
+
+def test_lower_latency_in_b_is_b_better():
+    rng = np.random.default_rng(0)
+    a = rng.normal(0.200, 0.01, 500)
+    b = rng.normal(0.150, 0.01, 500)
+    c = bootstrap_diff(a, b, higher_is_better=False, seed=0, stat="p95")
+    assert c.verdict == "b_better" and c.ci_high < 0
+    assert c.a_value == pytest.approx(np.percentile(a, 95))
+
+
+def test_overlapping_noise_is_no_difference():
+    rng = np.random.default_rng(5)
+    a = rng.normal(1.00, 0.2, 30)
+    b = a + rng.normal(0.0, 0.01, 30)  # same distribution, tiny perturbation
+    assert bootstrap_diff(a, b, higher_is_better=True, seed=0).verdict == "no_difference"
+
+
+def test_practical_margin_turns_a_small_real_gain_into_no_difference():
+    a = [100.0 + 0.1 * i for i in range(20)]
+    b = [101.0 + 0.1 * i for i in range(20)]  # +1 %, far outside the noise
+    assert bootstrap_diff(a, b, higher_is_better=True, seed=0).verdict == "b_better"
+    c = bootstrap_diff(a, b, higher_is_better=True, seed=0, min_rel_diff=0.05)
+    assert c.verdict == "no_difference" and c.min_rel_diff == 0.05
+
+
+def test_determinism_per_seed():
+    rng = np.random.default_rng(11)
+    a, b = rng.exponential(1.0, 200), rng.exponential(1.1, 200)
+    c1 = bootstrap_diff(a, b, higher_is_better=False, seed=42)
+    c2 = bootstrap_diff(a, b, higher_is_better=False, seed=42)
+    c3 = bootstrap_diff(a, b, higher_is_better=False, seed=43)
+    assert c1 == c2
+    assert (c1.ci_low, c1.ci_high) != (c3.ci_low, c3.ci_high)
+    assert c1.a_value == c3.a_value  # the point estimate does not depend on the seed
+
+
+@pytest.mark.parametrize("name, fn", [("median", np.median), ("mean", np.mean)])
+def test_named_statistic_matches_the_numpy_callable(name, fn):
+    rng = np.random.default_rng(2)
+    a, b = rng.normal(1, 0.3, 101), rng.normal(1.1, 0.3, 100)  # odd and even n
+    named = bootstrap_diff(a, b, higher_is_better=True, seed=7, stat=name)
+    called = bootstrap_diff(a, b, higher_is_better=True, seed=7, stat=fn)
+    assert called.stat == name
+    assert named.a_value == pytest.approx(fn(a)) and named.b_value == pytest.approx(fn(b))
+    assert named.ci_low == pytest.approx(called.ci_low, rel=1e-12)
+    assert named.ci_high == pytest.approx(called.ci_high, rel=1e-12)
+
+
+def test_coverage_of_the_interval_is_near_nominal():
+    # 200 experiments where a and b come from the same distribution: a 90 % interval should
+    # contain 0 in ~90 % of them (small-sample percentile intervals run a little narrow).
+    rng = np.random.default_rng(123)
+    covered = sum(
+        bootstrap_diff(rng.normal(0, 1, 60), rng.normal(0, 1, 60), higher_is_better=True,
+                       seed=s, stat="mean", ci=0.9, n_resamples=500).verdict == "no_difference"
+        for s in range(200))
+    assert 0.82 <= covered / 200 <= 0.97
+
+
+def test_speed_2000_resamples_of_1000_samples():
+    rng = np.random.default_rng(0)
+    a, b = rng.lognormal(0, 0.5, 1000), rng.lognormal(0.1, 0.5, 1000)
+    best = float("inf")
+    for _ in range(3):  # best of 3: the first run pays numpy's warm-up; CI machines are noisy
+        t0 = time.perf_counter()
+        bootstrap_diff(a, b, higher_is_better=False, seed=0)
+        best = min(best, time.perf_counter() - t0)
+    assert best < 0.1  # measured ~0.016 s here
+
+
+def test_bootstrap_rejects_bad_input():
+    with pytest.raises(InputError, match="at least 2"):
+        bootstrap_diff([1.0], [1.0, 2.0], higher_is_better=True, seed=0)
+    with pytest.raises(InputError, match="NaN"):
+        bootstrap_diff([1.0, float("nan")], [1.0, 2.0], higher_is_better=True, seed=0)
+    with pytest.raises(InputError, match="unknown statistic"):
+        bootstrap_diff([1.0, 2.0], [1.0, 2.0], higher_is_better=True, seed=0, stat="p42")
+    with pytest.raises(InputError, match="confidence"):
+        bootstrap_diff([1.0, 2.0], [1.0, 2.0], higher_is_better=True, seed=0, ci=95)
+
+
+# --- goodput ----------------------------------------------------------------------------------
+
+def _rec(i, ttft, e2e, itl=(0.02, 0.02, 0.02), ok=True, out=4):
+    if not ok:
+        return RequestRecord(request_id=f"r{i}", concurrency=2, ok=False, error="http_500",
+                             output_tokens_requested=4)
+    return RequestRecord(request_id=f"r{i}", concurrency=2, ok=True, prompt_tokens=10,
+                         output_tokens=out, output_tokens_requested=4, ttft_s=ttft, e2e_s=e2e,
+                         itl_s=list(itl), content_chunks=len(itl) + 1)
+
+
+def _frame():
+    # 10 requests over 5 s: 8 fast, one with slow TTFT, one failed.
+    recs = [_rec(i, 0.1, 0.3) for i in range(8)]
+    recs.append(_rec(8, 0.9, 1.1))
+    recs.append(_rec(9, None, None, ok=False))
+    return records_frame(recs)
+
+
+def test_goodput_counts_requests_meeting_every_slo_by_hand():
+    df = _frame()
+    # TTFT <= 0.5 s for 8 of 10 (the failed one never meets an SLO) -> attainment 0.8.
+    assert goodput(df, [("ttft_s", 80, 0.5)], duration_s=5.0) == pytest.approx(8 / 5)
+    # Every successful request meets e2e <= 2 s: 9 good / 5 s.
+    assert goodput(df, [("e2e_s", 90, 2.0)], duration_s=5.0) == pytest.approx(9 / 5)
+    # Both: 8 good.
+    assert goodput(df, [("ttft_s", 50, 0.5), ("e2e_s", 50, 2.0)], 5.0) == pytest.approx(8 / 5)
+    # No SLO: every successful request counts.
+    assert goodput(df, [], 5.0) == pytest.approx(9 / 5)
+
+
+def test_goodput_is_zero_when_the_percentile_target_is_missed():
+    # p90 TTFT <= 0.5 s, but only 80 % of requests meet it: the SLO does not hold at this load.
+    assert goodput(_frame(), [("ttft_s", 90, 0.5)], duration_s=5.0) == 0.0
+    att = slo_attainment(_frame(), [Slo(metric="ttft_s", percentile=90, max_s=0.5)])
+    assert att[0].attained == pytest.approx(0.8) and not att[0].met
+
+
+def test_goodput_itl_is_judged_on_each_requests_median_gap():
+    # One request with a single slow gap (median still 0.02) and one with slow gaps throughout.
+    recs = [_rec(0, 0.1, 0.5, itl=(0.02, 0.02, 0.02)), _rec(1, 0.1, 0.5, itl=(0.02, 0.02, 0.4)),
+            _rec(2, 0.1, 0.5, itl=(0.2, 0.2, 0.2)), _rec(3, 0.1, 0.1, itl=(), out=1)]
+    df = records_frame(recs)
+    # Request 3 streamed one chunk: no gap, so it meets the ITL SLO; request 2 misses it.
+    assert goodput(df, [("itl_s", 75, 0.05)], duration_s=2.0) == pytest.approx(3 / 2)
+    # TPOT = (e2e - ttft) / (out - 1) = 0.4 / 3 for 0-2; request 3 has one token (no TPOT).
+    assert goodput(df, [("tpot_s", 100, 0.14)], duration_s=2.0) == pytest.approx(4 / 2)
+    assert goodput(df, [("tpot_s", 100, 0.13)], duration_s=2.0) == 0.0
+
+
+def test_goodput_rejects_bad_slos_and_durations():
+    df = _frame()
+    with pytest.raises(InputError, match="percent"):
+        goodput(df, [("ttft_s", 0.95, 0.5)], 5.0)
+    with pytest.raises(InputError, match="metric"):
+        goodput(df, [("ttfb_s", 95, 0.5)], 5.0)
+    with pytest.raises(InputError, match="positive"):
+        goodput(df, [("ttft_s", 95, 0.0)], 5.0)
+    with pytest.raises(InputError, match="wall time"):
+        goodput(df, [], 0.0)
+    assert goodput(records_frame([]), [("ttft_s", 95, 0.5)], 5.0) == 0.0
+
+
+def test_goodput_does_not_modify_the_frame():
+    df = _frame()
+    before = df.copy()
+    goodput(df, [("ttft_s", 50, 0.5)], 5.0)
+    assert df.equals(before)
+
+
+# --- summarize_repeats ------------------------------------------------------------------------
+
+def test_summarize_repeats_by_hand():
+    s = summarize_repeats([10.0, 14.0, 11.0])
+    assert (s.n, s.median, s.min, s.max, s.spread) == (3, 11.0, 10.0, 14.0, 4.0)
+    assert s.rel_spread == pytest.approx(4 / 11)
+    assert summarize_repeats([1.0, 3.0]).median == 2.0
+    empty = summarize_repeats([])
+    assert empty.n == 0 and empty.median is None and empty.spread is None
+    with pytest.raises(InputError):
+        summarize_repeats([1.0, float("nan")])

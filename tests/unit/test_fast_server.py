@@ -1,0 +1,89 @@
+"""bench/fast_server.py speaks the wire format the real `openai` SDK and infopt's client accept.
+
+No timing assertions (speed is checked by `make bench`): only counts, fields and shapes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Iterator
+
+import httpx
+import openai
+import pytest
+
+from bench.fast_server import TIMESTAMP_FIELD, FastServer, start_server
+from infopt.loadgen.client import RequestSpec, run_closed_loop
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[FastServer]:
+    with start_server(ttft_s=0.0, itl_s=0.0) as srv:
+        yield srv
+
+
+def _client(server: FastServer) -> openai.OpenAI:
+    return openai.OpenAI(base_url=f"{server.base_url}/v1", api_key="unused", max_retries=0,
+                         timeout=10.0)
+
+
+def test_openai_sdk_streams_exactly_max_tokens_chunks_then_usage(server: FastServer) -> None:
+    stream = _client(server).chat.completions.create(
+        model="fast", messages=[{"role": "user", "content": "count to seven"}],
+        max_tokens=7, stream=True, stream_options={"include_usage": True})
+    chunks = list(stream)
+    content = [c for c in chunks if c.choices and c.choices[0].delta.content]
+    assert len(content) == 7
+    assert content[0].choices[0].delta.role == "assistant"
+    assert content[-1].choices[0].finish_reason == "length"
+    assert all(c.object == "chat.completion.chunk" and c.model == "fast" for c in chunks)
+    usage = [c.usage for c in chunks if c.usage is not None]
+    assert len(usage) == 1 and chunks[-1].usage is not None  # the usage chunk comes last
+    assert usage[0].completion_tokens == 7
+    assert usage[0].total_tokens == usage[0].prompt_tokens + 7
+
+
+def test_every_chunk_carries_a_monotonic_send_timestamp(server: FastServer) -> None:
+    before = time.monotonic_ns()
+    chunks = list(_client(server).chat.completions.create(
+        model="fast", messages=[{"role": "user", "content": "hi"}],
+        max_completion_tokens=4, stream=True, stream_options={"include_usage": True}))
+    after = time.monotonic_ns()
+    stamps = [(c.model_extra or {}).get(TIMESTAMP_FIELD) for c in chunks]
+    assert len(stamps) == 5 and all(isinstance(s, int) for s in stamps)
+    # One machine-wide clock: the server's stamps fall inside this process's window.
+    assert before <= stamps[0] and stamps == sorted(stamps) and stamps[-1] <= after
+
+
+def test_no_usage_chunk_unless_asked_and_non_streaming_completion(server: FastServer) -> None:
+    client = _client(server)
+    chunks = list(client.chat.completions.create(
+        model="fast", messages=[{"role": "user", "content": "hi"}], max_tokens=3, stream=True))
+    assert len(chunks) == 3 and all(c.usage is None for c in chunks)
+    done = client.chat.completions.create(
+        model="fast", messages=[{"role": "user", "content": "hi"}], max_tokens=5)
+    assert done.usage is not None and done.usage.completion_tokens == 5
+    assert done.choices[0].message.content and done.choices[0].finish_reason == "length"
+
+
+def test_bad_request_is_an_openai_error(server: FastServer) -> None:
+    with pytest.raises(openai.BadRequestError):
+        _client(server).chat.completions.create(model="fast", messages=[], max_tokens=3)
+
+
+def test_infopt_client_records_and_server_send_log(server: FastServer) -> None:
+    specs = [RequestSpec(f"r{i}", f"Request r{i}. hello", 5, 2) for i in range(4)]
+    extra = {"max_tokens": 5, "ignore_eos": True, "x_itl_s": 0.001, "x_record_sends": True}
+    records, wall_s = asyncio.run(run_closed_loop(f"{server.base_url}/v1/chat/completions",
+                                                  "fast", specs, 2, extra))
+    assert wall_s > 0 and all(r.ok for r in records), [r.error for r in records]
+    assert all(r.content_chunks == 5 and r.output_tokens == 5 and len(r.itl_s) == 4
+               for r in records)
+    sends = httpx.get(f"{server.base_url}/sends").json()
+    assert sorted(sends) == sorted(s.prompt for s in specs)
+    assert all(len(v["send_ns"]) == 5 and v["arrival_ns"] <= v["send_ns"][0]
+               for v in sends.values())
+    assert httpx.get(f"{server.base_url}/sends").json() == {}  # read once, then forgotten
+    stats = httpx.get(f"{server.base_url}/stats").json()
+    assert stats["chunks_sent"] >= 20 and stats["cpu_s"] > 0
