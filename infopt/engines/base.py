@@ -73,3 +73,8 @@ class EngineAdapter:
     # and its executable inside that image. None: the engine does not run in a Linux container.
     container_image: str | None = None
     container_executable: str | None = None
+    # Exact token counts for prompts: POST tokenize_path with tokenize_body(model, text); the
+    # JSON answer -> token count. None: the engine has no tokenize route (counts approximate).
+    tokenize_path: str | None = None
+    tokenize_body: Callable[[str, str], dict[str, Any]] | None = None
+    tokenize_count: Callable[[dict[str, Any]], int] | None = None

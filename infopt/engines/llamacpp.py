@@ -112,4 +112,7 @@ ADAPTER = EngineAdapter(
     doc_url="https://github.com/ggml-org/llama.cpp/blob/master/tools/server/README.md",
     container_image="ghcr.io/ggml-org/llama.cpp:server",
     container_executable="/app/llama-server",
+    tokenize_path="/tokenize",
+    tokenize_body=lambda model, text: {"content": text},
+    tokenize_count=lambda js: len(js["tokens"]),
 )

@@ -125,4 +125,7 @@ ADAPTER = EngineAdapter(
     doc_url="https://docs.vllm.ai/en/latest/configuration/engine_args.html",
     container_image="vllm/vllm-openai:v0.32.0",
     container_executable="python3",
+    tokenize_path="/tokenize",
+    tokenize_body=lambda model, text: {"model": model, "prompt": text, "add_special_tokens": False},
+    tokenize_count=lambda js: int(js["count"]),
 )

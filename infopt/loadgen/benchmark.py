@@ -15,6 +15,7 @@ from typing import Any
 from infopt.analysis.stats import percentiles
 from infopt.loadgen.client import RequestSpec, run_closed_loop, synthetic_prompt
 from infopt.loadgen.monitor import LoopLagProbe, ResourceSampler, client_saturated
+from infopt.loadgen.tokens import Counter, exact_prompt
 from infopt.specs.results import BenchmarkResult, LevelResult, RequestRecord
 from infopt.specs.workload import Workload
 
@@ -42,18 +43,22 @@ def summarize_level(records: list[RequestRecord], concurrency: int, wall_s: floa
 
 
 def _specs(n: int, workload: Workload, concurrency: int, tag: str,
-           rng: random.Random) -> list[RequestSpec]:
+           rng: random.Random, counter: Counter | None = None) -> list[RequestSpec]:
     specs = []
     for _ in range(n):
         rid = f"{tag}-{uuid.UUID(int=rng.getrandbits(128)).hex[:12]}"
-        specs.append(RequestSpec(rid, synthetic_prompt(rid, workload.input_tokens, rng),
-                                 workload.output_tokens, concurrency))
+        if counter is not None:  # exact length, counted by the engine's own tokenizer
+            text, _ = exact_prompt(rid, workload.input_tokens, counter, seed=0)
+        else:
+            text = synthetic_prompt(rid, workload.input_tokens, rng)
+        specs.append(RequestSpec(rid, text, workload.output_tokens, concurrency))
     return specs
 
 
 def run_benchmark(base_url: str, model: str, workload: Workload,
                   forced_length_fields: dict[str, Any], *, seed: int,
-                  progress: Progress | None = None, engine_pid: int | None = None
+                  progress: Progress | None = None, engine_pid: int | None = None,
+                  counter: Counter | None = None
                   ) -> tuple[BenchmarkResult, list[RequestRecord]]:
     """Run every concurrency level of `workload`; returns the summary and the measured records."""
     rng = random.Random(seed)
@@ -62,10 +67,10 @@ def run_benchmark(base_url: str, model: str, workload: Workload,
     all_records: list[RequestRecord] = []
     say = progress or (lambda _msg: None)
     for conc in workload.concurrency_levels:
-        warm = _specs(workload.warmup_for(conc), workload, conc, "warm", rng)
+        warm = _specs(workload.warmup_for(conc), workload, conc, "warm", rng, counter)
         if warm:
             asyncio.run(run_closed_loop(url, model, warm, conc, forced_length_fields))
-        specs = _specs(workload.requests_per_level, workload, conc, f"c{conc}", rng)
+        specs = _specs(workload.requests_per_level, workload, conc, f"c{conc}", rng, counter)
         step = max(1, len(specs) // 4)
 
         def on_done(done: int, total: int, conc: int = conc) -> None:
