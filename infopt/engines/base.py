@@ -4,12 +4,32 @@
 
 from __future__ import annotations
 
+import os
 import shlex
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from infopt.specs.serving import EngineName
+
+
+def locate_executable(env_var: str, default: Path | None, *, missing: str, invalid: str,
+                      executable: bool = True) -> str:
+    """The engine's executable (or interpreter): `$env_var` if set, else `default`. `missing`
+    says how to install it (no override, no default); `invalid` how to fix a bad path. Both end
+    up in an EngineUnavailableError the CLI prints as one paragraph."""
+    from infopt.specs.base import EngineUnavailableError
+
+    override = os.environ.get(env_var)
+    path = Path(override) if override else default
+    if path is None:
+        raise EngineUnavailableError(missing)
+    ok = path.is_file() and (not executable or os.access(path, os.X_OK))
+    if not ok:
+        where = f"${env_var} points at {path}" if override else f"expected at {path}"
+        raise EngineUnavailableError(f"{invalid} ({where})")
+    return str(path)
 
 
 @dataclass(frozen=True)

@@ -7,16 +7,13 @@ tools/server/README.md): -m, --host, --port, -c, -np/--parallel, -t, -fa on|off|
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 from functools import cache
-from pathlib import Path
 
 from infopt.bootstrap import default_paths
 from infopt.costmodel.allocation import EngineKnobs
-from infopt.engines.base import EngineAdapter, Launch, MemoryShape
-from infopt.specs.base import EngineUnavailableError
+from infopt.engines.base import EngineAdapter, Launch, MemoryShape, locate_executable
 from infopt.specs.plan import KvObservation
 from infopt.specs.serving import EngineName, LlamaCppConfig
 
@@ -24,15 +21,11 @@ ENV_OVERRIDE = "INFOPT_LLAMA_SERVER"
 
 
 def locate() -> str:
-    override = os.environ.get(ENV_OVERRIDE)
-    path = Path(override) if override else default_paths().llama_server
-    if not (path.is_file() and os.access(path, os.X_OK)):
-        how = f"${ENV_OVERRIDE} points at {path}" if override else f"expected at {path}"
-        raise EngineUnavailableError(
-            f"llama.cpp's llama-server binary is missing ({how}). Run `make engines` to build it "
-            f"into the per-machine cache (~6 min on 2 cores), or set {ENV_OVERRIDE} to an "
-            "existing llama-server executable.")
-    return str(path)
+    return locate_executable(
+        ENV_OVERRIDE, default_paths().llama_server, missing="",
+        invalid=f"llama.cpp's llama-server binary is missing. Run `make engines` to build it into "
+        f"the per-machine cache (~6 min on 2 cores), or set {ENV_OVERRIDE} to an existing "
+        "llama-server executable")
 
 
 def build_launch(cfg: LlamaCppConfig, executable: str, port: int) -> Launch:

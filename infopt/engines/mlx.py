@@ -24,15 +24,12 @@ MLX needs Apple silicon; it is not installed on the optimizer's Linux machines.
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 from functools import cache
-from pathlib import Path
 
 from infopt.costmodel.allocation import EngineKnobs
-from infopt.engines.base import EngineAdapter, Launch, MemoryShape
-from infopt.specs.base import EngineUnavailableError
+from infopt.engines.base import EngineAdapter, Launch, MemoryShape, locate_executable
 from infopt.specs.serving import EngineName, MlxConfig
 
 ENV_OVERRIDE = "INFOPT_MLX_PYTHON"
@@ -41,18 +38,13 @@ DEFAULT_DECODE_CONCURRENCY = 32  # server.py --decode-concurrency default
 
 
 def locate() -> str:
-    override = os.environ.get(ENV_OVERRIDE)
-    if not override:
-        raise EngineUnavailableError(
-            "MLX-LM is not installed for infopt (it runs on Apple silicon Macs only). On such a "
-            f"Mac create an environment with `pip install mlx-lm=={PINNED_VERSION}` and set "
-            f"{ENV_OVERRIDE} to that environment's python.")
-    path = Path(override)
-    if not path.is_file():
-        raise EngineUnavailableError(
-            f"${ENV_OVERRIDE} points at {path}, which is not a file. Set it to the python of an "
-            "environment where `import mlx_lm` works.")
-    return str(path)
+    return locate_executable(
+        ENV_OVERRIDE, None, executable=False,
+        missing="MLX-LM is not installed for infopt (it runs on Apple silicon Macs only). On such "
+        f"a Mac create an environment with `pip install mlx-lm=={PINNED_VERSION}` and set "
+        f"{ENV_OVERRIDE} to that environment's python.",
+        invalid=f"${ENV_OVERRIDE} is not a file: set it to the python of an environment where "
+        "`import mlx_lm` works")
 
 
 def build_launch(cfg: MlxConfig, python: str, port: int) -> Launch:

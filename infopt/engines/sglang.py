@@ -23,15 +23,12 @@ and startup-log lines quoted from upstream threads.
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 from functools import cache
-from pathlib import Path
 
 from infopt.costmodel.allocation import EngineKnobs
-from infopt.engines.base import EngineAdapter, Launch, MemoryShape
-from infopt.specs.base import EngineUnavailableError
+from infopt.engines.base import EngineAdapter, Launch, MemoryShape, locate_executable
 from infopt.specs.plan import KvObservation
 from infopt.specs.serving import EngineName, SglangConfig
 
@@ -41,18 +38,13 @@ GIB = 2**30
 
 
 def locate() -> str:
-    override = os.environ.get(ENV_OVERRIDE)
-    if not override:
-        raise EngineUnavailableError(
-            "SGLang is not installed for infopt (it needs a Linux host with an NVIDIA or AMD "
-            f"GPU). Create an environment with `pip install \"sglang[all]=={PINNED_VERSION}\"` and "
-            f"set {ENV_OVERRIDE} to that environment's python.")
-    path = Path(override)
-    if not path.is_file():
-        raise EngineUnavailableError(
-            f"${ENV_OVERRIDE} points at {path}, which is not a file. Set it to the python of an "
-            "environment where `import sglang` works.")
-    return str(path)
+    return locate_executable(
+        ENV_OVERRIDE, None, executable=False,
+        missing="SGLang is not installed for infopt (it needs a Linux host with an NVIDIA or AMD "
+        f"GPU). Create an environment with `pip install \"sglang[all]=={PINNED_VERSION}\"` and "
+        f"set {ENV_OVERRIDE} to that environment's python.",
+        invalid=f"${ENV_OVERRIDE} is not a file: set it to the python of an environment where "
+        "`import sglang` works")
 
 
 def build_launch(cfg: SglangConfig, python: str, port: int) -> Launch:

@@ -28,7 +28,6 @@ TensorRT-LLM is not installed on the optimizer's machines: tested on argv, YAML 
 from __future__ import annotations
 
 import hashlib
-import os
 import re
 import shutil
 import subprocess
@@ -39,8 +38,7 @@ from typing import Any
 import yaml
 
 from infopt.costmodel.allocation import EngineKnobs
-from infopt.engines.base import EngineAdapter, Launch, MemoryShape
-from infopt.specs.base import EngineUnavailableError
+from infopt.engines.base import EngineAdapter, Launch, MemoryShape, locate_executable
 from infopt.specs.plan import KvObservation
 from infopt.specs.serving import EngineName, TrtllmConfig
 
@@ -52,20 +50,15 @@ GIB = 2**30
 
 
 def locate() -> str:
-    override = os.environ.get(ENV_OVERRIDE)
-    path = Path(override) if override else (Path(p) if (p := shutil.which("trtllm-serve"))
-                                            else None)
-    if path is None:
-        raise EngineUnavailableError(
-            "TensorRT-LLM's trtllm-serve is not installed here (it needs a Linux host with an "
-            "NVIDIA GPU). Use the NGC image nvcr.io/nvidia/tensorrt-llm/release:1.2.x or "
-            "`pip install tensorrt-llm` from NVIDIA's index, then put trtllm-serve on PATH or set "
-            f"{ENV_OVERRIDE} to its path.")
-    if not (path.is_file() and os.access(path, os.X_OK)):
-        raise EngineUnavailableError(
-            f"${ENV_OVERRIDE} points at {path}, which is not an executable file. Set it to the "
-            "trtllm-serve console script of a TensorRT-LLM environment.")
-    return str(path)
+    found = shutil.which("trtllm-serve")
+    return locate_executable(
+        ENV_OVERRIDE, Path(found) if found else None,
+        missing="TensorRT-LLM's trtllm-serve is not installed here (it needs a Linux host with "
+        "an NVIDIA GPU). Use the NGC image nvcr.io/nvidia/tensorrt-llm/release:1.2.x or `pip "
+        "install tensorrt-llm` from NVIDIA's index, then put trtllm-serve on PATH or set "
+        f"{ENV_OVERRIDE} to its path.",
+        invalid="not an executable file: set it to the trtllm-serve console script of a "
+        "TensorRT-LLM environment")
 
 
 def extra_options(cfg: TrtllmConfig) -> dict[str, Any] | None:

