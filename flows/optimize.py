@@ -31,7 +31,7 @@ from infopt.tuning.search import (
     first_dimension,
     objective_value,
 )
-from tasks.benchmark import benchmark
+from tasks.benchmark import benchmark, benchmark_scenarios
 from tasks.contract import verify_contract
 from tasks.engine import diagnose_start, start_engine, stop_engine
 from tasks.plan import fit_candidates, label_ceilings
@@ -128,7 +128,8 @@ def optimize(model_path: str, workload: Workload | None = None, runs_dir: str | 
              hub_endpoint: str | None = None, tune_knob: str | None = None,
              tune_values: list[int | float | str | bool] | None = None,
              base_overrides: dict[str, int | float | str | bool] | None = None,
-             github_search: bool = True, github_url: str | None = None
+             github_search: bool = True, github_url: str | None = None,
+             scenarios: list[str] | None = None, scenario_requests: int | None = 4
              ) -> OptimizationReport:
     """Optimize serving of the local checkpoint `model_path`. `base_model` (a hub id) adds the
     checkpoint shortlist of its quantized variants to the report (metadata only; downloading a
@@ -215,6 +216,17 @@ def optimize(model_path: str, workload: Workload | None = None, runs_dir: str | 
                            key=lambda t: t.objective_value)
     winner = chosen_trials[len(chosen_trials) // 2]
     version = winner.engine.version if winner.engine else "unknown"
+    scenario_results = []
+    if scenarios:  # the winner on the standard scenarios; ["all"] = every one of them
+        running = start_engine(winner.config, str(trial_dir(run_dir, "t-scenarios") /
+                                                  "engine.log"), model.file_bytes)
+        try:
+            scenario_results = benchmark_scenarios(
+                running, winner.config.served_model_name, model.native_context_tokens,
+                workload.target_concurrency, scenario_requests, seed, str(run_dir),
+                "t-scenarios", None if "all" in scenarios else scenarios)
+        finally:
+            stop_engine(running)
     deployment = render_deployment(winner.config, port=8000, gpus=len(hw.gpus),
                                    name=f"infopt-{run_id}".lower())
     report = OptimizationReport(
@@ -223,7 +235,7 @@ def optimize(model_path: str, workload: Workload | None = None, runs_dir: str | 
         shortlist=shortlist, pruned=pruned,
         contract=contract, trials=trials, tuning=outcome, winner_trial_id=winner.trial_id,
         winner_config=winner.config, winner_command=winner.engine.command,
-        winner_deployment=deployment, notes=notes + [
+        winner_deployment=deployment, scenarios=scenario_results, notes=notes + [
             f"dimension `{dim.knob}`: {dim.why}",
             "prompts carry unique prefixes (no prefix-cache reuse); output lengths forced with "
             "the engine's ignore_eos and checked against usage.completion_tokens",

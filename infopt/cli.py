@@ -56,6 +56,12 @@ def optimize(
     output_tokens: Annotated[int, typer.Option(min=2)] = 64,
     concurrency: Annotated[int, typer.Option(min=1, help="target concurrency")] = 4,
     objective: Annotated[str, typer.Option(help="throughput or latency")] = "throughput",
+    scenarios: Annotated[str | None, typer.Option(help="measure the winner on standard "
+                                                  "scenarios: 'all' or a comma list of short, "
+                                                  "medium, full-context, single-stream, "
+                                                  "target-concurrency")] = None,
+    scenario_requests: Annotated[int, typer.Option(min=1, help="measured requests per "
+                                                   "scenario")] = 4,
 ) -> None:
     """Run the optimize flow (default: this host, the bundled model, a chat workload)."""
     _prefect_env(prefect_home)
@@ -90,7 +96,9 @@ def optimize(
         from flows.optimize import optimize as optimize_flow
 
         report = optimize_flow(model_path=model_path, workload=wl, runs_dir=runs_dir,
-                               engine=eng, repeats=repeats, port=port)
+                               engine=eng, repeats=repeats, port=port,
+                               scenarios=scenarios.split(",") if scenarios else None,
+                               scenario_requests=scenario_requests)
     except InfoptError as exc:
         _fail(exc)
         return

@@ -12,9 +12,12 @@ from infopt.analysis.records import errors_by_kind, records_frame, save_parquet
 from infopt.analysis.validation import validate_records
 from infopt.engines import adapter_for
 from infopt.loadgen.benchmark import run_benchmark
+from infopt.loadgen.standalone import run_scenario
 from infopt.loadgen.tokens import engine_counter
+from infopt.specs.traffic import standard_scenarios
 from infopt.report.rundir import trial_dir, write_records
-from infopt.specs.results import BenchmarkResult, RunningEngine
+from infopt.specs.base import InputError
+from infopt.specs.results import BenchmarkResult, RunningEngine, ScenarioResult
 from infopt.specs.workload import Workload
 
 
@@ -50,3 +53,42 @@ def benchmark(running: RunningEngine, served_model_name: str, workload: Workload
             trial_id, lvl.concurrency, (lvl.ttft_s.p50 or 0) * 1e3, (lvl.itl_s.p50 or 0) * 1e3,
             lvl.output_tokens_per_s, lvl.errors, lvl.lengths_not_reached)
     return result
+
+
+@task(name="benchmark-scenarios", cache_policy=NO_CACHE)
+def benchmark_scenarios(running: RunningEngine, served_model_name: str,
+                        native_context_tokens: int, target_concurrency: int,
+                        requests_override: int | None, seed: int, run_dir: str,
+                        trial_id: str, names: list[str] | None = None) -> list[ScenarioResult]:
+    """The specification's standard scenarios (short, medium, full context, single stream,
+    target concurrency) on one running configuration; exact prompt lengths."""
+    logger = get_run_logger()
+    specs = standard_scenarios(native_context_tokens, target_concurrency)
+    if names:
+        unknown = set(names) - {s.name for s in specs}
+        if unknown:
+            raise InputError(f"unknown scenario(s) {sorted(unknown)}; choose from "
+                             f"{[s.name for s in specs]} or 'all'")
+        specs = [s for s in specs if s.name in names]
+    if requests_override:
+        specs = [s.model_copy(update={"measured_requests": requests_override,
+                                      "seed": seed}) for s in specs]
+    adapter = adapter_for(running.engine)
+    out = trial_dir(Path(run_dir), trial_id)
+    results = []
+    with httpx.Client(timeout=60.0) as client:
+        counter = engine_counter(client, running.base_url, served_model_name,
+                                 adapter.tokenize_path, adapter.tokenize_body,
+                                 adapter.tokenize_count) if adapter.tokenize_path else None
+        for spec in specs:
+            logger.info("%s: scenario %s (%s)", trial_id, spec.name, spec.description or "")
+            r = run_scenario(running.base_url, served_model_name, spec, engine=running.engine,
+                             out_dir=out, max_input_tokens=native_context_tokens,
+                             counter=counter)
+            lv = r.level
+            logger.info("%s %s: TTFT p50 %.0f ms, ITL p50 %.1f ms, %.1f out tok/s%s", trial_id,
+                        spec.name, (lv.ttft_s.p50 or 0) * 1e3, (lv.itl_s.p50 or 0) * 1e3,
+                        lv.output_tokens_per_s, "" if r.validation_passed else
+                        " (VALIDATION FAILED)")
+            results.append(r)
+    return results

@@ -20,6 +20,7 @@ import httpx
 from infopt.loadgen.client import RequestSpec, stream_chat, synthetic_prompt
 from infopt.loadgen.monitor import ClientHealth, LoopLagProbe
 from infopt.loadgen.schedule import Phase, PlannedRequest
+from infopt.loadgen.tokens import Counter, exact_prompt
 from infopt.specs.base import InputError
 from infopt.specs.results import RequestRecord
 from infopt.specs.traffic import RouteName
@@ -27,14 +28,20 @@ from infopt.specs.traffic import RouteName
 SUPPORTED_ROUTES = {RouteName.CHAT_COMPLETIONS}
 
 
-def prompt_for(req: PlannedRequest, seed: int) -> str:
-    """Prompt text of ~input_tokens tokens: the group's shared prefix, then unique words."""
+def prompt_for(req: PlannedRequest, seed: int, counter: Counter | None = None) -> str:
+    """Prompt text of input_tokens tokens (exact with `counter`, the engine's tokenizer; else
+    approximate): the group's shared prefix, then words unique to the request."""
     own = max(1, req.input_tokens - req.prefix_tokens)
-    unique = synthetic_prompt(req.request_id, own, random.Random(f"{seed}:{req.request_id}"))
+    if counter is not None:
+        unique = exact_prompt(req.request_id, own, counter, seed)[0]
+    else:
+        unique = synthetic_prompt(req.request_id, own, random.Random(f"{seed}:{req.request_id}"))
     if req.prefix_group is None or req.prefix_tokens <= 0:
         return unique
-    shared = synthetic_prompt(f"shared-prefix-{req.prefix_group}", req.prefix_tokens,
-                              random.Random(f"{seed}:group:{req.prefix_group}"))
+    group = f"shared-prefix-{req.prefix_group}"
+    shared = (exact_prompt(group, req.prefix_tokens, counter, seed)[0] if counter is not None
+              else synthetic_prompt(group, req.prefix_tokens,
+                                    random.Random(f"{seed}:group:{req.prefix_group}")))
     return shared + "\n" + unique
 
 
@@ -50,8 +57,8 @@ def check_routes(planned: list[PlannedRequest]) -> None:
 
 async def _run(url: str, model: str, planned: list[PlannedRequest], concurrency: int,
                forced: Callable[[int], dict[str, Any]], seed: int, timeout_s: float,
-               on_done: Callable[[int, int], None] | None, probe: LoopLagProbe
-               ) -> tuple[list[RequestRecord], float]:
+               on_done: Callable[[int, int], None] | None, probe: LoopLagProbe,
+               prompts: dict[str, str]) -> tuple[list[RequestRecord], float]:
     limits = httpx.Limits(max_connections=None, max_keepalive_connections=concurrency)
     records: list[RequestRecord] = []
     async with httpx.AsyncClient(timeout=httpx.Timeout(timeout_s, connect=10.0),
@@ -59,7 +66,7 @@ async def _run(url: str, model: str, planned: list[PlannedRequest], concurrency:
         start = time.perf_counter()
 
         async def one(req: PlannedRequest) -> None:
-            spec = RequestSpec(req.request_id, prompt_for(req, seed), req.output_tokens,
+            spec = RequestSpec(req.request_id, prompts[req.request_id], req.output_tokens,
                                concurrency)
             records.append(await stream_chat(client, url, model, spec,
                                              forced(req.output_tokens), start))
@@ -89,11 +96,14 @@ async def _run(url: str, model: str, planned: list[PlannedRequest], concurrency:
 
 def run_schedule(base_url: str, model: str, planned: list[PlannedRequest], concurrency: int,
                  forced: Callable[[int], dict[str, Any]], *, seed: int,
-                 timeout_s: float = 600.0, progress: Callable[[int, int], None] | None = None
+                 timeout_s: float = 600.0, progress: Callable[[int, int], None] | None = None,
+                 counter: Counter | None = None
                  ) -> tuple[list[RequestRecord], float, ClientHealth]:
     """Warm-up (discarded), then the measured phase. Returns the measured records, the measured
     phase's wall time and the client's event-loop health during it."""
     check_routes(planned)
+    # Prompts are built before any clock starts: tokenizer round trips never land in a timing.
+    prompts = {r.request_id: prompt_for(r, seed, counter) for r in planned}
     url = f"{base_url.rstrip('/')}/v1/chat/completions"
     warm = [r for r in planned if r.phase is Phase.WARMUP]
     measured = [r for r in planned if r.phase is Phase.MEASURED]
@@ -101,13 +111,13 @@ def run_schedule(base_url: str, model: str, planned: list[PlannedRequest], concu
         first = min((r.send_offset_s or 0.0) for r in warm)
         warm = [_shift(r, first) for r in warm]
         asyncio.run(_run(url, model, warm, concurrency, forced, seed, timeout_s, None,
-                         LoopLagProbe()))
+                         LoopLagProbe(), prompts))
     if measured:
         first = min((r.send_offset_s or 0.0) for r in measured)
         measured = [_shift(r, first) for r in measured]
     probe = LoopLagProbe()
     records, wall = asyncio.run(_run(url, model, measured, concurrency, forced, seed,
-                                     timeout_s, progress, probe))
+                                     timeout_s, progress, probe, prompts))
     return records, wall, probe.result()
 
 

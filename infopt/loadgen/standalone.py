@@ -8,7 +8,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from pydantic import Field
+import httpx
 
 from infopt.analysis.compare import Slo, goodput
 from infopt.analysis.records import errors_by_kind, records_frame, save_parquet
@@ -16,33 +16,12 @@ from infopt.analysis.validation import validate_records
 from infopt.loadgen.benchmark import summarize_level
 from infopt.loadgen.monitor import client_saturated
 from infopt.loadgen.runner import run_schedule
-from infopt.loadgen.schedule import build_schedule
-from infopt.specs.base import Spec
-from infopt.specs.results import LevelResult
+from infopt.loadgen.schedule import build_schedule, summarize_schedule
+from infopt.loadgen.tokens import Counter, engine_counter
+from infopt.specs.results import BenchResult, ScenarioResult
 from infopt.specs.traffic import TrafficSpec, expand_sweep, load_traffic
 
 GENERIC_FORCED = {"ignore_eos": True}  # vLLM, SGLang, llama.cpp and TRT-LLM all honour it
-
-
-class ScenarioResult(Spec):
-    name: str
-    arrival: str
-    level: LevelResult
-    goodput_requests_per_s: float | None
-    slo_violated: bool | None
-    validation_passed: bool
-    validation_failures: list[str]
-    errors_by_kind: dict[str, int]
-    records_path: str | None
-
-
-class BenchResult(Spec):
-    endpoint: str
-    model: str
-    workload: str
-    scenarios: list[ScenarioResult]
-    stopped_early: str | None = None
-    created_at: str = Field(default_factory=lambda: time.strftime("%Y-%m-%dT%H:%M:%S%z"))
 
 
 def _forced(engine: str | None) -> Callable[[int], dict]:
@@ -59,11 +38,13 @@ def _concurrency(spec: TrafficSpec) -> int:
 
 def run_scenario(endpoint: str, model: str, spec: TrafficSpec, *, engine: str | None,
                  out_dir: Path | None, max_input_tokens: int,
-                 progress: Callable[[int, int], None] | None = None) -> ScenarioResult:
+                 progress: Callable[[int, int], None] | None = None,
+                 counter: Counter | None = None) -> ScenarioResult:
     planned = build_schedule(spec, seed=spec.seed, max_input_tokens=max_input_tokens)
+    summary = summarize_schedule([r for r in planned if r.phase.value == "measured"])
     conc = _concurrency(spec)
     records, wall, health = run_schedule(endpoint, model, planned, conc, _forced(engine),
-                                         seed=spec.seed, progress=progress)
+                                         seed=spec.seed, progress=progress, counter=counter)
     level = summarize_level(records, conc, wall)
     level = level.model_copy(update={
         "client_loop_lag_p99_s": health.loop_lag_p99_s,
@@ -79,6 +60,7 @@ def run_scenario(endpoint: str, model: str, spec: TrafficSpec, *, engine: str | 
     good = goodput(df, slos, wall) if slos else None
     return ScenarioResult(
         name=spec.name, arrival=spec.arrival.kind, level=level,
+        input_tokens_mean=summary.input_tokens_mean, output_tokens_mean=summary.output_tokens_mean,
         goodput_requests_per_s=good,
         slo_violated=(good == 0.0) if slos else None,
         validation_passed=check.success, validation_failures=check.failed,
@@ -90,13 +72,39 @@ def run_workload_file(endpoint: str, model: str, workload_path: str, *, engine: 
                       progress: Callable[[int, int], None] | None = None) -> BenchResult:
     spec = load_traffic(workload_path)
     out = Path(out_dir).expanduser() if out_dir else None
+    with httpx.Client(timeout=60.0) as client:
+        counter = _counter(client, endpoint, model, engine)
+        return _run_all(spec, endpoint, model, workload_path, engine=engine, out=out,
+                        max_input_tokens=max_input_tokens, progress=progress, counter=counter)
+
+
+def _counter(client: httpx.Client, endpoint: str, model: str, engine: str | None
+             ) -> Counter | None:
+    """Exact prompt lengths through the engine's tokenizer route, when the engine is named."""
+    if not engine:
+        return None
+    from infopt.engines import adapter_for
+
+    a = adapter_for(engine)
+    if not a.tokenize_path:
+        return None
+    return engine_counter(client, endpoint, model, a.tokenize_path, a.tokenize_body,
+                          a.tokenize_count)
+
+
+def _run_all(spec: TrafficSpec, endpoint: str, model: str, workload_path: str, *,
+             engine: str | None, out: Path | None, max_input_tokens: int,
+             progress: Callable[[int, int], None] | None, counter: Counter | None
+             ) -> BenchResult:
     results: list[ScenarioResult] = []
     stopped = None
     sweep = spec.arrival.kind == "sweep"
     for child in expand_sweep(spec) if sweep else [spec]:
         r = run_scenario(endpoint, model, child, engine=engine, out_dir=out,
-                         max_input_tokens=max_input_tokens, progress=progress)
+                         max_input_tokens=max_input_tokens, progress=progress, counter=counter)
         results.append(r)
+        if child.cooldown_s:  # let the engine drain and settle before the next scenario
+            time.sleep(child.cooldown_s)
         if sweep and spec.arrival.stop_at_first_slo_violation and r.slo_violated:
             stopped = f"stopped at {child.name}: first SLO violation"
             break

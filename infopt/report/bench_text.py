@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from infopt.loadgen.standalone import BenchResult
+from infopt.specs.results import BenchResult
 
 
 def _ms(v: float | None) -> str:

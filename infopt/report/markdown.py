@@ -26,6 +26,28 @@ def _level_row(t: Trial, lvl: LevelResult) -> str:
             f"{lvl.output_tokens_per_s:.1f} | {reached} |")
 
 
+def _scenario_lines(r: OptimizationReport) -> list[str]:
+    if not r.scenarios:
+        return []
+    lines = ["", "### The winner on the standard scenarios (measured)", "",
+             "Exact prompt lengths (the engine's tokenizer); p50 / p95 in ms.", "",
+             "| scenario | arrival | concurrency | in / out tokens | requests | errors | TTFT ms "
+             "| ITL ms | out tok/s | checks |", "|---|---|---|---|---|---|---|---|---|---|"]
+    for s in r.scenarios:
+        lv = s.level
+        checks = "ok" if s.validation_passed else "VALIDATION FAILED"
+        if lv.lengths_not_reached:
+            checks += f", {lv.lengths_not_reached} short"
+        if lv.client_saturated:
+            checks += ", client-bound"
+        tokens = (f"{s.input_tokens_mean:.0f} / {s.output_tokens_mean:.0f}"
+                  if s.input_tokens_mean is not None else "—")
+        lines.append(f"| {s.name} | {s.arrival} | {lv.concurrency} | {tokens} | {lv.requests} "
+                     f"| {lv.errors} | {_pct(lv.ttft_s)} | {_pct(lv.itl_s)} | "
+                     f"{lv.output_tokens_per_s:.1f} | {checks} |")
+    return lines
+
+
 def _troubleshooting_lines(r: OptimizationReport) -> list[str]:
     hit = [t for t in r.trials if t.diagnosis]
     if not hit:
@@ -170,6 +192,7 @@ def render_markdown(r: OptimizationReport) -> str:
                          f"failed: {t.failed} |")
             continue
         lines += [_level_row(t, lvl) for lvl in t.benchmark.levels]
+    lines += _scenario_lines(r)
     lines += _troubleshooting_lines(r)
     lines += _ceiling_lines(r)
     lines += ["", "### Exact command of each trial", ""]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 from pydantic import Field
 
 from .base import Spec
@@ -98,6 +100,29 @@ class BenchmarkResult(Spec):
         raise KeyError(f"no level with concurrency {concurrency}")
 
 
+class ScenarioResult(Spec):
+    name: str
+    arrival: str
+    input_tokens_mean: float | None = None  # scheduled prompt tokens (mean)
+    output_tokens_mean: float | None = None
+    level: LevelResult
+    goodput_requests_per_s: float | None
+    slo_violated: bool | None
+    validation_passed: bool
+    validation_failures: list[str]
+    errors_by_kind: dict[str, int]
+    records_path: str | None
+
+
+class BenchResult(Spec):
+    endpoint: str
+    model: str
+    workload: str
+    scenarios: list[ScenarioResult]
+    stopped_early: str | None = None
+    created_at: str = Field(default_factory=lambda: time.strftime("%Y-%m-%dT%H:%M:%S%z"))
+
+
 class ContractCheck(Spec):
     route: str
     stream: bool
@@ -160,4 +185,7 @@ class OptimizationReport(Spec):
     winner_config: ServingConfig
     winner_command: str
     winner_deployment: DeploymentRendering | None = None
+    # The winner on the specification's standard scenarios (short, medium, full context,
+    # single stream, target concurrency).
+    scenarios: list[ScenarioResult] = Field(default_factory=list)
     notes: list[str]

@@ -31,7 +31,8 @@ def report_and_dir(prefect_api, tmp_path_factory):
     with FakeHub() as hub:  # the shortlist stage talks to the real hub client over real HTTP
         report = optimize(model_path=str(gguf), workload=wl, runs_dir=str(runs), repeats=2,
                           base_model="HuggingFaceTB/SmolLM2-135M-Instruct",
-                          hub_endpoint=hub.endpoint)
+                          hub_endpoint=hub.endpoint,
+                          scenarios=["short", "single-stream"], scenario_requests=2)
     return report, runs / report.run_id
 
 
@@ -152,3 +153,15 @@ def test_records_saved_as_parquet_and_validated(report_and_dir):
         df = load_parquet(b.records_path)
         assert len(df) == sum(lvl.requests for lvl in b.levels)
         assert (df["output_tokens"] == df["output_tokens_requested"]).all()
+
+
+def test_winner_measured_on_the_standard_scenarios(report_and_dir):
+    report, run_dir = report_and_dir
+    # A subset here (full-context prompts of ~7,900 tokens take minutes on 2 CPU cores).
+    assert [s.name for s in report.scenarios] == ["short", "single-stream"]
+    for s in report.scenarios:
+        assert s.level.requests == 2 and s.level.errors == 0
+        assert s.level.lengths_not_reached == 0 and s.validation_passed
+    short = report.scenarios[0]
+    assert short.input_tokens_mean == 128 and short.level.concurrency == 2
+    assert "standard scenarios" in (run_dir / "report.md").read_text()
