@@ -9,23 +9,17 @@ import json
 from pathlib import Path
 from typing import Literal
 
-from infopt.hardware.nvml import (  # noqa: F401
+from infopt.hardware.nvml import (
     ClockKind,
     MemoryInfo,
     NvmlError,
     NvmlUnavailable,
     PcieField,
     ProcessInfo,
-    PynvmlBackend,
     RemoteKind,
-    cuda_version_string,
-    normalize_bus_id,
-    nvlink_between,
     probe_gpus,
-    sm_count_from_cores,
-    theoretical_bandwidth_bytes_per_s,
 )
-from infopt.specs.gpu import GpuProbe, NvLinkPort, TopologyLevel
+from infopt.specs.gpu import TopologyLevel
 
 
 FIXTURES = Path(__file__).parent / "fixtures" / "nvml"

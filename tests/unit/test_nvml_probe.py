@@ -6,26 +6,18 @@ output; a pynvml stub checks that the real backend calls functions nvidia-ml-py 
 
 from __future__ import annotations
 
-import copy
 import json
 import sys
 import types
 from pathlib import Path
-from typing import Literal
 
 import pynvml
 import pytest
 
 from infopt.hardware.catalog import lookup_gpu
 from infopt.hardware.nvml import (
-    ClockKind,
-    MemoryInfo,
     NvmlError,
-    NvmlUnavailable,
-    PcieField,
-    ProcessInfo,
     PynvmlBackend,
-    RemoteKind,
     cuda_version_string,
     normalize_bus_id,
     nvlink_between,
