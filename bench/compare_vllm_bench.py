@@ -24,7 +24,7 @@ try:
     wl = Workload(input_tokens=256, output_tokens=64, concurrency_levels=[4], target_concurrency=4, requests_per_level=20)
     def ours(seed):
         with httpx.Client(timeout=30) as c:
-            counter = engine_counter(c, r.base_url, "smollm2", "/tokenize", vllm.ADAPTER.tokenize_body, vllm.ADAPTER.tokenize_count)
+            counter = engine_counter(c, r.base_url, "smollm2", vllm.ADAPTER)
             res, recs = run_benchmark(r.base_url, "smollm2", wl, vllm.ADAPTER.forced_length_fields(64), seed=seed, counter=counter)
         lv = res.levels[0]
         return lv.ttft_s.p50*1e3, lv.itl_s.p50*1e3, statistics.mean(x.prompt_tokens for x in recs)

@@ -28,9 +28,7 @@ def benchmark(running: RunningEngine, served_model_name: str, workload: Workload
     adapter = adapter_for(running.engine)
     with httpx.Client(timeout=30.0) as client:
         # Prompts of exactly workload.input_tokens, counted by the engine's own tokenizer.
-        counter = engine_counter(client, running.base_url, served_model_name,
-                                 adapter.tokenize_path, adapter.tokenize_body,
-                                 adapter.tokenize_count) if adapter.tokenize_path else None
+        counter = engine_counter(client, running.base_url, served_model_name, adapter)
         result, records = run_benchmark(
             running.base_url, served_model_name, workload,
             adapter.forced_length_fields(workload.output_tokens), seed=seed,
@@ -77,9 +75,7 @@ def benchmark_scenarios(running: RunningEngine, served_model_name: str,
     out = trial_dir(Path(run_dir), trial_id)
     results = []
     with httpx.Client(timeout=60.0) as client:
-        counter = engine_counter(client, running.base_url, served_model_name,
-                                 adapter.tokenize_path, adapter.tokenize_body,
-                                 adapter.tokenize_count) if adapter.tokenize_path else None
+        counter = engine_counter(client, running.base_url, served_model_name, adapter)
         for spec in specs:
             logger.info("%s: scenario %s (%s)", trial_id, spec.name, spec.description or "")
             r = run_scenario(running.base_url, served_model_name, spec, engine=running.engine,

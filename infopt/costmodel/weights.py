@@ -42,8 +42,9 @@ def path_from_quantization(q: QuantizationInfo | None, compute_capability: str |
     bits = q.bits or 16
     if bits >= 16:
         return BF16
-    if bits == 8 and q.format and "e4m3" in q.format.lower() or (bits == 8 and q.method in (
-            QuantMethod.FP8, QuantMethod.MODELOPT)):
+    is_fp8 = "e4m3" in (q.format or "").lower() or q.method in (QuantMethod.FP8,
+                                                                QuantMethod.MODELOPT)
+    if bits == 8 and is_fp8:
         math = "fp8" if q.activations_quantized and cc >= 8.9 else "bf16"
         return WeightPath(label=f"FP8 {'W8A8' if math == 'fp8' else 'W8A16'}",
                           bits_per_weight=8.0, math=math,

@@ -13,6 +13,7 @@ import asyncio
 import random
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 import httpx
@@ -124,6 +125,4 @@ def run_schedule(base_url: str, model: str, planned: list[PlannedRequest], concu
 def _shift(r: PlannedRequest, by: float) -> PlannedRequest:
     if r.send_offset_s is None:
         return r
-    from dataclasses import replace
-
     return replace(r, send_offset_s=r.send_offset_s - by)

@@ -85,11 +85,7 @@ def _counter(client: httpx.Client, endpoint: str, model: str, engine: str | None
         return None
     from infopt.engines import adapter_for
 
-    a = adapter_for(engine)
-    if not a.tokenize_path:
-        return None
-    return engine_counter(client, endpoint, model, a.tokenize_path, a.tokenize_body,
-                          a.tokenize_count)
+    return engine_counter(client, endpoint, model, adapter_for(engine))
 
 
 def _run_all(spec: TrafficSpec, endpoint: str, model: str, workload_path: str, *,

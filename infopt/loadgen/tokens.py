@@ -17,13 +17,17 @@ from infopt.loadgen.client import _WORDS
 Counter = Callable[[str], int]
 
 
-def engine_counter(client: httpx.Client, base_url: str, model: str, path: str,
-                   body: Callable[[str, str], dict[str, Any]],
-                   count: Callable[[dict[str, Any]], int]) -> Counter:
+def engine_counter(client: httpx.Client, base_url: str, model: str, adapter: Any
+                   ) -> Counter | None:
+    """A token counter through `adapter`'s tokenize route; None if the engine has none."""
+    if not (adapter.tokenize_path and adapter.tokenize_body and adapter.tokenize_count):
+        return None
+    url = f"{base_url.rstrip('/')}{adapter.tokenize_path}"
+
     def counter(text: str) -> int:
-        r = client.post(f"{base_url.rstrip('/')}{path}", json=body(model, text))
+        r = client.post(url, json=adapter.tokenize_body(model, text))
         r.raise_for_status()
-        return count(r.json())
+        return adapter.tokenize_count(r.json())
     return counter
 
 

@@ -57,8 +57,7 @@ def test_vllm_batches_concurrent_requests_with_exact_prompts(vllm_server):
     wl = Workload(input_tokens=64, output_tokens=16, concurrency_levels=[1, 4],
                   target_concurrency=4, requests_per_level=8)
     with httpx.Client(timeout=30) as client:
-        counter = engine_counter(client, vllm_server.base_url, "smollm2", "/tokenize",
-                                 vllm.ADAPTER.tokenize_body, vllm.ADAPTER.tokenize_count)
+        counter = engine_counter(client, vllm_server.base_url, "smollm2", vllm.ADAPTER)
         assert counter("hello world") == 2
         result, records = run_benchmark(vllm_server.base_url, "smollm2", wl,
                                         vllm.ADAPTER.forced_length_fields(16), seed=3,
