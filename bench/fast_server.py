@@ -7,8 +7,10 @@ its own process (`start_server`), optionally pinned to one core.
 
 Routes:
   POST /v1/chat/completions  stream=true: exactly `max_tokens` (or `max_completion_tokens`) SSE
-      chunks `data: {json}\\n\\n`, each with one non-empty `choices[0].delta.content` (the first also
-      has role "assistant", the last has finish_reason "length", as vLLM sends them), then a usage
+      tokens in SSE chunks `data: {json}\\n\\n`, each with a non-empty `choices[0].delta.content` of
+      one token (x_tokens_per_chunk k: k tokens a chunk, the last one the remainder; the first
+      chunk also has role "assistant", the last finish_reason "length", as vLLM sends them);
+      with `stream_options.continuous_usage_stats` every chunk carries the running usage; then a usage
       chunk (`choices: []`) when `stream_options.include_usage`, then `data: [DONE]`. The first
       chunk is due `ttft_s` after the request body arrived, chunk k is due `ttft_s + k * itl_s`
       after it (absolute deadlines, so sleep overshoot does not accumulate; a late chunk is sent
@@ -28,7 +30,8 @@ time.get_clock_info("perf_counter") says so), so client receive time - server se
 measurable across the two processes. Units: seconds in arguments, nanoseconds on the wire.
 
 Per-request overrides (extra body fields; the real client sends them through `extra_body`):
-  x_ttft_s, x_itl_s (seconds) replace the server's defaults; x_record_sends (bool), see /sends.
+  x_ttft_s, x_itl_s (seconds) replace the server's defaults; x_tokens_per_chunk (int, default 1);
+  x_record_sends (bool), see /sends.
 
 Run: python bench/fast_server.py [--host H] [--port P] [--ttft-s S] [--itl-s S] [--cpu N]
 It prints one line, "fast_server listening on http://H:P", once it accepts connections.
@@ -124,12 +127,17 @@ def _parse_chat(body: bytes, state: _State) -> dict[str, Any]:
         raise _BadRequest("'x_ttft_s' and 'x_itl_s' must be numbers (seconds)") from exc
     if not (ttft_s >= 0 and itl_s >= 0):
         raise _BadRequest("'x_ttft_s' and 'x_itl_s' must be >= 0")
+    per_chunk = req.get("x_tokens_per_chunk", 1)
+    if not isinstance(per_chunk, int) or per_chunk < 1:
+        raise _BadRequest("'x_tokens_per_chunk' must be an integer >= 1")
     last = req["messages"][-1]
     content = last.get("content") if isinstance(last, dict) else None
     return {
         "n": n, "ttft_s": ttft_s, "itl_s": itl_s,
         "stream": bool(req.get("stream")),
         "include_usage": bool((req.get("stream_options") or {}).get("include_usage")),
+        "continuous_usage": bool((req.get("stream_options") or {}).get("continuous_usage_stats")),
+        "per_chunk": per_chunk,
         "model": str(req.get("model") or "fast-server"),
         "prompt_tokens": _prompt_words(req["messages"]),
         "record_key": (content if isinstance(content, str) else json.dumps(content))
@@ -151,10 +159,10 @@ async def _stream_chat(writer: asyncio.StreamWriter, req: dict[str, Any], arriva
     head = (b'data: {"id":"chatcmpl-fast-%d","object":"chat.completion.chunk","created":%d,'
             b'"model":%b,"choices":[{"index":0,"delta":{'
             % (state.next_id, created, json.dumps(req["model"]).encode()))
-    content = b'"content":%b}' % json.dumps(_TOKEN).encode()
-    first = b'"role":"assistant",' + content
-    tail = b',"logprobs":null,"finish_reason":null}],"' + TIMESTAMP_FIELD.encode() + b'":'
-    tail_last = tail.replace(b'"finish_reason":null', b'"finish_reason":"length"')
+    per, p = req["per_chunk"], req["prompt_tokens"]
+    sizes = [min(per, n - i) for i in range(0, n, per)]  # tokens in each chunk
+    tail = b',"logprobs":null,"finish_reason":null}],'
+    stamp = b'"' + TIMESTAMP_FIELD.encode() + b'":'
     sends: list[int] | None = None
     if req["record_key"] is not None:
         sends = []
@@ -162,13 +170,21 @@ async def _stream_chat(writer: asyncio.StreamWriter, req: dict[str, Any], arriva
 
     writer.write(_response_head("200 OK", "text/event-stream; charset=utf-8", keep_alive))
     deadline = arrival_ns + ttft_ns
-    for k in range(n):
+    done = 0
+    for k, size in enumerate(sizes):
         if ttft_ns or itl_ns:
             await _sleep_until(deadline)
             deadline = max(deadline + itl_ns, time.monotonic_ns())
+        done += size
+        content = b'"content":%b}' % json.dumps(_TOKEN * size).encode()
+        # vLLM's continuous_usage_stats: the running counts ride on every chunk.
+        usage = (b'"usage":{"prompt_tokens":%d,"completion_tokens":%d,"total_tokens":%d},'
+                 % (p, done, p + done)) if req["continuous_usage"] else b""
+        end = tail if k < len(sizes) - 1 else tail.replace(b'"finish_reason":null',
+                                                           b'"finish_reason":"length"')
         now = time.monotonic_ns()
-        writer.write(_frame(head + (first if k == 0 else content)
-                            + (tail_last if k == n - 1 else tail) + b"%d}\n\n" % now))
+        writer.write(_frame(head + (b'"role":"assistant",' if k == 0 else b"") + content + end
+                            + usage + stamp + b"%d}\n\n" % now))
         state.chunks_sent += 1
         if sends is not None:
             sends.append(now)
@@ -176,7 +192,6 @@ async def _stream_chat(writer: asyncio.StreamWriter, req: dict[str, Any], arriva
         if not itl_ns:
             await asyncio.sleep(0)  # interleave concurrent streams one chunk at a time
     if req["include_usage"]:
-        p = req["prompt_tokens"]
         usage = (b'"choices":[],"usage":{"prompt_tokens":%d,"completion_tokens":%d,'
                  b'"total_tokens":%d},"' % (p, n, p + n))
         writer.write(_frame(head.split(b'"choices":')[0] + usage + TIMESTAMP_FIELD.encode()

@@ -3,12 +3,12 @@ error does it add? Run by `make bench` (python -m bench.loadgen_bench); about 30
 
 The load generator (infopt.loadgen.client) runs pinned to one core, against bench/fast_server.py
 pinned to another, so the client has one core to itself and the server costs it nothing:
-  (a) throughput: sustained content chunks/s the real `run_closed_loop` processes at closed-loop
+  (a) throughput: sustained content chunks/s the real `runner.drive` processes at closed-loop
       concurrency 1, 8, 32, 128 with a server that streams as fast as it can (inter-chunk
       interval 0), plus the client's and the server's CPU use (a server near 100% CPU would mean
       the number is the server's, not the client's: the table flags it) and the TCP connections
       the server accepted per request (1.0 = no keep-alive reuse);
-  (b) timing error: with a known server cadence (TTFT 20 ms, ITL 10 ms), the real `stream_chat`
+  (b) timing error: with a known server cadence (TTFT 20 ms, ITL 10 ms), the real client
       per-chunk timestamps against the send time the server stamps into every chunk
       (CLOCK_MONOTONIC, which is what time.perf_counter() reads on Linux): client ITL - server
       ITL, receive - send latency, client TTFT - server-side TTFT (first send - request arrival),
@@ -43,8 +43,8 @@ import httpx
 import numpy as np
 
 from bench.fast_server import FastServer, pin_to_cpu, start_server
-from infopt.loadgen.client import RequestSpec, run_closed_loop, stream_chat
-from infopt.specs.results import RequestRecord
+from infopt.loadgen.client import RequestJob
+from infopt.loadgen.runner import drive
 
 MODEL = "fast-server"
 REPEATS = 3
@@ -97,20 +97,20 @@ def _server_stats(server: FastServer) -> dict[str, Any]:
     return httpx.get(f"{server.base_url}/stats").json()  # itself one connection, one request
 
 
-def _specs(n: int, tokens: int, concurrency: int, tag: str) -> list[RequestSpec]:
-    return [RequestSpec(f"{tag}-{i}", f"Request {tag}-{i}. Continue this list: time people year",
-                        tokens, concurrency) for i in range(n)]
+def _jobs(n: int, tokens: int, concurrency: int, tag: str, extra: dict[str, Any]
+          ) -> list[RequestJob]:
+    return [RequestJob(f"{tag}-{i}", f"Request {tag}-{i}. Continue this list: time people year",
+                       tokens, concurrency, forced=extra) for i in range(n)]
 
 
 # --- (a) throughput --------------------------------------------------------------------------
 
 def _throughput_run(server: FastServer, concurrency: int, n: int, tag: str) -> dict[str, Any]:
-    url = f"{server.base_url}/v1/chat/completions"
     extra = {"max_tokens": THROUGHPUT_TOKENS, "ignore_eos": True, "x_ttft_s": 0.0, "x_itl_s": 0.0}
-    specs = _specs(n, THROUGHPUT_TOKENS, concurrency, tag)
+    jobs = _jobs(n, THROUGHPUT_TOKENS, concurrency, tag, extra)
     srv0, cpu0 = _server_stats(server), time.process_time()
-    (records, wall_s), lag = asyncio.run(_with_lag(
-        lambda: run_closed_loop(url, MODEL, specs, concurrency, extra, timeout_s=60.0)))
+    (records, wall_s, _), lag = asyncio.run(_with_lag(
+        lambda: drive(server.base_url, MODEL, jobs, concurrency, timeout_s=60.0)))
     cpu_s, srv1 = time.process_time() - cpu0, _server_stats(server)
     srv_s = srv1["cpu_s"] - srv0["cpu_s"]
     connections = srv1["connections"] - srv0["connections"] - 1  # less the /stats call
@@ -154,39 +154,15 @@ def bench_throughput(server: FastServer, levels: tuple[int, ...], deadline: floa
 
 # --- (b) timing error ------------------------------------------------------------------------
 
-async def _closed_loop_with_origin(url: str, specs: list[RequestSpec], concurrency: int,
-                                   extra: dict[str, Any]
-                                   ) -> tuple[list[RequestRecord], float, float]:
-    """`run_closed_loop`'s shape (same client limits, same `stream_chat`), but it also returns
-    the phase origin, so each record's per-chunk times become absolute perf_counter times."""
-    queue: asyncio.Queue[RequestSpec] = asyncio.Queue()
-    for s in specs:
-        queue.put_nowait(s)
-    records: list[RequestRecord] = []
-    limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
-    async with httpx.AsyncClient(timeout=httpx.Timeout(60.0, connect=10.0),
-                                 limits=limits) as client:
-        phase_start = time.perf_counter()
-
-        async def worker() -> None:
-            while not queue.empty():
-                spec = queue.get_nowait()
-                records.append(await stream_chat(client, url, MODEL, spec, extra, phase_start))
-
-        await asyncio.gather(*(worker() for _ in range(concurrency)))
-        wall_s = time.perf_counter() - phase_start
-    return records, wall_s, phase_start
-
-
 def _timing_run(server: FastServer, concurrency: int, n: int, tag: str) -> dict[str, Any]:
-    url = f"{server.base_url}/v1/chat/completions"
     extra = {"max_tokens": TIMING_TOKENS, "ignore_eos": True, "x_ttft_s": TIMING_TTFT_S,
              "x_itl_s": TIMING_ITL_S, "x_record_sends": True}
-    specs = _specs(n, TIMING_TOKENS, concurrency, tag)
-    prompt = {s.request_id: s.prompt for s in specs}
+    jobs = _jobs(n, TIMING_TOKENS, concurrency, tag, extra)
+    prompt = {j.request_id: j.prompt for j in jobs}
     httpx.get(f"{server.base_url}/sends")  # forget anything recorded before
+    # `drive` returns the phase origin, so each record's chunk times become absolute.
     (records, wall_s, origin), lag = asyncio.run(_with_lag(
-        lambda: _closed_loop_with_origin(url, specs, concurrency, extra)))
+        lambda: drive(server.base_url, MODEL, jobs, concurrency, timeout_s=60.0)))
     sends = httpx.get(f"{server.base_url}/sends").json()
     itl_err, itl_err_nominal, latency, ttft_err, ttft_err_nominal, server_jitter, upload = (
         [], [], [], [], [], [], [])

@@ -21,6 +21,7 @@ from infopt.engines.routing import route, select_available
 from infopt.report.rundir import new_run_id, runs_root, trial_dir
 from infopt.specs.base import EngineStartError, InfoptError
 from infopt.specs.results import OptimizationReport, Trial, TuningOutcome
+from infopt.specs.scenarios import ScenarioName
 from infopt.specs.serving import AnyServingConfig, EngineName, with_knob
 from infopt.specs.workload import Workload
 from infopt.troubleshoot.diagnose import contract_preserving_remedy
@@ -52,9 +53,9 @@ def _stop_engines_hook(flow, flow_run, state) -> None:
 
 
 @task(name="decide-tuning")
-def decide_tuning(trials: list[Trial], knob: str, baseline_value: str, workload: Workload
-                  ) -> TuningOutcome:
-    return decide(trials, knob, baseline_value, workload.objective)
+def decide_tuning(trials: list[Trial], knob: str, baseline_value: str, workload: Workload,
+                  seed: int) -> TuningOutcome:
+    return decide(trials, knob, baseline_value, workload.objective, seed=seed)
 
 
 def _mean_context(bench, workload: Workload) -> int:
@@ -108,7 +109,7 @@ def _run_trial(config: AnyServingConfig, *, trial_id: str, role: str,
     try:
         checks = verify_contract(running, config.served_model_name) if with_contract else []
         bench = benchmark(running, config.served_model_name, workload, seed, str(run_dir),
-                          trial_id)
+                          trial_id, max_input_tokens=model.native_context_tokens)
     finally:
         stop_engine(running)
     ceilings = label_ceilings(model, hw, config, bench, _mean_context(bench, workload))
@@ -129,15 +130,20 @@ def optimize(model_path: str, workload: Workload | None = None, runs_dir: str | 
              tune_values: list[int | float | str | bool] | None = None,
              base_overrides: dict[str, int | float | str | bool] | None = None,
              github_search: bool = True, github_url: str | None = None,
-             scenarios: list[str] | None = None, scenario_requests: int | None = 4
+             scenarios: list[str] | None = ["all"], scenario_requests: int | None = 4
              ) -> OptimizationReport:
     """Optimize serving of the local checkpoint `model_path`. `base_model` (a hub id) adds the
     checkpoint shortlist of its quantized variants to the report (metadata only; downloading a
-    candidate needs an approval, which a later stage adds)."""
+    candidate needs an approval, which a later stage adds). `scenarios`: the standard scenarios
+    the winner is measured on ("all", some names, or [] / None for none)."""
     logger = get_run_logger()
     workload = workload or Workload()
     if repeats < 1:
         raise InfoptError(f"repeats must be >= 1 (got {repeats})")
+    known = {n.value for n in ScenarioName} | {"all"}
+    if unknown := sorted(set(scenarios or []) - known):
+        # Checked before any engine starts: a typo must not cost a whole tuning run.
+        raise InfoptError(f"unknown scenario(s) {unknown}; choose from {sorted(known)}")
     run_id = run_id or new_run_id()
     run_dir = runs_root(runs_dir) / run_id
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -208,7 +214,7 @@ def optimize(model_path: str, workload: Workload | None = None, runs_dir: str | 
                               fit=fits[str(v)], seed=seed + 1000 * n, ts=ts)
             trials.append(t)
             n += 1
-    outcome = decide_tuning(trials, dim.knob, base_value, workload)
+    outcome = decide_tuning(trials, dim.knob, base_value, workload, seed)
 
     # Winner: among trials of the chosen value, the one at that value's median objective.
     chosen_trials = sorted((t for t in trials if t.value == outcome.winner_value
@@ -218,6 +224,7 @@ def optimize(model_path: str, workload: Workload | None = None, runs_dir: str | 
     version = winner.engine.version if winner.engine else "unknown"
     scenario_results = []
     if scenarios:  # the winner on the standard scenarios; ["all"] = every one of them
+        logger.info("measuring the winner (%s) on the standard scenarios", winner.trial_id)
         running = start_engine(winner.config, str(trial_dir(run_dir, "t-scenarios") /
                                                   "engine.log"), model.file_bytes)
         try:
@@ -237,10 +244,11 @@ def optimize(model_path: str, workload: Workload | None = None, runs_dir: str | 
         winner_config=winner.config, winner_command=winner.engine.command,
         winner_deployment=deployment, scenarios=scenario_results, notes=notes + [
             f"dimension `{dim.knob}`: {dim.why}",
-            "prompts carry unique prefixes (no prefix-cache reuse); output lengths forced with "
-            "the engine's ignore_eos and checked against usage.completion_tokens",
-            "input lengths are approximate (synthetic words); exact token counts come with the "
-            "load generator of issue 6"])
+            "prompts carry unique heads (no prefix-cache reuse beyond the chat template); "
+            "prompt lengths are exact by the engine's own tokenizer where it has a tokenize "
+            "route (usage.prompt_tokens checked per request); output lengths forced with the "
+            "engine's fields and checked against usage",
+            f"tuning decision: {outcome.rule}"])
     path = write_report_task(report, str(run_dir))
     logger.info("report: %s", path)
     return report

@@ -56,10 +56,10 @@ def optimize(
     output_tokens: Annotated[int, typer.Option(min=2)] = 64,
     concurrency: Annotated[int, typer.Option(min=1, help="target concurrency")] = 4,
     objective: Annotated[str, typer.Option(help="throughput or latency")] = "throughput",
-    scenarios: Annotated[str | None, typer.Option(help="measure the winner on standard "
-                                                  "scenarios: 'all' or a comma list of short, "
-                                                  "medium, full-context, single-stream, "
-                                                  "target-concurrency")] = None,
+    scenarios: Annotated[str, typer.Option(help="measure the winner on the standard "
+                                           "scenarios: 'all', 'none', or a comma list of "
+                                           "short, medium, full-context, single-stream, "
+                                           "target-concurrency")] = "all",
     scenario_requests: Annotated[int, typer.Option(min=1, help="measured requests per "
                                                    "scenario")] = 4,
 ) -> None:
@@ -97,7 +97,8 @@ def optimize(
 
         report = optimize_flow(model_path=model_path, workload=wl, runs_dir=runs_dir,
                                engine=eng, repeats=repeats, port=port,
-                               scenarios=scenarios.split(",") if scenarios else None,
+                               scenarios=[] if scenarios.strip() in ("", "none") else
+                               [x.strip() for x in scenarios.split(",")],
                                scenario_requests=scenario_requests)
     except InfoptError as exc:
         _fail(exc)

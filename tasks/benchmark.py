@@ -14,7 +14,7 @@ from infopt.engines import adapter_for
 from infopt.loadgen.benchmark import run_benchmark
 from infopt.loadgen.standalone import run_scenario
 from infopt.loadgen.tokens import engine_counter
-from infopt.specs.traffic import standard_scenarios
+from infopt.specs.scenarios import standard_scenarios
 from infopt.report.rundir import trial_dir, write_records
 from infopt.specs.base import InputError
 from infopt.specs.results import BenchmarkResult, RunningEngine, ScenarioResult
@@ -23,17 +23,19 @@ from infopt.specs.workload import Workload
 
 @task(name="benchmark", cache_policy=NO_CACHE)
 def benchmark(running: RunningEngine, served_model_name: str, workload: Workload, seed: int,
-              run_dir: str, trial_id: str) -> BenchmarkResult:
+              run_dir: str, trial_id: str, max_input_tokens: int | None = None
+              ) -> BenchmarkResult:
     logger = get_run_logger()
     adapter = adapter_for(running.engine)
     with httpx.Client(timeout=30.0) as client:
         # Prompts of exactly workload.input_tokens, counted by the engine's own tokenizer.
         counter = engine_counter(client, running.base_url, served_model_name, adapter)
         result, records = run_benchmark(
-            running.base_url, served_model_name, workload,
-            adapter.forced_length_fields(workload.output_tokens), seed=seed,
-            progress=lambda msg: logger.info("%s: %s", trial_id, msg),
-            engine_pid=running.pid, counter=counter)
+            running.base_url, served_model_name, workload, adapter.forced_length_fields,
+            seed=seed, progress=lambda msg: logger.info("%s: %s", trial_id, msg),
+            engine_pid=running.pid, counter=counter,
+            stream_fields=adapter.stream_count_fields, max_input_tokens=max_input_tokens,
+            stream_keepalive=adapter.stream_keepalive)
     write_records(Path(run_dir), trial_id, records)
     # One row per request as parquet, then the great-expectations suite: a failed validation
     # marks the trial (its numbers are not trusted for the decision).
@@ -80,7 +82,7 @@ def benchmark_scenarios(running: RunningEngine, served_model_name: str,
             logger.info("%s: scenario %s (%s)", trial_id, spec.name, spec.description or "")
             r = run_scenario(running.base_url, served_model_name, spec, engine=running.engine,
                              out_dir=out, max_input_tokens=native_context_tokens,
-                             counter=counter)
+                             counter=counter, engine_pid=running.pid)
             lv = r.level
             logger.info("%s %s: TTFT p50 %.0f ms, ITL p50 %.1f ms, %.1f out tok/s%s", trial_id,
                         spec.name, (lv.ttft_s.p50 or 0) * 1e3, (lv.itl_s.p50 or 0) * 1e3,

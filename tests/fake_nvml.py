@@ -110,6 +110,9 @@ class RecordedBackend:
         return MemoryInfo(self._field(i, "memory_total_mib") * MIB, self._field(i, "memory_free_mib") * MIB,
                           self._field(i, "memory_used_mib") * MIB)
 
+    def utilization_percent(self, i: int) -> int:
+        return self._field(i, "utilization_gpu_percent")
+
     def cuda_compute_capability(self, i: int) -> tuple[int, int]:
         major, minor = self._field(i, "cuda_compute_capability")
         return major, minor

@@ -19,8 +19,8 @@ import numpy as np
 import pandas as pd
 
 from infopt.specs.base import InputError, Spec
+from infopt.specs.comparison import Comparison, Verdict
 
-Verdict = Literal["b_better", "a_better", "no_difference"]
 StatFn = Callable[..., np.ndarray]  # a custom statistic: fn(samples_2d, axis=1) -> one per row
 
 # Named statistics. Order statistics are quantiles (numpy's default linear interpolation, so
@@ -35,25 +35,6 @@ STATS = (*QUANTILE_STATS, "mean")
 MIN_SAMPLES_FOR_BOOTSTRAP = 10
 # Resampled indices held in memory at once per side.
 _CHUNK_ELEMENTS = 1 << 22
-
-
-class Comparison(Spec):
-    stat: str
-    a_value: float  # the statistic on sample a (the baseline)
-    b_value: float
-    diff: float  # b_value - a_value
-    rel_diff: float | None  # diff / |a_value|; None when a_value is 0
-    ci: float  # confidence level of [ci_low, ci_high], e.g. 0.95
-    ci_low: float  # percentile-bootstrap interval of the difference b - a
-    ci_high: float
-    min_rel_diff: float  # practical margin the interval had to clear, relative to |a_value|
-    higher_is_better: bool
-    verdict: Verdict
-    n_a: int
-    n_b: int
-    n_resamples: int
-    seed: int
-    low_sample: bool  # fewer than MIN_SAMPLES_FOR_BOOTSTRAP on a side: the interval is optimistic
 
 
 def _samples(values: Sequence[float], name: str) -> np.ndarray:

@@ -2,8 +2,10 @@
 
 One row per measured request (`RequestRecord`). Times in seconds, token counts in tokens.
 Derived columns: `tpot_s` (time per output token after the first), `itl_p50_s` / `itl_max_s`
-(median / largest gap between content chunks of that request), `error_kind` (a short category
-of `error`), `length_reached` (the engine reported exactly the requested output length).
+(median / largest per-token gap of that request), `error_kind` (a short category of `error`),
+`length_reached` (the engine reported exactly the requested output length),
+`prompt_length_exact` (usage.prompt_tokens equals the requested prompt length; <NA> when the
+prompt length was approximate).
 Missing values: NaN in float columns, <NA> in the nullable integer columns, None in strings.
 """
 
@@ -38,10 +40,16 @@ COLUMNS: dict[str, str] = {
     "ok": "bool",
     "error": "str",
     "error_kind": "str",
+    "route": "str",
+    "stream": "bool",
     "prompt_tokens": "Int64",
+    "prompt_tokens_requested": "Int64",
+    "prompt_tokens_cached": "Int64",
     "output_tokens": "Int64",
     "output_tokens_requested": "int64",
     "content_chunks": "int64",
+    "streamed_tokens": "Int64",
+    "chunk_tokens_counted": "boolean",
     "ttft_s": "float64",
     "e2e_s": "float64",
     "tpot_s": "float64",
@@ -49,6 +57,7 @@ COLUMNS: dict[str, str] = {
     "itl_max_s": "float64",
     "start_offset_s": "float64",
     "length_reached": "bool",
+    "prompt_length_exact": "boolean",
 }
 
 # httpx exception class names (the client writes "ClassName: message") that mean the
@@ -105,10 +114,16 @@ def records_frame(records: list[RequestRecord]) -> pd.DataFrame:
         rows["ok"].append(rec.ok)
         rows["error"].append(rec.error)
         rows["error_kind"].append(None if rec.ok else classify_error(rec.error).value)
+        rows["route"].append(rec.route)
+        rows["stream"].append(rec.stream)
         rows["prompt_tokens"].append(rec.prompt_tokens)
+        rows["prompt_tokens_requested"].append(rec.prompt_tokens_requested)
+        rows["prompt_tokens_cached"].append(rec.prompt_tokens_cached)
         rows["output_tokens"].append(rec.output_tokens)
         rows["output_tokens_requested"].append(rec.output_tokens_requested)
         rows["content_chunks"].append(rec.content_chunks)
+        rows["streamed_tokens"].append(rec.streamed_tokens)
+        rows["chunk_tokens_counted"].append(rec.chunk_tokens_counted)
         rows["ttft_s"].append(np.nan if rec.ttft_s is None else rec.ttft_s)
         rows["e2e_s"].append(np.nan if rec.e2e_s is None else rec.e2e_s)
         rows["tpot_s"].append(_tpot_s(rec))
@@ -116,6 +131,7 @@ def records_frame(records: list[RequestRecord]) -> pd.DataFrame:
         rows["itl_max_s"].append(float(itl.max()) if itl.size else np.nan)
         rows["start_offset_s"].append(rec.start_offset_s)
         rows["length_reached"].append(rec.length_reached)
+        rows["prompt_length_exact"].append(rec.prompt_length_exact)
     return pd.DataFrame({name: pd.Series(values, dtype=COLUMNS[name])
                          for name, values in rows.items()})
 

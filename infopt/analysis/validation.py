@@ -2,7 +2,9 @@
 
 A measurement that breaks these rules is not evidence: negative times mean a clock bug, TTFT
 after E2E means the stream was timed wrong, output lengths that differ from the requested ones
-mean the engine ignored the forced-length fields (so tokens/s compares unlike work), and a high
+mean the engine ignored the forced-length fields (so tokens/s compares unlike work), a stream
+holding fewer tokens than usage reports means chunks were lost, an exact prompt that arrives at
+another length means the prompt builder is wrong, and a high
 error rate means the level measured failures. The frame is the one `records.records_frame`
 builds (seconds, tokens). great_expectations is imported inside `validate_records` because the
 import takes ~4 s; the context is ephemeral (nothing written, no network), progress bars off.
@@ -21,7 +23,8 @@ from infopt.specs.base import InfoptError, InputError, Spec
 
 # Whole-frame checks, in the order they are reported.
 CHECKS = ("ttft_s_non_negative", "e2e_s_non_negative", "tpot_s_non_negative", "ttft_le_e2e",
-          "lengths_reached", "prompt_tokens_positive", "error_rate", "request_id_unique")
+          "lengths_reached", "stream_complete", "prompt_lengths_exact", "prompt_tokens_positive",
+          "error_rate", "request_id_unique")
 
 
 class RecordValidationError(InfoptError):
@@ -65,6 +68,17 @@ def _expectations(gxe: Any, max_error_rate: float, check_lengths: bool) -> list[
             column_A="output_tokens", column_B="output_tokens_requested",
             row_condition="ok==True", condition_parser="pandas", ignore_row_if="neither",
             meta=meta("lengths_reached")))
+    # Where the engine sent its running count in every chunk, the stream must hold exactly the
+    # tokens usage reports: fewer means chunks were lost or mis-parsed (the ITLs are then wrong).
+    exps.append(gxe.ExpectColumnPairValuesToBeEqual(
+        column_A="streamed_tokens", column_B="output_tokens",
+        row_condition="ok==True and chunk_tokens_counted==1.0", condition_parser="pandas",
+        ignore_row_if="either_value_is_missing", meta=meta("stream_complete")))
+    # Exact prompts (built with the engine's tokenizer) must arrive at exactly that length.
+    exps.append(gxe.ExpectColumnPairValuesToBeEqual(
+        column_A="prompt_tokens", column_B="prompt_tokens_requested",
+        row_condition="ok==True", condition_parser="pandas",
+        ignore_row_if="either_value_is_missing", meta=meta("prompt_lengths_exact")))
     exps.append(gxe.ExpectColumnValuesToBeBetween(column="prompt_tokens", min_value=1,
                                                   meta=meta("prompt_tokens_positive")))
     exps.append(gxe.ExpectColumnMeanToBeBetween(column="is_error", min_value=0.0,
@@ -120,7 +134,7 @@ def _validation_frame(df: pd.DataFrame) -> pd.DataFrame:
     plus `is_error` (1.0 per failed request) whose mean is the error rate."""
     out = df.copy()
     for col, dtype in COLUMNS.items():
-        if dtype == "Int64":
+        if dtype in ("Int64", "boolean"):  # NA -> NaN; booleans -> 1.0 / 0.0
             out[col] = out[col].astype("float64")
     out["is_error"] = (~out["ok"].astype(bool)).astype("float64")
     return out

@@ -98,3 +98,10 @@ class EngineAdapter:
     tokenize_path: str | None = None
     tokenize_body: Callable[[str, str], dict[str, Any]] | None = None
     tokenize_count: Callable[[dict[str, Any]], int] | None = None
+    # Request fields that make every streamed chunk carry the running output-token count, so a
+    # chunk holding k tokens counts k (see infopt.loadgen.routes). Empty: the engine has none.
+    stream_count_fields: dict[str, Any] = field(default_factory=dict)
+    # Whether the server keeps a connection open after a streamed response. When it closes it
+    # without saying so (no `Connection: close`), a client that reuses the connection at once
+    # races the close; the load generator then asks for the close itself.
+    stream_keepalive: bool = True

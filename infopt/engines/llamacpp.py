@@ -108,4 +108,11 @@ ADAPTER = EngineAdapter(
     tokenize_path="/tokenize",
     tokenize_body=lambda model, text: {"content": text},
     tokenize_count=lambda js: len(js["tokens"]),
+    # Each streamed chunk then carries timings.predicted_n, the tokens generated so far
+    # (server-context.cpp send_partial_response: stats are attached when timings_per_token).
+    stream_count_fields={"timings_per_token": True},
+    # Measured on this build: each streamed response ends with the server closing the TCP
+    # connection (a new client port per request) and no `Connection: close` header, so an
+    # immediately reused connection fails with "Server disconnected without a response".
+    stream_keepalive=False,
 )

@@ -111,6 +111,9 @@ ADAPTER = EngineAdapter(
     health_path="/health",
     # No ignore_eos/min_tokens in mlx_lm.server: max_tokens caps the length, nothing forces it.
     forced_length_fields=lambda n: {"max_tokens": n},
+    # mlx_lm.server is http.server's BaseHTTPRequestHandler (HTTP/1.0 unless set otherwise):
+    # one response per connection.
+    stream_keepalive=False,
     readiness_timeout_s=readiness_timeout_s,
     metric_prefix="",
     kv_from_log=kv_from_log,

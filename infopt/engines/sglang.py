@@ -175,6 +175,8 @@ ADAPTER = EngineAdapter(
     # protocol.py (0.5.23) CompletionRequest and ChatCompletionRequest both carry min_tokens and
     # ignore_eos (mapped to min_new_tokens / ignore_eos in the sampling params).
     forced_length_fields=lambda n: {"max_tokens": n, "min_tokens": n, "ignore_eos": True},
+    # SGLang's StreamOptions (openai_api/protocol.py) has the same vLLM extension.
+    stream_count_fields={"stream_options": {"continuous_usage_stats": True}},
     readiness_timeout_s=readiness_timeout_s,
     metric_prefix="sglang:",
     kv_from_log=kv_from_log,

@@ -171,6 +171,8 @@ ADAPTER = EngineAdapter(
     # min_tokens; chat's max_completion_tokens accepts the alias max_tokens. The request models
     # are extra="forbid", so only fields that exist may be sent.
     forced_length_fields=lambda n: {"max_tokens": n, "min_tokens": n, "ignore_eos": True},
+    # TensorRT-LLM's StreamOptions (serve/openai_protocol.py) has the same vLLM extension.
+    stream_count_fields={"stream_options": {"continuous_usage_stats": True}},
     readiness_timeout_s=readiness_timeout_s,
     metric_prefix="trtllm_",
     kv_from_log=kv_from_log,

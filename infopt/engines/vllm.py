@@ -121,4 +121,6 @@ ADAPTER = EngineAdapter(
     tokenize_path="/tokenize",
     tokenize_body=lambda model, text: {"model": model, "prompt": text, "add_special_tokens": False},
     tokenize_count=lambda js: int(js["count"]),
+    # vLLM extension: usage (completion_tokens so far) in every streamed chunk.
+    stream_count_fields={"stream_options": {"continuous_usage_stats": True}},
 )

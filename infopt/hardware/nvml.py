@@ -107,6 +107,8 @@ class NvmlBackend(Protocol):
     def topology_common_ancestor(self, i: int, j: int) -> TopologyLevel: ...
     def p2p_supported(self, i: int, j: int) -> bool: ...
     def processes(self, i: int, kind: Literal["compute", "graphics"]) -> list[ProcessInfo]: ...
+    # Percent of the last sample period in which a kernel ran (sampled during benchmarks).
+    def utilization_percent(self, i: int) -> int: ...
 
 
 def theoretical_bandwidth_bytes_per_s(bus_width_bits: int, memory_clock_hz: float) -> float:
@@ -482,6 +484,9 @@ class PynvmlBackend:
     def p2p_supported(self, i: int, j: int) -> bool:
         status = self._dev("nvmlDeviceGetP2PStatus", i, self._handle(j), self._nvml.NVML_P2P_CAPS_INDEX_READ)
         return status == self._nvml.NVML_P2P_STATUS_OK
+
+    def utilization_percent(self, i: int) -> int:
+        return int(self._dev("nvmlDeviceGetUtilizationRates", i).gpu)
 
     def processes(self, i: int, kind: Literal["compute", "graphics"]) -> list[ProcessInfo]:
         function = ("nvmlDeviceGetComputeRunningProcesses" if kind == "compute"

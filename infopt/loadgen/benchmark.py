@@ -1,96 +1,119 @@
-"""Workload -> closed-loop levels -> summarized BenchmarkResult.
+"""Workload -> one closed-loop TrafficSpec per concurrency level -> summarized BenchmarkResult.
 
-Each level: warm-up requests (discarded, at least the level's concurrency so every slot has run
-once), then the measured requests. Summaries are pure functions of the records.
+Every level goes through the same load generator as `infopt bench` (schedule, exact prompts,
+warm-up of at least the level's concurrency so every slot has run once, measured phase, client
+and engine monitors, cool-down). Summaries are pure functions of the records.
 """
 
 from __future__ import annotations
 
-import asyncio
-import random
-import uuid
+import time
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
+
 from infopt.analysis.stats import percentiles
-from infopt.loadgen.client import RequestSpec, run_closed_loop, synthetic_prompt
-from infopt.loadgen.monitor import LoopLagProbe, ResourceSampler, client_saturated
-from infopt.loadgen.tokens import Counter, exact_prompt
+from infopt.loadgen.monitor import client_saturated
+from infopt.loadgen.runner import PhaseResult, run_schedule
+from infopt.loadgen.schedule import build_schedule
+from infopt.loadgen.tokens import Counter
 from infopt.specs.results import BenchmarkResult, LevelResult, RequestRecord
+from infopt.specs.traffic import ClosedLoop, FixedLengths, TrafficSpec
 from infopt.specs.workload import Workload
 
 Progress = Callable[[str], None]
 
 
+def _tpot(r: RequestRecord) -> float | None:
+    if r.ttft_s is None or r.e2e_s is None or not r.output_tokens or r.output_tokens < 2:
+        return None
+    return (r.e2e_s - r.ttft_s) / (r.output_tokens - 1)
+
+
 def summarize_level(records: list[RequestRecord], concurrency: int, wall_s: float) -> LevelResult:
     ok = [r for r in records if r.ok]
     out_tokens = sum(r.output_tokens or 0 for r in ok)
+    prompts = [r.prompt_tokens for r in ok if r.prompt_tokens is not None]
+    tpots = [t for r in ok if (t := _tpot(r)) is not None]
+    per_s = (lambda x: x / wall_s) if wall_s > 0 else (lambda x: 0.0)
     return LevelResult(
         concurrency=concurrency,
         requests=len(records),
         errors=len(records) - len(ok),
+        error_rate=(len(records) - len(ok)) / len(records) if records else 0.0,
         lengths_not_reached=sum(1 for r in ok if not r.length_reached),
+        prompt_lengths_off=sum(1 for r in ok if r.prompt_length_exact is False),
+        chunk_counts_assumed=sum(1 for r in ok if r.chunk_tokens_counted is False),
         duration_s=wall_s,
         ttft_s=percentiles([r.ttft_s for r in ok if r.ttft_s is not None]),
         itl_s=percentiles([g for r in ok for g in r.itl_s]),
+        tpot_s=percentiles(tpots),
         e2e_s=percentiles([r.e2e_s for r in ok if r.e2e_s is not None]),
         output_tokens_total=out_tokens,
-        prompt_tokens_mean=(sum(prompts) / len(prompts)) if (prompts := [
-            r.prompt_tokens for r in ok if r.prompt_tokens is not None]) else None,
-        output_tokens_per_s=out_tokens / wall_s if wall_s > 0 else 0.0,
-        requests_per_s=len(ok) / wall_s if wall_s > 0 else 0.0,
+        prompt_tokens_total=sum(prompts),
+        prompt_tokens_mean=float(np.mean(prompts)) if prompts else None,
+        output_tokens_per_s=per_s(out_tokens),
+        total_tokens_per_s=per_s(out_tokens + sum(prompts)),
+        requests_per_s=per_s(len(ok)),
     )
 
 
-def _specs(n: int, workload: Workload, concurrency: int, tag: str,
-           rng: random.Random, counter: Counter | None = None) -> list[RequestSpec]:
-    specs = []
-    for _ in range(n):
-        rid = f"{tag}-{uuid.UUID(int=rng.getrandbits(128)).hex[:12]}"
-        if counter is not None:  # exact length, counted by the engine's own tokenizer
-            text, _ = exact_prompt(rid, workload.input_tokens, counter, seed=0)
-        else:
-            text = synthetic_prompt(rid, workload.input_tokens, rng)
-        specs.append(RequestSpec(rid, text, workload.output_tokens, concurrency))
-    return specs
+def with_monitors(level: LevelResult, phase: PhaseResult) -> LevelResult:
+    """The level plus what was watched during it: client loop lag, engine CPU/memory/GPU."""
+    usage = phase.engine
+    return level.model_copy(update={
+        "client_loop_lag_p99_s": phase.client.loop_lag_p99_s,
+        "client_saturated": client_saturated(phase.client, level.itl_s.p50),
+        "engine_cpu_percent_mean": usage.cpu_percent_mean,
+        "engine_cpu_percent_max": usage.cpu_percent_max,
+        "engine_rss_peak_bytes": usage.rss_peak_bytes,
+        "gpu_util_percent_mean": usage.gpu_util_percent_mean,
+        "gpu_memory_used_peak_bytes": usage.gpu_memory_used_peak_bytes})
+
+
+def level_spec(workload: Workload, concurrency: int, seed: int) -> TrafficSpec:
+    """One level of the workload as a closed-loop traffic spec."""
+    return TrafficSpec(
+        name=f"{workload.name}@c{concurrency}", arrival=ClosedLoop(concurrency=concurrency),
+        input_lengths=FixedLengths(tokens=workload.input_tokens),
+        output_lengths=FixedLengths(tokens=workload.output_tokens),
+        peak_active_generations=concurrency, measured_requests=workload.requests_per_level,
+        warmup_requests=workload.warmup_for(concurrency), cooldown_s=workload.cooldown_s,
+        seed=seed)
 
 
 def run_benchmark(base_url: str, model: str, workload: Workload,
-                  forced_length_fields: dict[str, Any], *, seed: int,
+                  forced: Callable[[int], dict[str, Any]], *, seed: int,
                   progress: Progress | None = None, engine_pid: int | None = None,
-                  counter: Counter | None = None
+                  counter: Counter | None = None, stream_fields: dict[str, Any] | None = None,
+                  max_input_tokens: int | None = None, stream_keepalive: bool = True
                   ) -> tuple[BenchmarkResult, list[RequestRecord]]:
-    """Run every concurrency level of `workload`; returns the summary and the measured records."""
-    rng = random.Random(seed)
-    url = f"{base_url}/v1/chat/completions"
+    """Run every concurrency level of `workload`; returns the summary and the measured records.
+    `forced(n)`: the engine's fields that force n output tokens."""
     levels: list[LevelResult] = []
     all_records: list[RequestRecord] = []
     say = progress or (lambda _msg: None)
-    for conc in workload.concurrency_levels:
-        warm = _specs(workload.warmup_for(conc), workload, conc, "warm", rng, counter)
-        if warm:
-            asyncio.run(run_closed_loop(url, model, warm, conc, forced_length_fields))
-        specs = _specs(workload.requests_per_level, workload, conc, f"c{conc}", rng, counter)
-        step = max(1, len(specs) // 4)
+    for i, conc in enumerate(workload.concurrency_levels):
+        spec = level_spec(workload, conc, seed + i)
+        planned = build_schedule(spec, seed=spec.seed,
+                                 max_input_tokens=max_input_tokens or workload.input_tokens)
+        step = max(1, workload.requests_per_level // 4)
 
         def on_done(done: int, total: int, conc: int = conc) -> None:
             if done % step == 0 or done == total:
                 say(f"concurrency {conc}: {done}/{total} requests done")
 
-        probe = LoopLagProbe()
-        with ResourceSampler(engine_pid) as sampler:
-            records, wall_s = asyncio.run(
-                run_closed_loop(url, model, specs, conc, forced_length_fields, on_done,
-                                probe=probe))
-        level = summarize_level(records, conc, wall_s)
-        health, usage = probe.result(), sampler.result()
-        levels.append(level.model_copy(update={
-            "client_loop_lag_p99_s": health.loop_lag_p99_s,
-            "client_saturated": client_saturated(health, level.itl_s.p50),
-            "engine_cpu_percent_mean": usage.cpu_percent_mean,
-            "engine_rss_peak_bytes": usage.rss_peak_bytes}))
-        if levels[-1].client_saturated:
+        phase = run_schedule(base_url, model, planned, conc, forced, seed=spec.seed,
+                             progress=on_done, counter=counter, stream_fields=stream_fields,
+                             engine_pid=engine_pid, stream_keepalive=stream_keepalive)
+        level = with_monitors(summarize_level(phase.records, conc, phase.wall_s), phase)
+        levels.append(level)
+        if level.client_saturated:
             say(f"concurrency {conc}: WARNING client event-loop lag p99 "
-                f"{health.loop_lag_p99_s * 1e3:.1f} ms: the load generator may be the bottleneck")
-        all_records.extend(records)
+                f"{phase.client.loop_lag_p99_s * 1e3:.1f} ms: the load generator may be the "
+                "bottleneck")
+        all_records.extend(phase.records)
+        if spec.cooldown_s and i + 1 < len(workload.concurrency_levels):
+            time.sleep(spec.cooldown_s)  # let the engine drain before the next level
     return BenchmarkResult(workload=workload, levels=levels), all_records

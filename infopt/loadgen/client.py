@@ -1,133 +1,158 @@
-"""Async streaming client for OpenAI-compatible chat completions, one record per request.
+"""Async HTTP client for OpenAI- and Anthropic-compatible routes, one record per request.
 
-Timing: `time.perf_counter()` at request send, at each SSE chunk that carries content, and at
-the end of the stream. TTFT = first content chunk; ITL = gaps between content chunks; output
-token counts come from the engine's `usage` block (stream_options.include_usage).
+Timing: `time.perf_counter()` at request send, at each event that carries generated text, and
+at the end of the answer. TTFT = first text event; ITL is per token: a gap of g seconds before a
+chunk carrying k tokens gives k samples of g/k (k from the engine's running count when it sends
+one, else 1 and the record says the count was assumed). Token totals come from the route's usage
+block. Non-streamed requests have an E2E time only (no TTFT or ITL without a stream).
+
+The stream is read to its end, past the route's end marker, so the connection goes back to the
+pool (keep-alive): closing it early would make every request pay a new TCP connect. Servers that
+close after every stream get `Connection: close` (see EngineAdapter.stream_keepalive); a pooled
+connection found closed before any answer is retried once on a new one (`reconnects`).
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
-import random
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
 from httpx_sse import aconnect_sse
 
-from infopt.loadgen.monitor import LoopLagProbe
+from infopt.loadgen.routes import DRIVERS, Chunk, RouteDriver, request_body
 from infopt.specs.results import RequestRecord
+from infopt.specs.traffic import RouteName
 
-# A neutral vocabulary for synthetic prompts: common single-token English words for most BPE
-# tokenizers, so the word count tracks the token count roughly (exact counts: issue 6).
-_WORDS = ("time people year way day man thing woman life child world school state family "
-          "student group country problem hand part place case week company system program "
-          "question work government number night point home water room mother area money story "
-          "fact month lot right study book eye job word business issue side kind head house "
-          "service friend father power hour game line end member law car city community name").split()
-
-
-def synthetic_prompt(request_id: str, approx_tokens: int, rng: random.Random) -> str:
-    """A prompt whose first words are unique to the request, so no engine can serve it from a
-    cached prefix (llama.cpp reuses repeated prompt prefixes)."""
-    words = [rng.choice(_WORDS) for _ in range(max(1, approx_tokens - 8))]
-    return f"Request {request_id}. Continue this list: " + " ".join(words)
+# httpcore's message when a reused keep-alive connection turns out closed before any response.
+_STALE = "Server disconnected without sending a response"
 
 
 @dataclass(frozen=True)
-class RequestSpec:
+class RequestJob:
     request_id: str
     prompt: str
     output_tokens: int
     concurrency: int
+    route: RouteName = RouteName.CHAT_COMPLETIONS
+    stream: bool = True
+    forced: dict[str, Any] = field(default_factory=dict)  # fields that force output_tokens
+    stream_fields: dict[str, Any] = field(default_factory=dict)  # per-chunk token counts
+    prompt_tokens_requested: int | None = None  # set when the prompt length is exact
+    close_connection: bool = False  # the server closes after a stream: ask for it up front
 
 
-async def stream_chat(client: httpx.AsyncClient, url: str, model: str, spec: RequestSpec,
-                      extra_body: dict[str, Any], phase_start: float) -> RequestRecord:
-    body = {
-        "model": model,
-        "messages": [{"role": "user", "content": spec.prompt}],
-        "stream": True,
-        "stream_options": {"include_usage": True},
-        "temperature": 0.0,
-        **extra_body,
-    }
-    rec = RequestRecord(request_id=spec.request_id, concurrency=spec.concurrency, ok=False,
-                        output_tokens_requested=spec.output_tokens)
+class _Stream:
+    """Folds a route's events into one record; `now` is the event's arrival time."""
+
+    def __init__(self, rec: RequestRecord, t0: float) -> None:
+        self.rec, self.t0 = rec, t0
+        self.last: float | None = None
+        self.cum = 0  # running output-token count reported by the engine
+        self.counted = True  # every content chunk carried the engine's running count
+
+    def add(self, c: Chunk, now: float) -> None:
+        rec = self.rec
+        if c.prompt_tokens is not None:
+            rec.prompt_tokens = c.prompt_tokens
+        if c.cached_tokens is not None:
+            rec.prompt_tokens_cached = c.cached_tokens
+        if c.output_tokens is not None:
+            rec.output_tokens = c.output_tokens
+        if not c.text:
+            return
+        if c.cumulative_tokens is not None:
+            k = max(c.cumulative_tokens - self.cum, 1)
+            self.cum = c.cumulative_tokens
+        else:
+            k, self.counted = 1, False
+            self.cum += 1
+        rec.content_chunks += 1
+        if self.last is None:
+            rec.ttft_s = now - self.t0
+        else:
+            gap = now - self.last
+            rec.itl_s.extend([gap / k] * k)
+        self.last = now
+
+    def finish(self) -> None:
+        self.rec.chunk_tokens_counted = self.counted if self.rec.content_chunks else None
+        self.rec.streamed_tokens = self.cum
+
+
+async def send_request(client: httpx.AsyncClient, base_url: str, model: str, job: RequestJob,
+                       phase_start: float) -> RequestRecord:
+    driver = DRIVERS[job.route]
+    body = request_body(driver, model, job.prompt, job.forced, job.stream, job.stream_fields)
+    url = f"{base_url.rstrip('/')}{driver.path}"
+    rec = RequestRecord(request_id=job.request_id, concurrency=job.concurrency, ok=False,
+                        output_tokens_requested=job.output_tokens, route=job.route.value,
+                        stream=job.stream, prompt_tokens_requested=job.prompt_tokens_requested)
+    headers = {"Connection": "close"} if job.close_connection and job.stream else {}
     t0 = time.perf_counter()
     rec.start_offset_s = t0 - phase_start
-    last = None
-    gaps: list[float] = []
-    try:
-        async with aconnect_sse(client, "POST", url, json=body) as source:
-            if source.response.status_code != 200:
-                await source.response.aread()
-                rec.error = f"http_{source.response.status_code}: {source.response.text[:200]}"
-                return rec
-            async for event in source.aiter_sse():
-                now = time.perf_counter()
-                if event.data == "[DONE]":
-                    break
-                chunk = json.loads(event.data)
-                usage = chunk.get("usage")
-                if usage:
-                    rec.prompt_tokens = usage.get("prompt_tokens")
-                    rec.output_tokens = usage.get("completion_tokens")
-                for choice in chunk.get("choices") or []:
-                    if (choice.get("delta") or {}).get("content"):
-                        rec.content_chunks += 1
-                        if last is None:
-                            rec.ttft_s = now - t0
-                        else:
-                            gaps.append(now - last)
-                        last = now
-        rec.e2e_s = time.perf_counter() - t0
-        rec.itl_s = gaps
-        rec.ok = rec.ttft_s is not None
-        if not rec.ok:
-            rec.error = "no_content"
-    except httpx.HTTPError as exc:
-        rec.error = f"{type(exc).__name__}: {exc}"[:200]
-    except json.JSONDecodeError as exc:
-        rec.error = f"bad_sse_json: {exc}"[:200]
+    for attempt in (1, 2):
+        try:
+            if job.stream:
+                await _streamed(client, url, body, headers, driver, rec, t0)
+            else:
+                await _whole(client, url, body, headers, driver, rec, t0)
+        except httpx.RemoteProtocolError as exc:
+            if attempt == 1 and _STALE in str(exc) and rec.content_chunks == 0:
+                # A pooled connection the server had closed: no byte of this request was
+                # answered, so send it again on a fresh connection (t0 stays: the lost
+                # microseconds count against the measurement, never for it).
+                rec.reconnects += 1
+                continue
+            rec.error = f"{type(exc).__name__}: {exc}"[:200]
+        except httpx.HTTPError as exc:
+            rec.error = f"{type(exc).__name__}: {exc}"[:200]
+        except json.JSONDecodeError as exc:
+            rec.error = f"bad_sse_json: {exc}"[:200]
+        break
     return rec
 
 
-async def run_closed_loop(url: str, model: str, specs: list[RequestSpec], concurrency: int,
-                          extra_body: dict[str, Any],
-                          on_done: Callable[[int, int], None] | None = None,
-                          timeout_s: float = 600.0, probe: LoopLagProbe | None = None
-                          ) -> tuple[list[RequestRecord], float]:
-    """Closed loop: `concurrency` workers, each sends its next request when its last one ends.
-    Returns the records (in completion order) and the phase's wall time in seconds. With
-    `probe`, the client's event-loop lag is measured for the whole phase."""
-    queue: asyncio.Queue[RequestSpec] = asyncio.Queue()
-    for s in specs:
-        queue.put_nowait(s)
-    records: list[RequestRecord] = []
-    limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
-    async with httpx.AsyncClient(timeout=httpx.Timeout(timeout_s, connect=10.0),
-                                 limits=limits) as client:
-        phase_start = time.perf_counter()
+async def _streamed(client: httpx.AsyncClient, url: str, body: dict[str, Any],
+                    headers: dict[str, str], driver: RouteDriver, rec: RequestRecord,
+                    t0: float) -> None:
+    state = _Stream(rec, t0)
+    async with aconnect_sse(client, "POST", url, json=body, headers=dict(headers)) as source:
+        if source.response.status_code != 200:
+            await source.response.aread()
+            rec.error = f"http_{source.response.status_code}: {source.response.text[:200]}"
+            return
+        done = False
+        async for event in source.aiter_sse():
+            now = time.perf_counter()
+            if done or not event.data:
+                continue  # drain to the end of the body (keep-alive), ignoring trailers
+            if event.data == "[DONE]":
+                done = True
+                continue
+            c = driver.parse_event(event.event, json.loads(event.data))
+            state.add(c, now)
+            done = c.done
+    rec.e2e_s = time.perf_counter() - t0
+    state.finish()
+    rec.ok = rec.ttft_s is not None
+    if not rec.ok:
+        rec.error = "no_content"
 
-        async def worker() -> None:
-            while True:
-                try:
-                    spec = queue.get_nowait()
-                except asyncio.QueueEmpty:
-                    return
-                records.append(await stream_chat(client, url, model, spec, extra_body,
-                                                 phase_start))
-                if on_done:
-                    on_done(len(records), len(specs))
 
-        if probe is not None:
-            async with probe:
-                await asyncio.gather(*(worker() for _ in range(concurrency)))
-        else:
-            await asyncio.gather(*(worker() for _ in range(concurrency)))
-        wall_s = time.perf_counter() - phase_start
-    return records, wall_s
+async def _whole(client: httpx.AsyncClient, url: str, body: dict[str, Any],
+                 headers: dict[str, str], driver: RouteDriver, rec: RequestRecord,
+                 t0: float) -> None:
+    r = await client.post(url, json=body, headers=headers)
+    rec.e2e_s = time.perf_counter() - t0
+    if r.status_code != 200:
+        rec.error = f"http_{r.status_code}: {r.text[:200]}"
+        return
+    c = driver.parse_body(r.json())
+    rec.prompt_tokens, rec.output_tokens = c.prompt_tokens, c.output_tokens
+    rec.prompt_tokens_cached = c.cached_tokens
+    rec.ok = bool(c.text) or bool(c.output_tokens)
+    if not rec.ok:
+        rec.error = "no_content"

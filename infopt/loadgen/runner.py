@@ -1,128 +1,183 @@
-"""Run a TrafficSpec against any OpenAI-compatible endpoint: schedule -> prompts -> requests.
+"""Run a schedule against any OpenAI-compatible endpoint: prompts -> warm-up -> measured phase.
 
 Closed loop (no send times): `concurrency` workers, each sends its next request when its last
 one ends. Open loop (Poisson, constant, bursts): every request is sent at its scheduled offset
 whatever is in flight, so queueing shows up in TTFT as it would for real users. Warm-up requests
 run first and are discarded. Prompts: a shared prefix text per prefix group (reuse is the point),
 otherwise a prefix unique to the request (no engine prefix cache can serve it).
+
+Exact prompt lengths: with the engine's tokenizer (`counter`), each prompt's content is grown to
+an exact token count, and the tokens a route's template adds around it (chat template, BOS) are
+measured once per route with a one-token request, so `usage.prompt_tokens` equals the planned
+`input_tokens`. All of this happens before any clock starts.
 """
 
 from __future__ import annotations
 
 import asyncio
-import random
 import time
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass
 from typing import Any
 
 import httpx
 
-from infopt.loadgen.client import RequestSpec, stream_chat, synthetic_prompt
-from infopt.loadgen.monitor import ClientHealth, LoopLagProbe
+from infopt.loadgen.client import RequestJob, send_request
+from infopt.loadgen.monitor import (
+    ClientHealth,
+    EngineUsage,
+    GpuSampler,
+    LoopLagProbe,
+    ResourceSampler,
+)
+from infopt.loadgen.routes import DRIVERS, request_body
 from infopt.loadgen.schedule import Phase, PlannedRequest
-from infopt.loadgen.tokens import Counter, exact_prompt
-from infopt.specs.base import InputError
+from infopt.loadgen.tokens import Counter, approximate_prompt, exact_prompt
 from infopt.specs.results import RequestRecord
 from infopt.specs.traffic import RouteName
 
-SUPPORTED_ROUTES = {RouteName.CHAT_COMPLETIONS}
+Forced = Callable[[int], dict[str, Any]]
 
 
-def prompt_for(req: PlannedRequest, seed: int, counter: Counter | None = None) -> str:
-    """Prompt text of input_tokens tokens (exact with `counter`, the engine's tokenizer; else
-    approximate): the group's shared prefix, then words unique to the request."""
-    own = max(1, req.input_tokens - req.prefix_tokens)
-    if counter is not None:
-        unique = exact_prompt(req.request_id, own, counter, seed)[0]
-    else:
-        unique = synthetic_prompt(req.request_id, own, random.Random(f"{seed}:{req.request_id}"))
-    if req.prefix_group is None or req.prefix_tokens <= 0:
-        return unique
-    group = f"shared-prefix-{req.prefix_group}"
-    shared = (exact_prompt(group, req.prefix_tokens, counter, seed)[0] if counter is not None
-              else synthetic_prompt(group, req.prefix_tokens,
-                                    random.Random(f"{seed}:group:{req.prefix_group}")))
-    return shared + "\n" + unique
+@dataclass(frozen=True)
+class Prompt:
+    text: str
+    tokens: int | None  # the whole prompt as the engine will count it; None: approximate
 
 
-def check_routes(planned: list[PlannedRequest]) -> None:
-    bad = sorted({r.route.value for r in planned} - {r.value for r in SUPPORTED_ROUTES})
-    if bad:
-        raise InputError(f"routes {bad} are not driven by the load generator yet; use "
-                         f"{[r.value for r in SUPPORTED_ROUTES]} in the workload's `routes`")
-    if any(not r.stream for r in planned):
-        raise InputError("non-streamed requests are not measured yet (TTFT/ITL need a "
-                         "stream); set `stream: true` on every route")
+@dataclass(frozen=True)
+class PhaseResult:
+    records: list[RequestRecord]  # the measured phase, in completion order
+    wall_s: float  # first measured send to last measured answer
+    client: ClientHealth
+    engine: EngineUsage
 
 
-async def _run(url: str, model: str, planned: list[PlannedRequest], concurrency: int,
-               forced: Callable[[int], dict[str, Any]], seed: int, timeout_s: float,
-               on_done: Callable[[int, int], None] | None, probe: LoopLagProbe,
-               prompts: dict[str, str]) -> tuple[list[RequestRecord], float]:
-    limits = httpx.Limits(max_connections=None, max_keepalive_connections=concurrency)
+def route_overhead(base_url: str, model: str, route: RouteName, counter: Counter,
+                   forced: Forced, timeout_s: float = 120.0) -> int | None:
+    """Tokens the route adds around the prompt text (chat template, BOS): usage.prompt_tokens of
+    a one-token request minus the tokenizer's count of its text. None if usage is missing."""
+    text = "Request overhead-probe. Continue this list: time people year"
+    driver = DRIVERS[route]
+    body = request_body(driver, model, text, forced(1), False, {})
+    r = httpx.post(f"{base_url.rstrip('/')}{driver.path}", json=body, timeout=timeout_s)
+    r.raise_for_status()
+    used = driver.parse_body(r.json()).prompt_tokens
+    return None if used is None else used - counter(text)
+
+
+def build_prompts(planned: list[PlannedRequest], seed: int, counter: Counter | None,
+                  overheads: dict[RouteName, int | None]) -> dict[str, Prompt]:
+    """Prompt per request id: the group's shared prefix (if any), then words unique to the
+    request; exact when a counter and the route's overhead are known."""
+    shared_text: dict[int, str] = {}
+    out: dict[str, Prompt] = {}
+    for req in planned:
+        head = ""
+        if req.prefix_group is not None and req.prefix_tokens > 0:
+            g = req.prefix_group
+            if g not in shared_text:
+                group = f"shared-prefix-{g}"
+                shared_text[g] = (exact_prompt(group, req.prefix_tokens, counter, seed)[0]
+                                  if counter else approximate_prompt(group, req.prefix_tokens,
+                                                                     seed)) + "\n"
+            head = shared_text[g]
+        overhead = overheads.get(req.route)
+        if counter is None or overhead is None:
+            own = max(1, req.input_tokens - req.prefix_tokens)
+            out[req.request_id] = Prompt(head + approximate_prompt(req.request_id, own, seed), None)
+            continue
+        target = max(1, req.input_tokens - overhead)
+        text, got = exact_prompt(req.request_id, target, counter, seed, prefix=head)
+        out[req.request_id] = Prompt(head + text, got + overhead)
+    return out
+
+
+async def drive(base_url: str, model: str, jobs: list[RequestJob], concurrency: int,
+                offsets_s: list[float] | None = None, *, timeout_s: float = 600.0,
+                on_done: Callable[[int, int], None] | None = None,
+                probe: LoopLagProbe | None = None) -> tuple[list[RequestRecord], float, float]:
+    """Send `jobs`: a closed loop of `concurrency` workers (offsets_s None), else each job at its
+    offset from the start. Returns (records in completion order, wall time, the start's
+    perf_counter value, so record offsets can be made absolute)."""
+    # Keep-alive for every concurrent stream: a reconnect per request would add to TTFT.
+    limits = httpx.Limits(max_connections=None,
+                          max_keepalive_connections=max(concurrency, 1) * 2)
     records: list[RequestRecord] = []
     async with httpx.AsyncClient(timeout=httpx.Timeout(timeout_s, connect=10.0),
                                  limits=limits) as client:
         start = time.perf_counter()
 
-        async def one(req: PlannedRequest) -> None:
-            spec = RequestSpec(req.request_id, prompts[req.request_id], req.output_tokens,
-                               concurrency)
-            records.append(await stream_chat(client, url, model, spec,
-                                             forced(req.output_tokens), start))
+        async def one(job: RequestJob) -> None:
+            records.append(await send_request(client, base_url, model, job, start))
             if on_done:
-                on_done(len(records), len(planned))
+                on_done(len(records), len(jobs))
 
-        async with probe:
-            if all(r.send_offset_s is None for r in planned):
-                queue = list(reversed(planned))
+        async def phase() -> None:
+            if offsets_s is None:
+                queue = list(reversed(jobs))
 
                 async def worker() -> None:
                     while queue:
                         await one(queue.pop())
 
                 await asyncio.gather(*(worker() for _ in range(concurrency)))
-            else:
-                async def at(req: PlannedRequest) -> None:
-                    delay = (req.send_offset_s or 0.0) - (time.perf_counter() - start)
-                    if delay > 0:
-                        await asyncio.sleep(delay)
-                    await one(req)
+                return
 
-                await asyncio.gather(*(at(r) for r in planned))
+            async def at(job: RequestJob, offset_s: float) -> None:
+                delay = offset_s - (time.perf_counter() - start)
+                if delay > 0:
+                    await asyncio.sleep(delay)
+                await one(job)
+
+            await asyncio.gather(*(at(j, o) for j, o in zip(jobs, offsets_s)))
+
+        if probe is None:
+            await phase()
+        else:
+            async with probe:
+                await phase()
         wall = time.perf_counter() - start
-    return records, wall
+    return records, wall, start
+
+
+def _phase_jobs(reqs: list[PlannedRequest], jobs: dict[str, RequestJob]
+                ) -> tuple[list[RequestJob], list[float] | None]:
+    """The phase's jobs in send order, and send offsets from its first send (None: closed)."""
+    if not reqs or all(r.send_offset_s is None for r in reqs):
+        return [jobs[r.request_id] for r in reqs], None
+    first = min((r.send_offset_s or 0.0) for r in reqs)
+    return ([jobs[r.request_id] for r in reqs],
+            [(r.send_offset_s or 0.0) - first for r in reqs])
 
 
 def run_schedule(base_url: str, model: str, planned: list[PlannedRequest], concurrency: int,
-                 forced: Callable[[int], dict[str, Any]], *, seed: int,
-                 timeout_s: float = 600.0, progress: Callable[[int, int], None] | None = None,
-                 counter: Counter | None = None
-                 ) -> tuple[list[RequestRecord], float, ClientHealth]:
-    """Warm-up (discarded), then the measured phase. Returns the measured records, the measured
-    phase's wall time and the client's event-loop health during it."""
-    check_routes(planned)
-    # Prompts are built before any clock starts: tokenizer round trips never land in a timing.
-    prompts = {r.request_id: prompt_for(r, seed, counter) for r in planned}
-    url = f"{base_url.rstrip('/')}/v1/chat/completions"
+                 forced: Forced, *, seed: int, timeout_s: float = 600.0,
+                 progress: Callable[[int, int], None] | None = None,
+                 counter: Counter | None = None, stream_fields: dict[str, Any] | None = None,
+                 engine_pid: int | None = None, gpu: GpuSampler | None = None,
+                 stream_keepalive: bool = True) -> PhaseResult:
+    """Warm-up (discarded), then the measured phase, with the client's event-loop lag, and the
+    engine's CPU/memory and the GPUs (when `engine_pid` is given) sampled during it. `gpu`:
+    the NVML sampler (default: nvidia-ml-py; tests pass a recorded backend)."""
+    overheads = ({route: route_overhead(base_url, model, route, counter, forced)
+                  for route in {r.route for r in planned}} if counter else {})
+    prompts = build_prompts(planned, seed, counter, overheads)
+    jobs = {r.request_id: RequestJob(
+        request_id=r.request_id, prompt=prompts[r.request_id].text, output_tokens=r.output_tokens,
+        concurrency=concurrency, route=r.route, stream=r.stream, forced=forced(r.output_tokens),
+        stream_fields=stream_fields or {}, prompt_tokens_requested=prompts[r.request_id].tokens,
+        close_connection=not stream_keepalive)
+        for r in planned}
     warm = [r for r in planned if r.phase is Phase.WARMUP]
-    measured = [r for r in planned if r.phase is Phase.MEASURED]
     if warm:
-        first = min((r.send_offset_s or 0.0) for r in warm)
-        warm = [_shift(r, first) for r in warm]
-        asyncio.run(_run(url, model, warm, concurrency, forced, seed, timeout_s, None,
-                         LoopLagProbe(), prompts))
-    if measured:
-        first = min((r.send_offset_s or 0.0) for r in measured)
-        measured = [_shift(r, first) for r in measured]
+        warm_jobs, warm_offsets = _phase_jobs(warm, jobs)
+        asyncio.run(drive(base_url, model, warm_jobs, concurrency, warm_offsets,
+                          timeout_s=timeout_s))
+    measured_jobs, offsets = _phase_jobs([r for r in planned if r.phase is Phase.MEASURED], jobs)
     probe = LoopLagProbe()
-    records, wall = asyncio.run(_run(url, model, measured, concurrency, forced, seed,
-                                     timeout_s, progress, probe, prompts))
-    return records, wall, probe.result()
-
-
-def _shift(r: PlannedRequest, by: float) -> PlannedRequest:
-    if r.send_offset_s is None:
-        return r
-    return replace(r, send_offset_s=r.send_offset_s - by)
+    with ResourceSampler(engine_pid, gpu=gpu or GpuSampler()) as sampler:
+        records, wall, _ = asyncio.run(drive(base_url, model, measured_jobs, concurrency,
+                                             offsets, timeout_s=timeout_s, on_done=progress,
+                                             probe=probe))
+    return PhaseResult(records, wall, probe.result(), sampler.result())

@@ -13,13 +13,13 @@ import httpx
 from infopt.analysis.compare import Slo, goodput
 from infopt.analysis.records import errors_by_kind, records_frame, save_parquet
 from infopt.analysis.validation import validate_records
-from infopt.loadgen.benchmark import summarize_level
-from infopt.loadgen.monitor import client_saturated
+from infopt.loadgen.benchmark import summarize_level, with_monitors
 from infopt.loadgen.runner import run_schedule
 from infopt.loadgen.schedule import build_schedule, summarize_schedule
 from infopt.loadgen.tokens import Counter, engine_counter
 from infopt.specs.results import BenchResult, ScenarioResult
-from infopt.specs.traffic import TrafficSpec, expand_sweep, load_traffic
+from infopt.specs.traffic import TrafficSpec, expand_sweep
+from infopt.specs.traffic_file import load_traffic
 
 GENERIC_FORCED = {"ignore_eos": True}  # vLLM, SGLang, llama.cpp and TRT-LLM all honour it
 
@@ -32,6 +32,24 @@ def _forced(engine: str | None) -> Callable[[int], dict]:
     return lambda n: {"max_tokens": n, **GENERIC_FORCED}
 
 
+def _stream_fields(engine: str | None) -> dict:
+    """The engine's per-chunk token-count fields; none for an unnamed endpoint (an unknown
+    field could be rejected), so its chunk counts are assumed and flagged."""
+    if engine:
+        from infopt.engines import adapter_for
+
+        return adapter_for(engine).stream_count_fields
+    return {}
+
+
+def _keepalive(engine: str | None) -> bool:
+    if engine:
+        from infopt.engines import adapter_for
+
+        return adapter_for(engine).stream_keepalive
+    return True  # unknown server: reuse, with the one-retry guard for a stale connection
+
+
 def _concurrency(spec: TrafficSpec) -> int:
     return getattr(spec.arrival, "concurrency", None) or spec.peak_active_generations
 
@@ -39,16 +57,17 @@ def _concurrency(spec: TrafficSpec) -> int:
 def run_scenario(endpoint: str, model: str, spec: TrafficSpec, *, engine: str | None,
                  out_dir: Path | None, max_input_tokens: int,
                  progress: Callable[[int, int], None] | None = None,
-                 counter: Counter | None = None) -> ScenarioResult:
+                 counter: Counter | None = None, engine_pid: int | None = None
+                 ) -> ScenarioResult:
     planned = build_schedule(spec, seed=spec.seed, max_input_tokens=max_input_tokens)
     summary = summarize_schedule([r for r in planned if r.phase.value == "measured"])
     conc = _concurrency(spec)
-    records, wall, health = run_schedule(endpoint, model, planned, conc, _forced(engine),
-                                         seed=spec.seed, progress=progress, counter=counter)
-    level = summarize_level(records, conc, wall)
-    level = level.model_copy(update={
-        "client_loop_lag_p99_s": health.loop_lag_p99_s,
-        "client_saturated": client_saturated(health, level.itl_s.p50)})
+    phase = run_schedule(endpoint, model, planned, conc, _forced(engine), seed=spec.seed,
+                         progress=progress, counter=counter,
+                         stream_fields=_stream_fields(engine), engine_pid=engine_pid,
+                         stream_keepalive=_keepalive(engine))
+    records, wall = phase.records, phase.wall_s
+    level = with_monitors(summarize_level(records, conc, wall), phase)
     df = records_frame(records)
     path = None
     if out_dir is not None:

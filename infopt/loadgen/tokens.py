@@ -1,4 +1,4 @@
-"""Prompts with an exact token count, measured with the engine's own tokenizer route.
+"""Prompt text: exact token counts with the engine's own tokenizer route, approximate without.
 
 We grow or shrink a request's word list until the engine's tokenizer counts exactly the target
 (a few round trips: our words are mostly single tokens, so the first guess is close).
@@ -6,15 +6,22 @@ We grow or shrink a request's word list until the engine's tokenizer counts exac
 
 from __future__ import annotations
 
+import hashlib
 import random
 from collections.abc import Callable
 from typing import Any
 
 import httpx
 
-from infopt.loadgen.client import _WORDS
-
 Counter = Callable[[str], int]
+
+# A neutral vocabulary for synthetic prompts: common single-token English words for most BPE
+# tokenizers, so the word count tracks the token count closely even without a tokenizer.
+_WORDS = ("time people year way day man thing woman life child world school state family "
+          "student group country problem hand part place case week company system program "
+          "question work government number night point home water room mother area money story "
+          "fact month lot right study book eye job word business issue side kind head house "
+          "service friend father power hour game line end member law car city community name").split()
 
 
 def engine_counter(client: httpx.Client, base_url: str, model: str, adapter: Any
@@ -32,29 +39,48 @@ def engine_counter(client: httpx.Client, base_url: str, model: str, adapter: Any
 
 
 def prompt_words(request_id: str, n: int, seed: int) -> str:
-    """Deterministic text for a request: a unique head (so no prefix cache can serve it),
-    then n words; a longer n only appends words (the head never changes)."""
+    """Deterministic text for a request: a unique head, then n words; a longer n only appends
+    words (the head never changes). The head starts with a digest of the request, so two
+    requests differ from their first token and no prefix cache can serve either (request ids
+    alone share leading characters: "chat@c4-0-00001", "chat@c4-0-00002")."""
     rng = random.Random(f"{seed}:{request_id}")
     words = [rng.choice(_WORDS) for _ in range(max(0, n))]
-    return f"Request {request_id}. Continue this list: " + " ".join(words)
+    tag = hashlib.blake2b(f"{seed}:{request_id}".encode(), digest_size=4).hexdigest()
+    return f"{tag}: " + " ".join(words)
+
+
+def approximate_prompt(request_id: str, approx_tokens: int, seed: int) -> str:
+    """Without a tokenizer: about `approx_tokens` tokens (one per word), same unique head."""
+    return prompt_words(request_id, max(1, approx_tokens - 5), seed)
 
 
 def exact_prompt(request_id: str, target_tokens: int, counter: Counter, seed: int,
-                 max_rounds: int = 12) -> tuple[str, int]:
-    """(text, counted tokens); the count equals `target_tokens` unless the target is below the
-    fixed head's length or the tokenizer never lands on it (then the closest count is kept)."""
-    n = max(0, target_tokens - 10)
-    best: tuple[str, int] | None = None
+                 max_rounds: int = 12, prefix: str = "", max_swaps: int = 24
+                 ) -> tuple[str, int]:
+    """(text, counted tokens of prefix + text); the count equals `target_tokens` unless the
+    target is below the prefix and fixed head's length or the tokenizer never lands on it (then
+    the closest count is kept). `prefix` (a shared prefix) is counted, not returned."""
+    n = max(0, target_tokens - 5)
+    best: tuple[str, int, int] | None = None  # text, count, words
     seen: set[int] = set()
     for _ in range(max_rounds):
         text = prompt_words(request_id, n, seed)
-        got = counter(text)
+        got = counter(prefix + text)
         if best is None or abs(got - target_tokens) < abs(best[1] - target_tokens):
-            best = (text, got)
+            best = (text, got, n)
         if got == target_tokens or n in seen:
             break
         seen.add(n)
         step = target_tokens - got
         n = max(0, n + (step if step else 1))
     assert best is not None
-    return best
+    if best[1] != target_tokens and best[2] > 0:
+        # One word count lands just below the target and the next just above (a word of two
+        # tokens): swap the last word for other words of the vocabulary until one fits.
+        for n_words in (best[2], best[2] + 1):
+            stem = prompt_words(request_id, n_words, seed).rsplit(" ", 1)[0]
+            for word in _WORDS[:max_swaps]:
+                got = counter(prefix + stem + " " + word)
+                if got == target_tokens:
+                    return stem + " " + word, got
+    return best[0], best[1]

@@ -3,7 +3,13 @@ bytes become GiB; every number says whether it was measured or read, and from wh
 
 from __future__ import annotations
 
-from infopt.specs.results import LevelResult, OptimizationReport, Percentiles, Trial
+from infopt.specs.results import (
+    LevelResult,
+    OptimizationReport,
+    Percentiles,
+    Trial,
+    TuningOutcome,
+)
 
 GIB = 2**30
 
@@ -18,33 +24,54 @@ def _pct(p: Percentiles) -> str:
 
 
 def _level_row(t: Trial, lvl: LevelResult) -> str:
-    reached = "yes" if lvl.lengths_not_reached == 0 else f"NO ({lvl.lengths_not_reached} short)"
-    if lvl.client_saturated:
-        reached += " ⚠ client-bound"
+    reached = _checks(t.benchmark.validation_passed if t.benchmark else None, lvl)
     return (f"| {t.trial_id} | {t.value or 'baseline'} | {lvl.concurrency} | {lvl.requests} | "
             f"{lvl.errors} | {_pct(lvl.ttft_s)} | {_pct(lvl.itl_s)} | "
             f"{lvl.output_tokens_per_s:.1f} | {reached} |")
+
+
+def _comparison_lines(t: TuningOutcome) -> list[str]:
+    c = t.comparison
+    if c is None:
+        return []
+    return ["", f"Best value `{t.best_value}` vs baseline: {c.stat} {c.b_value:.2f} vs "
+            f"{c.a_value:.2f}, difference {c.diff:+.2f} "
+            f"({'' if c.rel_diff is None else f'{c.rel_diff:+.1%}, '}{c.ci:.0%} bootstrap "
+            f"interval [{c.ci_low:+.2f}, {c.ci_high:+.2f}], {c.n_b} vs {c.n_a} trials, "
+            f"{c.n_resamples} resamples) → **{c.verdict.replace('_', ' ')}**"
+            + (" (few trials: the interval is optimistic)" if c.low_sample else "") + "."]
+
+
+def _checks(validation_passed: bool | None, lv: LevelResult) -> str:
+    out = "ok" if validation_passed is not False else "VALIDATION FAILED"
+    for n, what in ((lv.lengths_not_reached, "short outputs"),
+                    (lv.prompt_lengths_off, "prompts off length"),
+                    (lv.chunk_counts_assumed, "chunk counts assumed")):
+        if n:
+            out += f", {n} {what}"
+    if lv.client_saturated:
+        out += ", client-bound"
+    return out
 
 
 def _scenario_lines(r: OptimizationReport) -> list[str]:
     if not r.scenarios:
         return []
     lines = ["", "### The winner on the standard scenarios (measured)", "",
-             "Exact prompt lengths (the engine's tokenizer); p50 / p95 in ms.", "",
-             "| scenario | arrival | concurrency | in / out tokens | requests | errors | TTFT ms "
-             "| ITL ms | out tok/s | checks |", "|---|---|---|---|---|---|---|---|---|---|"]
+             "Exact prompt lengths where the engine has a tokenizer route; p50 / p95 in ms "
+             "(* = fewer than 20 samples); ITL per output token; TPOT per request.", "",
+             "| scenario | arrival | concurrency | in / out tokens (mean) | requests | errors | "
+             "TTFT ms | ITL ms | TPOT ms | out tok/s | total tok/s | checks |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for s in r.scenarios:
         lv = s.level
-        checks = "ok" if s.validation_passed else "VALIDATION FAILED"
-        if lv.lengths_not_reached:
-            checks += f", {lv.lengths_not_reached} short"
-        if lv.client_saturated:
-            checks += ", client-bound"
         tokens = (f"{s.input_tokens_mean:.0f} / {s.output_tokens_mean:.0f}"
                   if s.input_tokens_mean is not None else "—")
+        tpot = _pct(lv.tpot_s) if lv.tpot_s else "—"
         lines.append(f"| {s.name} | {s.arrival} | {lv.concurrency} | {tokens} | {lv.requests} "
-                     f"| {lv.errors} | {_pct(lv.ttft_s)} | {_pct(lv.itl_s)} | "
-                     f"{lv.output_tokens_per_s:.1f} | {checks} |")
+                     f"| {lv.errors} | {_pct(lv.ttft_s)} | {_pct(lv.itl_s)} | {tpot} | "
+                     f"{lv.output_tokens_per_s:.1f} | {lv.total_tokens_per_s:.1f} | "
+                     f"{_checks(s.validation_passed, lv)} |")
     return lines
 
 
@@ -165,7 +192,8 @@ def render_markdown(r: OptimizationReport) -> str:
             f"## Tuning: `{t.dimension}`",
             "",
             f"Rule: {t.rule}. Baseline value `{t.baseline_value}`; chosen `{t.winner_value}` "
-            f"({'accepted: beyond run-to-run noise' if t.accepted else 'baseline kept: no change beyond noise'}).",
+            f"({'accepted: beyond run-to-run noise' if t.accepted else 'baseline kept: ' + (t.kept_baseline_because or 'no change beyond noise')}).",
+            *_comparison_lines(t),
             "",
             "| value | median objective | spread (max−min) |",
             "|---|---|---|",
@@ -183,7 +211,7 @@ def render_markdown(r: OptimizationReport) -> str:
         "level where the load generator's event-loop lag (p99) exceeded 10% of the median ITL.",
         "",
         "| trial | value | concurrency | requests | errors | TTFT ms | ITL ms | out tok/s | "
-        "lengths reached |",
+        "checks |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
     for t in r.trials:

@@ -8,6 +8,7 @@ from pydantic import Field
 
 from .base import Spec
 from .checkpoint import Shortlist
+from .comparison import Comparison
 from .diagnosis import Diagnosis, Remedy
 from .plan import CeilingRatio, MemoryFit
 from .hardware import HardwareInventory
@@ -38,18 +39,35 @@ class RequestRecord(Spec):
     concurrency: int
     ok: bool
     error: str | None = None
-    prompt_tokens: int | None = None
+    route: str = "chat_completions"  # infopt.specs.traffic.RouteName value
+    stream: bool = True
+    prompt_tokens: int | None = None  # from the engine's usage block
+    prompt_tokens_requested: int | None = None  # None: the prompt length was approximate
+    prompt_tokens_cached: int | None = None  # served from the engine's prefix cache, if reported
     output_tokens: int | None = None  # from the engine's usage block
     output_tokens_requested: int
     content_chunks: int = 0
-    ttft_s: float | None = None
+    # Output tokens seen in the stream: the engine's running count where it sends one, else one
+    # per content chunk. chunk_tokens_counted: True = every chunk carried the engine's count;
+    # False = some chunk's count was assumed to be 1; None = nothing was streamed.
+    streamed_tokens: int | None = None
+    chunk_tokens_counted: bool | None = None
+    reconnects: int = 0  # sends repeated because a pooled connection was found closed
+    ttft_s: float | None = None  # None for a non-streamed request
     e2e_s: float | None = None
-    itl_s: list[float] = Field(default_factory=list)  # gaps between successive content chunks
+    itl_s: list[float] = Field(default_factory=list)  # one gap per output token after the first chunk
     start_offset_s: float = 0.0  # request start relative to the level's measured phase start
 
     @property
     def length_reached(self) -> bool:
         return self.output_tokens == self.output_tokens_requested
+
+    @property
+    def prompt_length_exact(self) -> bool | None:
+        """usage.prompt_tokens equals the requested prompt length (None: nothing to compare)."""
+        if self.prompt_tokens_requested is None or self.prompt_tokens is None:
+            return None
+        return self.prompt_tokens == self.prompt_tokens_requested
 
 
 class Percentiles(Spec):
@@ -59,29 +77,43 @@ class Percentiles(Spec):
     p99: float | None
     mean: float | None
     low_sample_p95: bool  # fewer than 20 samples: p95 is an interpolation of few points
+    low_sample_p99: bool = True  # fewer than 100 samples: likewise for p99
 
 
 class LevelResult(Spec):
-    """All measured requests at one closed-loop concurrency level."""
+    """All measured requests at one concurrency level (or one scenario)."""
 
     concurrency: int
     requests: int
     errors: int
+    error_rate: float = 0.0  # errors / requests
     lengths_not_reached: int
+    # Exact prompts whose usage.prompt_tokens differed from the requested length.
+    prompt_lengths_off: int = 0
+    # Streamed requests where some chunk's token count was assumed to be 1 (the engine sent no
+    # running count): their per-token ITLs are per-chunk gaps.
+    chunk_counts_assumed: int = 0
     duration_s: float
-    ttft_s: Percentiles
-    itl_s: Percentiles
+    ttft_s: Percentiles  # streamed requests only
+    itl_s: Percentiles  # one sample per output token after the first chunk
+    tpot_s: Percentiles | None = None  # per request: (E2E - TTFT) / (output tokens - 1)
     e2e_s: Percentiles
     output_tokens_total: int
+    prompt_tokens_total: int = 0
     prompt_tokens_mean: float | None = None  # from usage.prompt_tokens (template included)
     output_tokens_per_s: float  # aggregate over the measured phase's wall time
+    total_tokens_per_s: float = 0.0  # (prompt + output tokens) / wall time
     requests_per_s: float
     # Is the client the bottleneck? Its event-loop lag during the phase (None: not measured).
     client_loop_lag_p99_s: float | None = None
     client_saturated: bool | None = None
     # The engine's own use during the phase (psutil over its process group; 100% = one core).
     engine_cpu_percent_mean: float | None = None
+    engine_cpu_percent_max: float | None = None
     engine_rss_peak_bytes: int | None = None
+    # NVML during the phase, over the engine's GPUs (None: no GPU or not sampled).
+    gpu_util_percent_mean: float | None = None
+    gpu_memory_used_peak_bytes: int | None = None
 
 
 class BenchmarkResult(Spec):
@@ -156,6 +188,9 @@ class TuningOutcome(Spec):
     winner_value: str
     accepted: bool  # winner differs from baseline by more than the noise rule
     rule: str  # how acceptance was decided, in words
+    best_value: str | None = None  # best median, accepted or not
+    comparison: Comparison | None = None  # bootstrap of best - baseline over the repeats
+    kept_baseline_because: str | None = None
 
 
 class DeploymentRendering(Spec):

@@ -1,4 +1,8 @@
-"""The traffic to optimize for. Issue-2 scope: closed-loop concurrency levels, fixed lengths."""
+"""The traffic the optimize flow tunes for: closed-loop concurrency levels at fixed lengths.
+
+Each level runs as a closed-loop `TrafficSpec` through the load generator (exact prompt lengths,
+warm-up, cool-down); richer traffic shapes are measured on the winner as scenarios.
+"""
 
 from __future__ import annotations
 
@@ -17,14 +21,16 @@ class Objective(StrEnum):
 
 
 class Workload(Spec):
-    name: str = "chat"
-    input_tokens: int = Field(128, ge=1, description="prompt length, approximate until issue 6")
+    name: str = Field("chat", pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+    input_tokens: int = Field(128, ge=1, description="whole prompt, template included (exact "
+                              "when the engine has a tokenizer route)")
     output_tokens: int = Field(64, ge=2, description="forced with ignore_eos + max_tokens")
     concurrency_levels: list[int] = Field(default_factory=lambda: [1, 4])
     target_concurrency: int = Field(4, ge=1)
     requests_per_level: int = Field(12, ge=1, description="measured requests per concurrency level")
     warmup_requests: int | None = Field(
         None, ge=0, description="discarded requests before each level; default = the level")
+    cooldown_s: float = Field(1.0, ge=0, description="idle pause after each level, s")
     objective: Objective = Objective.THROUGHPUT
 
     @model_validator(mode="after")

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections import defaultdict
 from pathlib import Path
 
+from infopt.analysis.compare import bootstrap_diff
 from infopt.analysis.stats import median_and_spread
 from infopt.specs.base import Spec
 from infopt.specs.hardware import HardwareInventory
@@ -81,11 +82,13 @@ def higher_is_better(objective: Objective) -> bool:
     return objective is Objective.THROUGHPUT
 
 
-def decide(trials: list[Trial], knob: str, baseline_value: str,
-           objective: Objective) -> TuningOutcome:
-    """Winner = best median objective; a change from the baseline is accepted only when every
-    repeat of the winner beats every repeat of the baseline (non-overlapping ranges), so a gain
-    inside run-to-run noise is never reported as a win."""
+def decide(trials: list[Trial], knob: str, baseline_value: str, objective: Objective, *,
+           seed: int = 0, min_rel_diff: float = 0.0) -> TuningOutcome:
+    """Winner = best median objective; a change from the baseline is accepted only when the
+    bootstrap interval of (best - baseline) over their repeated trials lies wholly on the
+    better side (beyond `min_rel_diff` of the baseline), so a gain inside run-to-run noise is
+    never reported as a win. The unit of replication is the trial (a fresh engine start), not
+    the request: drift between runs is the noise that matters here."""
     by_value: dict[str, list[float]] = defaultdict(list)
     values: list[str] = []
     for t in trials:
@@ -98,18 +101,33 @@ def decide(trials: list[Trial], knob: str, baseline_value: str,
     medians, spreads = {}, {}
     for v in values:
         medians[v], spreads[v] = median_and_spread(by_value[v])
-    sign = 1.0 if higher_is_better(objective) else -1.0
+    higher = higher_is_better(objective)
+    sign = 1.0 if higher else -1.0
     measured = [v for v in values if medians[v] is not None]
     if not measured:
         raise ValueError("no tuning trial produced a measurement")
     best = max(measured, key=lambda v: sign * medians[v])
-    base = by_value.get(baseline_value, [])
-    win = by_value[best]
-    accepted = best != baseline_value and (
-        not base or min(sign * x for x in win) > max(sign * x for x in base))
-    rule = ("accept only if every repeat of the best value beats every repeat of the baseline "
-            f"({'higher' if sign > 0 else 'lower'} {objective.value} is better)")
+    base, win = by_value.get(baseline_value, []), by_value[best]
+    comparison, why = None, None
+    if best == baseline_value:
+        why = "the baseline has the best median"
+    elif len(base) < 2 or len(win) < 2:
+        why = (f"{len(base)} baseline and {len(win)} best-value measurement(s): at least 2 "
+               "repeats each are needed to tell a gain from noise (raise repeats)")
+    else:
+        comparison = bootstrap_diff(base, win, higher_is_better=higher, seed=seed,
+                                    min_rel_diff=min_rel_diff)
+        if comparison.verdict != "b_better":
+            why = (f"the {comparison.ci:.0%} interval of the difference "
+                   f"[{comparison.ci_low:.4g}, {comparison.ci_high:.4g}] does not clear the "
+                   "noise")
+    accepted = best != baseline_value and comparison is not None and why is None
+    rule = ("accept the best median only if the bootstrap interval of its difference from the "
+            f"baseline, over repeated trials, excludes zero ({'higher' if higher else 'lower'} "
+            f"{objective.value} is better"
+            + (f", margin {min_rel_diff:.0%}" if min_rel_diff else "") + ")")
     return TuningOutcome(dimension=knob, values=values, baseline_value=baseline_value,
                          medians=medians, spreads=spreads,
                          winner_value=best if accepted else baseline_value,
-                         accepted=accepted, rule=rule)
+                         accepted=accepted, rule=rule, best_value=best, comparison=comparison,
+                         kept_baseline_because=why if not accepted else None)

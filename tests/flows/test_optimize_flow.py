@@ -153,6 +153,9 @@ def test_records_saved_as_parquet_and_validated(report_and_dir):
         df = load_parquet(b.records_path)
         assert len(df) == sum(lvl.requests for lvl in b.levels)
         assert (df["output_tokens"] == df["output_tokens_requested"]).all()
+        # Exact prompts through llama-server's tokenizer: 48 tokens, chat template included.
+        assert (df["prompt_tokens"] == 48).all() and (df["prompt_tokens_requested"] == 48).all()
+        assert df["chunk_tokens_counted"].all()  # llama.cpp's running count on every chunk
 
 
 def test_winner_measured_on_the_standard_scenarios(report_and_dir):

@@ -86,6 +86,49 @@ def test_closed_loop_sweep_and_poisson(server, tmp_path):
     assert "open" in out.stdout and "VALIDATION FAILED" not in out.stdout
 
 
+def test_route_mix_streamed_and_whole_on_every_route(server, tmp_path):
+    """All four routes llama-server serves, streamed and not: every request reaches its forced
+    length with its exact prompt length; chat/completions chunks carry llama.cpp's running
+    count, the Responses and Anthropic streams do not (flagged as assumed, not hidden)."""
+    wl = tmp_path / "mix.yaml"
+    wl.write_text(textwrap.dedent("""
+        name: mix
+        arrival: {kind: closed_loop, concurrency: 2}
+        input_lengths: {kind: fixed, tokens: 40}
+        output_lengths: {kind: fixed, tokens: 6}
+        routes:
+          - {route: chat_completions}
+          - {route: completions}
+          - {route: responses}
+          - {route: anthropic_messages}
+          - {route: chat_completions, stream: false}
+          - {route: completions, stream: false}
+          - {route: responses, stream: false}
+          - {route: anthropic_messages, stream: false}
+        measured_requests: 16
+    """))
+    out = _bench(server, wl, tmp_path / "o3", "--json")
+    assert out.returncode == 0, out.stderr
+    (s,) = json.loads(out.stdout)["scenarios"]
+    assert s["validation_passed"], s["validation_failures"]
+    from infopt.analysis.records import load_parquet
+
+    df = load_parquet(s["records_path"])
+    assert len(df) == 16 and df["ok"].all()
+    assert (df.groupby(["route", "stream"]).size() == 2).all() and len(df.groupby(
+        ["route", "stream"])) == 8
+    assert (df["output_tokens"] == 6).all() and (df["prompt_tokens"] == 40).all()
+    assert (df["prompt_tokens_requested"] == 40).all()
+    streamed = df[df["stream"]]
+    whole = df[~df["stream"]]
+    assert streamed["ttft_s"].notna().all() and whole["ttft_s"].isna().all()
+    assert whole["e2e_s"].notna().all()
+    counted = streamed.set_index("route")["chunk_tokens_counted"]
+    assert counted[["chat_completions", "completions"]].all()
+    assert not counted[["responses", "anthropic_messages"]].any()
+    assert s["level"]["chunk_counts_assumed"] == 4 and s["level"]["ttft_s"]["n"] == 8
+
+
 def test_bad_workload_file_names_the_field(server, tmp_path):
     wl = tmp_path / "bad.yaml"
     wl.write_text("name: bad\narrival: {kind: poison, rate_per_s: 1}\n")

@@ -9,11 +9,13 @@ import subprocess
 import sys
 
 import httpx
+import numpy as np
 import pytest
 
 from infopt.contract.chat import check_chat_contract
 from infopt.engines import llamacpp, process
 from infopt.loadgen.benchmark import run_benchmark
+from infopt.loadgen.tokens import engine_counter
 from infopt.specs.base import EngineStartError, EngineUnavailableError, InputError
 from infopt.specs.serving import LlamaCppConfig
 from infopt.specs.workload import Workload
@@ -47,26 +49,38 @@ def test_chat_contract_stream_and_non_stream(server):
 
 
 def test_benchmark_forces_lengths_and_runs_concurrently(server):
-    wl = Workload(input_tokens=32, output_tokens=12, concurrency_levels=[1, 2],
-                  target_concurrency=2, requests_per_level=4)
-    result, records = run_benchmark(server.base_url, "smollm2", wl,
-                                    llamacpp.ADAPTER.forced_length_fields(12), seed=1,
-                                    engine_pid=server.pid)
+    wl = Workload(input_tokens=48, output_tokens=12, concurrency_levels=[1, 2],
+                  target_concurrency=2, requests_per_level=4, cooldown_s=0.5)
+    a = llamacpp.ADAPTER
+    with httpx.Client(timeout=30) as client:
+        counter = engine_counter(client, server.base_url, "smollm2", a)
+        result, records = run_benchmark(server.base_url, "smollm2", wl, a.forced_length_fields,
+                                        seed=1, engine_pid=server.pid, counter=counter,
+                                        stream_fields=a.stream_count_fields)
     assert len(records) == 8 and all(r.ok for r in records)
     assert all(r.output_tokens == 12 for r in records)  # usage says the forced length was reached
+    # Exact prompts: usage.prompt_tokens is the requested whole-prompt length, template included.
+    assert all(r.prompt_tokens == r.prompt_tokens_requested == 48 for r in records)
+    # llama.cpp's running count (timings.predicted_n) rode on every chunk: exact per-chunk
+    # counts, and one ITL sample per token after the first chunk.
+    assert all(r.chunk_tokens_counted and r.streamed_tokens == 12 for r in records)
+    assert all(len(r.itl_s) == 12 - 1 for r in records if r.content_chunks == 12)
     assert len({r.request_id for r in records}) == 8  # unique prompt prefixes
     c2 = [r for r in records if r.concurrency == 2]
     # Really concurrent: at concurrency 2, some request starts before another has ended.
     spans = sorted((r.start_offset_s, r.start_offset_s + r.e2e_s) for r in c2)
     assert any(b_start < a_end for (_, a_end), (b_start, _) in zip(spans, spans[1:]))
     for lvl in result.levels:
-        assert lvl.ttft_s.n == 4 and lvl.itl_s.n == sum(
-            len(r.itl_s) for r in records if r.concurrency == lvl.concurrency)
-        assert lvl.output_tokens_per_s > 0
+        mine = [r for r in records if r.concurrency == lvl.concurrency]
+        assert lvl.ttft_s.n == 4 and lvl.itl_s.n == sum(len(r.itl_s) for r in mine)
+        assert lvl.itl_s.p50 == pytest.approx(float(np.median([g for r in mine for g in r.itl_s])))
+        assert lvl.tpot_s.n == 4 and lvl.prompt_lengths_off == 0 and lvl.chunk_counts_assumed == 0
+        assert lvl.output_tokens_per_s > 0 and lvl.total_tokens_per_s > lvl.output_tokens_per_s
         # The client watched its own event loop, and the engine's CPU/RSS were sampled.
         assert lvl.client_loop_lag_p99_s is not None and lvl.client_saturated is not None
         assert lvl.engine_rss_peak_bytes and lvl.engine_rss_peak_bytes > 50 * 2**20
         assert lvl.engine_cpu_percent_mean and lvl.engine_cpu_percent_mean > 10
+        assert lvl.gpu_util_percent_mean is None  # no GPU here: nothing invented
 
 
 def test_occupied_port_is_a_clear_input_error(llama_server, gguf_model, tmp_path):

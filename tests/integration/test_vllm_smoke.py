@@ -60,10 +60,14 @@ def test_vllm_batches_concurrent_requests_with_exact_prompts(vllm_server):
         counter = engine_counter(client, vllm_server.base_url, "smollm2", vllm.ADAPTER)
         assert counter("hello world") == 2
         result, records = run_benchmark(vllm_server.base_url, "smollm2", wl,
-                                        vllm.ADAPTER.forced_length_fields(16), seed=3,
-                                        counter=counter, engine_pid=vllm_server.pid)
+                                        vllm.ADAPTER.forced_length_fields, seed=3,
+                                        counter=counter, engine_pid=vllm_server.pid,
+                                        stream_fields=vllm.ADAPTER.stream_count_fields)
     assert all(r.ok and r.output_tokens == 16 for r in records)
-    # usage.prompt_tokens = 64 content tokens + the chat template's fixed overhead, for all.
-    assert len({r.prompt_tokens for r in records}) == 1 and records[0].prompt_tokens > 64
+    # usage.prompt_tokens is exactly the requested whole prompt (the chat template's tokens
+    # were measured once and taken off the content).
+    assert all(r.prompt_tokens == r.prompt_tokens_requested == 64 for r in records)
+    # vLLM's continuous usage stats counted every chunk's tokens.
+    assert all(r.chunk_tokens_counted and r.streamed_tokens == 16 for r in records)
     c1, c4 = result.level(1), result.level(4)
     assert c4.output_tokens_per_s > 1.5 * c1.output_tokens_per_s

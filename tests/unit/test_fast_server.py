@@ -14,7 +14,8 @@ import openai
 import pytest
 
 from bench.fast_server import TIMESTAMP_FIELD, FastServer, start_server
-from infopt.loadgen.client import RequestSpec, run_closed_loop
+from infopt.loadgen.client import RequestJob
+from infopt.loadgen.runner import drive
 
 
 @pytest.fixture(scope="module")
@@ -72,18 +73,52 @@ def test_bad_request_is_an_openai_error(server: FastServer) -> None:
         _client(server).chat.completions.create(model="fast", messages=[], max_tokens=3)
 
 
+def _jobs(n: int, tokens: int, conc: int, tag: str, **fields) -> list[RequestJob]:
+    return [RequestJob(f"{tag}{i}", f"Request {tag}{i}. hello", tokens, conc,
+                       forced={"max_tokens": tokens, "ignore_eos": True, **fields})
+            for i in range(n)]
+
+
 def test_infopt_client_records_and_server_send_log(server: FastServer) -> None:
-    specs = [RequestSpec(f"r{i}", f"Request r{i}. hello", 5, 2) for i in range(4)]
-    extra = {"max_tokens": 5, "ignore_eos": True, "x_itl_s": 0.001, "x_record_sends": True}
-    records, wall_s = asyncio.run(run_closed_loop(f"{server.base_url}/v1/chat/completions",
-                                                  "fast", specs, 2, extra))
+    jobs = _jobs(4, 5, 2, "r", x_itl_s=0.001, x_record_sends=True)
+    records, wall_s, _ = asyncio.run(drive(server.base_url, "fast", jobs, 2))
     assert wall_s > 0 and all(r.ok for r in records), [r.error for r in records]
     assert all(r.content_chunks == 5 and r.output_tokens == 5 and len(r.itl_s) == 4
                for r in records)
+    # No running count from this server unless asked: each chunk is assumed to be one token.
+    assert all(r.chunk_tokens_counted is False and r.streamed_tokens == 5 for r in records)
     sends = httpx.get(f"{server.base_url}/sends").json()
-    assert sorted(sends) == sorted(s.prompt for s in specs)
+    assert sorted(sends) == sorted(j.prompt for j in jobs)
     assert all(len(v["send_ns"]) == 5 and v["arrival_ns"] <= v["send_ns"][0]
                for v in sends.values())
     assert httpx.get(f"{server.base_url}/sends").json() == {}  # read once, then forgotten
     stats = httpx.get(f"{server.base_url}/stats").json()
     assert stats["chunks_sent"] >= 20 and stats["cpu_s"] > 0
+
+
+def test_a_chunk_of_k_tokens_counts_k_itl_samples(server: FastServer) -> None:
+    """7 tokens in chunks of 3, 3, 1 with the running count on each chunk: the record holds
+    one ITL sample per token after the first chunk (3 + 1), each the gap split evenly."""
+    jobs = [RequestJob(j.request_id, j.prompt, 7, 1, forced=j.forced,
+                       stream_fields={"stream_options": {"continuous_usage_stats": True}})
+            for j in _jobs(2, 7, 1, "k", x_itl_s=0.002, x_tokens_per_chunk=3)]
+    records, _, _ = asyncio.run(drive(server.base_url, "fast", jobs, 1))
+    for r in records:
+        assert r.ok and r.content_chunks == 3 and r.output_tokens == 7
+        assert r.chunk_tokens_counted is True and r.streamed_tokens == 7
+        assert len(r.itl_s) == 4  # chunk 2 carried 3 tokens, chunk 3 one
+        assert r.itl_s[0] == r.itl_s[1] == r.itl_s[2] and r.itl_s[0] > 0
+    # Without the running count the same stream gives per-chunk gaps, flagged as assumed.
+    plain = _jobs(1, 7, 1, "p", x_tokens_per_chunk=3)
+    (rec,), _, _ = asyncio.run(drive(server.base_url, "fast", plain, 1))
+    assert rec.chunk_tokens_counted is False and len(rec.itl_s) == 2 and rec.streamed_tokens == 3
+
+
+def test_connections_are_reused_across_requests(server: FastServer) -> None:
+    """The client drains each stream to its end, so a closed loop of 2 workers sending 8
+    requests opens 2 TCP connections, not 8."""
+    before = httpx.get(f"{server.base_url}/stats").json()["connections"]
+    records, _, _ = asyncio.run(drive(server.base_url, "fast", _jobs(8, 4, 2, "c"), 2))
+    after = httpx.get(f"{server.base_url}/stats").json()["connections"]
+    assert all(r.ok for r in records)
+    assert after - before - 1 == 2  # less the first /stats call's own connection

@@ -12,8 +12,8 @@ from infopt.specs.traffic import (
     TrafficSpec,
     UniformLengths,
     expand_sweep,
-    standard_scenarios,
 )
+from infopt.specs.scenarios import standard_scenarios
 
 BIG = 1_000_000  # max_input_tokens that clips nothing
 

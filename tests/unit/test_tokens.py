@@ -16,10 +16,10 @@ def test_converges_with_a_tokenizer_that_splits_some_words():
 
 def test_prompts_are_unique_per_request_and_stable():
     a, b = prompt_words("a", 50, 0), prompt_words("b", 50, 0)
-    assert a != b and a.split(".")[0] != b.split(".")[0]  # unique heads: no prefix cache hit
+    assert a != b and a.split()[0] != b.split()[0]  # unique first word: no prefix cache hit
     assert prompt_words("a", 60, 0).startswith(a)  # growing only appends words
 
 
 def test_unreachable_target_keeps_the_closest():
-    text, got = exact_prompt("r", 3, lambda t: len(t.split()), seed=0)  # head alone is longer
-    assert got == min(len(prompt_words("r", n, 0).split()) for n in range(0, 5))
+    text, got = exact_prompt("r", 0, lambda t: len(t.split()), seed=0)  # the head is 1 word
+    assert got == 1 == min(len(prompt_words("r", n, 0).split()) for n in range(0, 5))

@@ -7,24 +7,20 @@ import pytest
 from pydantic import ValidationError
 
 from infopt.specs.base import InputError
+from infopt.specs.scenarios import CHAT_INPUT, CHAT_OUTPUT, ScenarioName, ScenarioSet, standard_scenarios
 from infopt.specs.traffic import (
-    CHAT_INPUT,
-    CHAT_OUTPUT,
     Z_P95,
     ClosedLoop,
     ConstantArrival,
     FixedLengths,
     LognormalLengths,
     PoissonArrival,
-    ScenarioName,
-    ScenarioSet,
     TraceLengths,
     TrafficSpec,
     expand_sweep,
-    load_traffic,
     read_length_trace,
-    standard_scenarios,
 )
+from infopt.specs.traffic_file import load_traffic
 
 EXAMPLES = sorted((Path(__file__).resolve().parents[2] / "examples" / "workloads").glob("*.yaml"))
 

@@ -35,7 +35,22 @@ def test_latency_objective_prefers_lower():
 def test_failed_trials_are_ignored_in_medians():
     trials = [_t("1", 100, 0), _t("4", None, 1), _t("4", 130, 2)]
     out = decide(trials, "parallel_slots", "1", Objective.THROUGHPUT)
-    assert out.medians["4"] == 130 and out.winner_value == "4"
+    assert out.medians["4"] == 130 and out.best_value == "4"
+    # One measurement a side is no evidence of a gain: the baseline stays, and says why.
+    assert out.winner_value == "1" and not out.accepted and out.comparison is None
+    assert "at least 2 repeats" in out.kept_baseline_because
+
+
+def test_decision_is_the_bootstrap_interval_of_the_difference():
+    trials = [_t("1", v, i) for i, v in enumerate((100, 103, 101))] + [
+        _t("4", v, 10 + i) for i, v in enumerate((120, 118, 123))]
+    out = decide(trials, "parallel_slots", "1", Objective.THROUGHPUT, seed=7)
+    c = out.comparison
+    assert out.accepted and c.verdict == "b_better" and c.ci_low > 0
+    assert (c.a_value, c.b_value, c.n_a, c.n_b) == (101, 120, 3, 3) and c.low_sample
+    # A 25 % practical margin is not cleared by a ~19 % gain: the baseline stays.
+    out = decide(trials, "parallel_slots", "1", Objective.THROUGHPUT, seed=7, min_rel_diff=0.25)
+    assert not out.accepted and out.winner_value == "1" and "interval" in out.kept_baseline_because
 
 
 def test_dimension_values_reach_the_target_concurrency():

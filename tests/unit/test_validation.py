@@ -23,7 +23,8 @@ def _good_frame(errors: int = 1):
         else:
             recs.append(RequestRecord(
                 request_id=f"r{i}", concurrency=4, ok=True, prompt_tokens=30 + i % 5,
-                output_tokens=8, output_tokens_requested=8, content_chunks=8,
+                prompt_tokens_requested=30 + i % 5, output_tokens=8, output_tokens_requested=8,
+                content_chunks=8, streamed_tokens=8, chunk_tokens_counted=True,
                 ttft_s=0.05 + 0.001 * i, e2e_s=0.4 + 0.001 * i, itl_s=[0.05] * 7,
                 start_offset_s=0.01 * i))
     return records_frame(recs)
@@ -56,9 +57,12 @@ def test_good_frame_passes_with_one_error_at_the_bound():
     ("e2e_s_non_negative", {"ttft_s": np.nan, "tpot_s": np.nan, "e2e_s": -0.2}, "-0.2"),
     ("tpot_s_non_negative", {"tpot_s": -0.003}, "-0.003"),
     ("ttft_le_e2e", {"ttft_s": 0.9, "e2e_s": 0.5, "tpot_s": np.nan}, "(0.5, 0.9)"),
-    ("lengths_reached", {"output_tokens": 6, "length_reached": False}, "(6.0, 8)"),
+    ("lengths_reached", {"output_tokens": 6, "streamed_tokens": 6, "length_reached": False},
+     "(6.0, 8)"),
     ("lengths_reached", {"output_tokens": None, "length_reached": False}, "nan"),
-    ("prompt_tokens_positive", {"prompt_tokens": 0}, "0"),
+    ("prompt_tokens_positive", {"prompt_tokens": 0, "prompt_tokens_requested": 0}, "0"),
+    ("prompt_lengths_exact", {"prompt_tokens": 41}, "(41.0, 30.0)"),
+    ("stream_complete", {"streamed_tokens": 5}, "(5.0, 8.0)"),
     ("request_id_unique", {"request_id": "r50"}, "'r50'"),
 ])
 def test_each_check_fails_when_violated(check, edits, observed):
@@ -91,7 +95,7 @@ def test_failed_rows_are_not_held_to_lengths_or_times():
 
 def test_lengths_check_can_be_switched_off():
     df = _good_frame()
-    df.loc[60, "output_tokens"] = 3
+    df.loc[60, ["output_tokens", "streamed_tokens"]] = [3, 3]
     report = validate_records(df, check_lengths=False)
     assert report.success and report.evaluated == len(CHECKS) - 1
 
@@ -102,7 +106,16 @@ def test_several_failures_are_reported_in_check_order():
     df.loc[60, "ttft_s"] = -1.0
     report = validate_records(df)
     assert _failed_checks(report) == ["ttft_s_non_negative", "request_id_unique"]
-    assert report.failure_message().startswith("record validation failed (2/8)")
+    assert report.failure_message().startswith(f"record validation failed (2/{len(CHECKS)})")
+
+
+def test_assumed_chunk_counts_and_approximate_prompts_are_not_held_to_exactness():
+    """A stream without the engine's running count, or a prompt built without a tokenizer,
+    cannot be checked for exact counts: those rows pass the two exactness checks."""
+    df = _good_frame()
+    df.loc[60, ["chunk_tokens_counted", "streamed_tokens"]] = [False, 3]
+    df.loc[61, ["prompt_tokens_requested", "prompt_tokens"]] = [None, 77]
+    assert validate_records(df).success
 
 
 def test_empty_frame_fails_without_running_the_suite():
