@@ -104,7 +104,7 @@ class GpuSampler:
         if not self.count:
             return None
         try:
-            used = sum(self.backend.memory_info(i).used for i in range(self.count))
+            used = sum(self.backend.memory_info(i).used_bytes for i in range(self.count))
         except NvmlError:
             return None
         try:

@@ -313,3 +313,31 @@ def test_pynvml_errors_map_to_kinds():
     with pytest.raises(NvmlError) as info:
         backend._call("nvmlDeviceGetSomethingFromTheFuture")
     assert info.value.kind == "not_supported"
+
+
+def test_benchmark_gpu_sampler_sums_memory_and_averages_utilization():
+    """The sampler the load generator runs beside a measured phase, on a recorded 8x H100
+    dump with utilization added per device (NVML's nvmlDeviceGetUtilizationRates)."""
+    import copy
+    import json
+
+    from infopt.loadgen.monitor import GpuSampler
+    from tests.fake_nvml import FIXTURES, MIB, RecordedBackend
+
+    data = json.loads((FIXTURES / "h100_sxm_8x.json").read_text())
+    for i, d in enumerate(data["devices"]):
+        d["utilization_gpu_percent"] = 10 * i
+    sampler = GpuSampler(RecordedBackend(copy.deepcopy(data)))
+    sampler.open()
+    util, used = sampler.sample()
+    assert sampler.count == 8 and util == sum(10 * i for i in range(8)) / 8
+    assert used == sum(d["memory_used_mib"] for d in data["devices"]) * MIB
+    # A device without the field (MIG instances do not report it): memory only.
+    del data["devices"][3]["utilization_gpu_percent"]
+    s2 = GpuSampler(RecordedBackend(data))
+    s2.open()
+    assert s2.sample()[0] is None
+    # No driver: no samples, nothing invented.
+    none = GpuSampler(RecordedBackend(data, unavailable="no driver"))
+    none.open()
+    assert none.sample() is None
