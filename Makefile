@@ -37,5 +37,10 @@ test: engines
 bench: $(STAMP)
 	@$(PY) -m bench.loadgen_bench
 
+# infopt vs `vllm bench serve` on the same real vLLM CPU server (~7 min; needs `make engines`).
+.PHONY: bench-vllm
+bench-vllm: engines
+	@$(PY) -m bench.compare_vllm_bench
+
 clean-venv:
 	rm -rf $(VENV)
