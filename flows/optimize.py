@@ -65,6 +65,12 @@ def _mean_context(bench, workload: Workload) -> int:
     return int(prompt + workload.output_tokens / 2)
 
 
+def _tokenizer_path(model) -> str | None:
+    """The checkpoint's tokenizer.json, for exact prompts on engines without a tokenize route."""
+    p = Path(model.path)
+    return str(p / "tokenizer.json") if (p / "tokenizer.json").is_file() else None
+
+
 def _start_with_troubleshooting(config, log: Path, model, ts: dict):
     """Start; on a deterministic failure diagnose the log and, if a known failure has a remedy
     that keeps the contract, apply it once. Returns (running | None, config, diagnosis, remedy)."""
@@ -109,7 +115,8 @@ def _run_trial(config: AnyServingConfig, *, trial_id: str, role: str,
     try:
         checks = verify_contract(running, config.served_model_name) if with_contract else []
         bench = benchmark(running, config.served_model_name, workload, seed, str(run_dir),
-                          trial_id, max_input_tokens=model.native_context_tokens)
+                          trial_id, max_input_tokens=model.native_context_tokens,
+                          tokenizer_path=_tokenizer_path(model))
     finally:
         stop_engine(running)
     ceilings = label_ceilings(model, hw, config, bench, _mean_context(bench, workload))
@@ -231,7 +238,8 @@ def optimize(model_path: str, workload: Workload | None = None, runs_dir: str | 
             scenario_results = benchmark_scenarios(
                 running, winner.config.served_model_name, model.native_context_tokens,
                 workload.target_concurrency, scenario_requests, seed, str(run_dir),
-                "t-scenarios", None if "all" in scenarios else scenarios)
+                "t-scenarios", None if "all" in scenarios else scenarios,
+                tokenizer_path=_tokenizer_path(model))
         finally:
             stop_engine(running)
     deployment = render_deployment(winner.config, port=8000, gpus=len(hw.gpus),

@@ -334,27 +334,51 @@ def bench(
     out: Annotated[str | None, typer.Option(help="folder for requests.parquet and "
                                             "summary.json")] = None,
     max_input_tokens: Annotated[int, typer.Option(help="clip prompts to this")] = 8192,
+    tokenizer: Annotated[str | None, typer.Option(
+        help="the model's tokenizer.json (or its HF folder), for exact prompt lengths when "
+             "the engine has no tokenize route")] = None,
     json_out: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """Benchmark any OpenAI-compatible endpoint with a workload file (standalone)."""
     from infopt.loadgen.standalone import run_workload_file
     from infopt.report.bench_text import render_bench
 
+    bar = None if json_out else _ProgressBar()
     try:
         result = run_workload_file(endpoint, model, workload, engine=engine, out_dir=out,
-                                   max_input_tokens=max_input_tokens,
-                                   progress=None if json_out else _progress_printer())
+                                   max_input_tokens=max_input_tokens, tokenizer=tokenizer,
+                                   progress=bar)
     except InfoptError as exc:
         _fail(exc)
         return
+    finally:
+        if bar is not None:
+            bar.close()
     typer.echo(result.model_dump_json(indent=2) if json_out else render_bench(result))
 
 
-def _progress_printer():
-    def show(done: int, total: int) -> None:
-        if done == total or done % max(1, total // 10) == 0:
-            typer.echo(f"  {done}/{total} requests", err=True)
-    return show
+class _ProgressBar:
+    """A progress bar on stderr per measured phase (a sweep has one per scenario)."""
+
+    def __init__(self) -> None:
+        from rich.console import Console
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
+
+        self._progress = Progress("measured requests", BarColumn(), MofNCompleteColumn(),
+                                  TimeElapsedColumn(), console=Console(stderr=True),
+                                  transient=False)
+        self._task = None
+        self._last = 0
+
+    def __call__(self, done: int, total: int) -> None:
+        if self._task is None or done < self._last:  # a new phase started
+            self._progress.start()
+            self._task = self._progress.add_task("", total=total)
+        self._progress.update(self._task, completed=done, total=total)
+        self._last = done
+
+    def close(self) -> None:
+        self._progress.stop()
 
 
 def _device_target(spec: str | None):

@@ -13,7 +13,7 @@ from infopt.analysis.validation import validate_records
 from infopt.engines import adapter_for
 from infopt.loadgen.benchmark import run_benchmark
 from infopt.loadgen.standalone import run_scenario
-from infopt.loadgen.tokens import engine_counter
+from infopt.loadgen.tokens import engine_counter, hf_counter
 from infopt.specs.scenarios import standard_scenarios
 from infopt.report.rundir import trial_dir, write_records
 from infopt.specs.base import InputError
@@ -23,13 +23,14 @@ from infopt.specs.workload import Workload
 
 @task(name="benchmark", cache_policy=NO_CACHE)
 def benchmark(running: RunningEngine, served_model_name: str, workload: Workload, seed: int,
-              run_dir: str, trial_id: str, max_input_tokens: int | None = None
-              ) -> BenchmarkResult:
+              run_dir: str, trial_id: str, max_input_tokens: int | None = None,
+              tokenizer_path: str | None = None) -> BenchmarkResult:
     logger = get_run_logger()
     adapter = adapter_for(running.engine)
     with httpx.Client(timeout=30.0) as client:
-        # Prompts of exactly workload.input_tokens, counted by the engine's own tokenizer.
-        counter = engine_counter(client, running.base_url, served_model_name, adapter)
+        # Prompts of exactly workload.input_tokens, counted by the engine's own tokenizer (or
+        # the model's tokenizer.json when the engine has no tokenize route).
+        counter = _counter(client, running, served_model_name, tokenizer_path)
         result, records = run_benchmark(
             running.base_url, served_model_name, workload, adapter.forced_length_fields,
             seed=seed, progress=lambda msg: logger.info("%s: %s", trial_id, msg),
@@ -55,11 +56,27 @@ def benchmark(running: RunningEngine, served_model_name: str, workload: Workload
     return result
 
 
+def _counter(client: httpx.Client, running: RunningEngine, served_model_name: str,
+             tokenizer_path: str | None):
+    return (engine_counter(client, running.base_url, served_model_name,
+                           adapter_for(running.engine))
+            or (hf_counter(tokenizer_path) if tokenizer_path else None))
+
+
+def _every_quarter(logger, label: str):
+    """Progress for long phases (a full-context scenario takes minutes on CPU)."""
+    def on_done(done: int, total: int) -> None:
+        if done == total or done % max(1, total // 4) == 0:
+            logger.info("%s: %d/%d measured requests done", label, done, total)
+    return on_done
+
+
 @task(name="benchmark-scenarios", cache_policy=NO_CACHE)
 def benchmark_scenarios(running: RunningEngine, served_model_name: str,
                         native_context_tokens: int, target_concurrency: int,
                         requests_override: int | None, seed: int, run_dir: str,
-                        trial_id: str, names: list[str] | None = None) -> list[ScenarioResult]:
+                        trial_id: str, names: list[str] | None = None,
+                        tokenizer_path: str | None = None) -> list[ScenarioResult]:
     """The specification's standard scenarios (short, medium, full context, single stream,
     target concurrency) on one running configuration; exact prompt lengths."""
     logger = get_run_logger()
@@ -73,16 +90,16 @@ def benchmark_scenarios(running: RunningEngine, served_model_name: str,
     if requests_override:
         specs = [s.model_copy(update={"measured_requests": requests_override,
                                       "seed": seed}) for s in specs]
-    adapter = adapter_for(running.engine)
     out = trial_dir(Path(run_dir), trial_id)
     results = []
     with httpx.Client(timeout=60.0) as client:
-        counter = engine_counter(client, running.base_url, served_model_name, adapter)
+        counter = _counter(client, running, served_model_name, tokenizer_path)
         for spec in specs:
             logger.info("%s: scenario %s (%s)", trial_id, spec.name, spec.description or "")
             r = run_scenario(running.base_url, served_model_name, spec, engine=running.engine,
                              out_dir=out, max_input_tokens=native_context_tokens,
-                             counter=counter, engine_pid=running.pid)
+                             counter=counter, engine_pid=running.pid,
+                             progress=_every_quarter(logger, f"{trial_id} {spec.name}"))
             lv = r.level
             logger.info("%s %s: TTFT p50 %.0f ms, ITL p50 %.1f ms, %.1f out tok/s%s", trial_id,
                         spec.name, (lv.ttft_s.p50 or 0) * 1e3, (lv.itl_s.p50 or 0) * 1e3,

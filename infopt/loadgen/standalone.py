@@ -16,7 +16,8 @@ from infopt.analysis.validation import validate_records
 from infopt.loadgen.benchmark import summarize_level, with_monitors
 from infopt.loadgen.runner import run_schedule
 from infopt.loadgen.schedule import build_schedule, summarize_schedule
-from infopt.loadgen.tokens import Counter, engine_counter
+from infopt.loadgen.tokens import Counter, engine_counter, hf_counter
+from infopt.specs.base import InputError
 from infopt.specs.results import BenchResult, ScenarioResult
 from infopt.specs.traffic import TrafficSpec, expand_sweep
 from infopt.specs.traffic_file import load_traffic
@@ -88,11 +89,19 @@ def run_scenario(endpoint: str, model: str, spec: TrafficSpec, *, engine: str | 
 
 def run_workload_file(endpoint: str, model: str, workload_path: str, *, engine: str | None,
                       out_dir: str | None, max_input_tokens: int,
-                      progress: Callable[[int, int], None] | None = None) -> BenchResult:
+                      progress: Callable[[int, int], None] | None = None,
+                      tokenizer: str | None = None) -> BenchResult:
     spec = load_traffic(workload_path)
     out = Path(out_dir).expanduser() if out_dir else None
+    hf = None
+    if tokenizer is not None:
+        hf = hf_counter(tokenizer)
+        if hf is None:
+            raise InputError(f"--tokenizer {tokenizer}: no tokenizer.json there; give the file "
+                             "or the model folder that holds it")
     with httpx.Client(timeout=60.0) as client:
-        counter = _counter(client, endpoint, model, engine)
+        # The engine's own tokenizer route is the truth when it has one; else the HF file.
+        counter = _counter(client, endpoint, model, engine) or hf
         return _run_all(spec, endpoint, model, workload_path, engine=engine, out=out,
                         max_input_tokens=max_input_tokens, progress=progress, counter=counter)
 

@@ -1,4 +1,5 @@
-"""Prompt text: exact token counts with the engine's own tokenizer route, approximate without.
+"""Prompt text: exact token counts with the engine's own tokenizer route or the model's Hugging
+Face tokenizer.json, approximate without either.
 
 We grow or shrink a request's word list until the engine's tokenizer counts exactly the target
 (a few round trips: our words are mostly single tokens, so the first guess is close).
@@ -9,9 +10,12 @@ from __future__ import annotations
 import hashlib
 import random
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import httpx
+
+from infopt.specs.base import InputError
 
 Counter = Callable[[str], int]
 
@@ -35,6 +39,28 @@ def engine_counter(client: httpx.Client, base_url: str, model: str, adapter: Any
         r = client.post(url, json=adapter.tokenize_body(model, text))
         r.raise_for_status()
         return adapter.tokenize_count(r.json())
+    return counter
+
+
+def hf_counter(path: str | Path) -> Counter | None:
+    """A token counter from a Hugging Face `tokenizer.json` (the file, or a model directory
+    holding it), for engines without a tokenize route; None when there is no such file.
+    Counts the text alone (no special tokens): the route's template overhead is measured
+    separately (infopt.loadgen.runner.route_overhead)."""
+    p = Path(path).expanduser()
+    if p.is_dir():
+        p = p / "tokenizer.json"
+    if not p.is_file():
+        return None
+    from tokenizers import Tokenizer  # Rust tokenizer: imported only when a file is given
+
+    try:
+        tok = Tokenizer.from_file(str(p))
+    except Exception as exc:  # the library raises a bare Exception on a malformed file
+        raise InputError(f"{p} is not a Hugging Face tokenizer.json: {exc}") from None
+
+    def counter(text: str) -> int:
+        return len(tok.encode(text, add_special_tokens=False).ids)
     return counter
 
 

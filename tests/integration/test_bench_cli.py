@@ -129,6 +129,28 @@ def test_route_mix_streamed_and_whole_on_every_route(server, tmp_path):
     assert s["level"]["chunk_counts_assumed"] == 4 and s["level"]["ttft_s"]["n"] == 8
 
 
+def test_generic_endpoint_with_a_tokenizer_file_gets_exact_prompts(server, hf_model, tmp_path):
+    """No --engine (a generic OpenAI endpoint): --tokenizer still makes prompts exact; without
+    the engine's running count the chunk counts are flagged as assumed."""
+    wl = tmp_path / "g.yaml"
+    wl.write_text("name: g\ninput_lengths: {kind: fixed, tokens: 64}\n"
+                  "output_lengths: {kind: fixed, tokens: 5}\nmeasured_requests: 3\n")
+    out = subprocess.run([INFOPT, "bench", "--endpoint", server.base_url, "--model", "smollm2",
+                          "--workload", str(wl), "--out", str(tmp_path / "g"), "--tokenizer",
+                          str(hf_model), "--json"], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    (s,) = json.loads(out.stdout)["scenarios"]
+    from infopt.analysis.records import load_parquet
+
+    df = load_parquet(s["records_path"])
+    assert (df["prompt_tokens"] == 64).all() and (df["prompt_tokens_requested"] == 64).all()
+    assert s["level"]["chunk_counts_assumed"] == 3 and s["validation_passed"]
+    bad = subprocess.run([INFOPT, "bench", "--endpoint", server.base_url, "--model", "smollm2",
+                          "--workload", str(wl), "--tokenizer", str(tmp_path)],
+                         capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and "tokenizer.json" in bad.stderr
+
+
 def test_bad_workload_file_names_the_field(server, tmp_path):
     wl = tmp_path / "bad.yaml"
     wl.write_text("name: bad\narrival: {kind: poison, rate_per_s: 1}\n")

@@ -167,3 +167,17 @@ time.sleep(120)
             return
         time.sleep(0.2)
     pytest.fail("engine survived the optimizer's SIGTERM")
+
+
+def test_hf_tokenizer_json_counts_like_llama_servers_tokenizer(server, hf_model):
+    """The model's tokenizer.json (the fallback for engines without a tokenize route) counts
+    exactly what llama-server's own GGUF tokenizer counts, on the prompts we build."""
+    from infopt.loadgen.tokens import exact_prompt, hf_counter
+
+    hf = hf_counter(hf_model)
+    with httpx.Client(timeout=30) as client:
+        engine = engine_counter(client, server.base_url, "smollm2", llamacpp.ADAPTER)
+        texts = [exact_prompt(f"r{n}", n, hf, seed=0)[0] for n in (5, 40, 300)]
+        texts += ["Hello, world!", "naïve café — 東京 🚀", "  two  spaces\nand a newline"]
+        assert [hf(t) for t in texts] == [engine(t) for t in texts]
+    assert hf_counter(hf_model / "missing") is None
