@@ -168,3 +168,13 @@ def test_winner_measured_on_the_standard_scenarios(report_and_dir):
     short = report.scenarios[0]
     assert short.input_tokens_mean == 128 and short.level.concurrency == 2
     assert "standard scenarios" in (run_dir / "report.md").read_text()
+
+
+def test_unknown_scenario_is_refused_before_anything_starts(prefect_api, tmp_path):
+    from flows.optimize import optimize
+    from infopt.specs.base import InfoptError
+
+    with pytest.raises(InfoptError, match="unknown scenario.*full-contxt"):
+        optimize(model_path=str(default_paths().gguf), runs_dir=str(tmp_path),
+                 scenarios=["short", "full-contxt"])
+    assert process.live_pids() == [] and not any(tmp_path.iterdir())
