@@ -56,6 +56,9 @@ def optimize(
     output_tokens: Annotated[int, typer.Option(min=2)] = 64,
     concurrency: Annotated[int, typer.Option(min=1, help="target concurrency")] = 4,
     objective: Annotated[str, typer.Option(help="throughput or latency")] = "throughput",
+    api_route: Annotated[str, typer.Option(
+        "--route", help="API route the tuning levels use: chat_completions, completions, "
+                        "responses, anthropic_messages")] = "chat_completions",
     scenarios: Annotated[str, typer.Option(help="measure the winner on the standard "
                                            "scenarios: 'all', 'none', or a comma list of "
                                            "short, medium, full-context, single-stream, "
@@ -73,14 +76,17 @@ def optimize(
         from infopt.hardware.host import inventory
         from infopt.model.profile import profile_model
         from infopt.specs.serving import EngineName
+        from infopt.specs.traffic import RouteName
         from infopt.specs.workload import Objective, Workload
 
         try:
             eng = EngineName(engine) if engine else None
             obj = Objective(objective)
+            api = RouteName(api_route)
         except ValueError as exc:
             raise InfoptError(f"{exc}; engines: {[e.value for e in EngineName]}, objectives: "
-                              f"{[o.value for o in Objective]}") from None
+                              f"{[o.value for o in Objective]}, routes: "
+                              f"{[r.value for r in RouteName]}") from None
         # Pre-flight, before Prefect starts: a bad model, a busy port or a missing engine is
         # reported in one paragraph here instead of as a failed flow run.
         model_path = model or str(default_paths().gguf)
@@ -92,7 +98,7 @@ def optimize(
         levels = sorted({1, concurrency})
         wl = Workload(input_tokens=input_tokens, output_tokens=output_tokens,
                       concurrency_levels=levels, target_concurrency=concurrency,
-                      requests_per_level=requests, objective=obj)
+                      requests_per_level=requests, objective=obj, route=api)
         from flows.optimize import optimize as optimize_flow
 
         report = optimize_flow(model_path=model_path, workload=wl, runs_dir=runs_dir,

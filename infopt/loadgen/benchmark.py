@@ -19,7 +19,7 @@ from infopt.loadgen.runner import PhaseResult, run_schedule
 from infopt.loadgen.schedule import build_schedule
 from infopt.loadgen.tokens import Counter
 from infopt.specs.results import BenchmarkResult, LevelResult, RequestRecord
-from infopt.specs.traffic import ClosedLoop, FixedLengths, TrafficSpec
+from infopt.specs.traffic import ClosedLoop, FixedLengths, RouteShare, TrafficSpec
 from infopt.specs.workload import Workload
 
 Progress = Callable[[str], None]
@@ -80,7 +80,7 @@ def level_spec(workload: Workload, concurrency: int, seed: int) -> TrafficSpec:
         output_lengths=FixedLengths(tokens=workload.output_tokens),
         peak_active_generations=concurrency, measured_requests=workload.requests_per_level,
         warmup_requests=workload.warmup_for(concurrency), cooldown_s=workload.cooldown_s,
-        seed=seed)
+        routes=[RouteShare(route=workload.route)], seed=seed)
 
 
 def run_benchmark(base_url: str, model: str, workload: Workload,

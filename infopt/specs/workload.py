@@ -11,6 +11,7 @@ from enum import StrEnum
 from pydantic import Field, model_validator
 
 from .base import Spec
+from .traffic import RouteName
 
 
 class Objective(StrEnum):
@@ -31,6 +32,8 @@ class Workload(Spec):
     warmup_requests: int | None = Field(
         None, ge=0, description="discarded requests before each level; default = the level")
     cooldown_s: float = Field(1.0, ge=0, description="idle pause after each level, s")
+    route: RouteName = Field(RouteName.CHAT_COMPLETIONS,
+                             description="the API route the levels are measured on (streamed)")
     objective: Objective = Objective.THROUGHPUT
 
     @model_validator(mode="after")

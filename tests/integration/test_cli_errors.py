@@ -55,3 +55,8 @@ def test_unknown_engine_name(tmp_path):
 def test_nothing_written_into_cwd_on_error(tmp_path):
     out = _run("optimize", "--model", str(tmp_path / "nope.gguf"), cwd=tmp_path)
     assert out.returncode == 2 and list(tmp_path.iterdir()) == []
+
+
+def test_unknown_route_lists_the_routes(tmp_path):
+    out = _run("optimize", "--route", "chat", "--runs-dir", str(tmp_path))
+    _assert_clean_error(out, "'chat' is not a valid RouteName", "anthropic_messages")

@@ -88,3 +88,17 @@ def test_baseline_and_dimension_for_every_engine():
     assert knobs == {"vllm": "max_num_seqs", "sglang": "max_running_requests",
                      "trtllm": "max_batch_size", "llamacpp": "parallel_slots",
                      "mlx": "decode_concurrency"}
+
+
+def test_each_workload_level_is_a_closed_loop_traffic_spec_on_the_workload_route():
+    from infopt.loadgen.benchmark import level_spec
+    from infopt.specs.traffic import RouteName
+
+    wl = Workload(concurrency_levels=[1, 4], target_concurrency=4, requests_per_level=6,
+                  route=RouteName.COMPLETIONS, cooldown_s=0.5)
+    spec = level_spec(wl, 4, seed=3)
+    assert spec.arrival.concurrency == 4 and spec.measured_requests == 6
+    assert spec.warmup_count() == 4  # at least the level's concurrency
+    assert [r.route for r in spec.routes] == [RouteName.COMPLETIONS] and spec.routes[0].stream
+    assert (spec.input_lengths.tokens, spec.output_lengths.tokens) == (128, 64)
+    assert spec.cooldown_s == 0.5 and spec.name == "chat@c4"
