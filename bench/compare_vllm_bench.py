@@ -74,7 +74,7 @@ def ours(base_url: str, seed: int) -> dict[str, float]:
     with httpx.Client(timeout=60) as client:
         counter = engine_counter(client, base_url, "smollm2", a)
         phase = run_schedule(base_url, "smollm2", planned, CONCURRENCY, a.forced_length_fields,
-                             seed=seed, counter=counter, stream_fields=a.stream_count_fields)
+                             seed=seed, counter=counter, counting=a.stream_counting)
     recs = [r for r in phase.records if r.ok]
     if len(recs) != REQUESTS or any(not r.length_reached for r in recs):
         raise SystemExit(f"infopt run incomplete: {[r.error for r in phase.records]}")

@@ -13,7 +13,7 @@ from infopt.analysis.validation import validate_records
 from infopt.engines import adapter_for
 from infopt.loadgen.benchmark import run_benchmark
 from infopt.loadgen.standalone import run_scenario
-from infopt.loadgen.tokens import engine_counter, hf_counter
+from infopt.loadgen.tokens import prompt_counter
 from infopt.specs.scenarios import standard_scenarios
 from infopt.report.rundir import trial_dir, write_records
 from infopt.specs.base import InputError
@@ -30,12 +30,13 @@ def benchmark(running: RunningEngine, served_model_name: str, workload: Workload
     with httpx.Client(timeout=30.0) as client:
         # Prompts of exactly workload.input_tokens, counted by the engine's own tokenizer (or
         # the model's tokenizer.json when the engine has no tokenize route).
-        counter = _counter(client, running, served_model_name, tokenizer_path)
+        counter = prompt_counter(client, running.base_url, served_model_name, adapter,
+                                 tokenizer_path)
         result, records = run_benchmark(
             running.base_url, served_model_name, workload, adapter.forced_length_fields,
             seed=seed, progress=lambda msg: logger.info("%s: %s", trial_id, msg),
             engine_pid=running.pid, counter=counter,
-            stream_fields=adapter.stream_count_fields, max_input_tokens=max_input_tokens,
+            counting=adapter.stream_counting, max_input_tokens=max_input_tokens,
             stream_keepalive=adapter.stream_keepalive)
     write_records(Path(run_dir), trial_id, records)
     # One row per request as parquet, then the great-expectations suite: a failed validation
@@ -54,13 +55,6 @@ def benchmark(running: RunningEngine, served_model_name: str, workload: Workload
             trial_id, lvl.concurrency, (lvl.ttft_s.p50 or 0) * 1e3, (lvl.itl_s.p50 or 0) * 1e3,
             lvl.output_tokens_per_s, lvl.errors, lvl.lengths_not_reached)
     return result
-
-
-def _counter(client: httpx.Client, running: RunningEngine, served_model_name: str,
-             tokenizer_path: str | None):
-    return (engine_counter(client, running.base_url, served_model_name,
-                           adapter_for(running.engine))
-            or (hf_counter(tokenizer_path) if tokenizer_path else None))
 
 
 def _every_quarter(logger, label: str):
@@ -93,7 +87,8 @@ def benchmark_scenarios(running: RunningEngine, served_model_name: str,
     out = trial_dir(Path(run_dir), trial_id)
     results = []
     with httpx.Client(timeout=60.0) as client:
-        counter = _counter(client, running, served_model_name, tokenizer_path)
+        counter = prompt_counter(client, running.base_url, served_model_name,
+                                 adapter_for(running.engine), tokenizer_path)
         for spec in specs:
             logger.info("%s: scenario %s (%s)", trial_id, spec.name, spec.description or "")
             r = run_scenario(running.base_url, served_model_name, spec, engine=running.engine,

@@ -67,6 +67,26 @@ class MemoryShape:
 
 
 @dataclass(frozen=True)
+class StreamCounting:
+    """An engine's way to put the running output-token count on every streamed chunk: the
+    request fields that switch it on, and where it sits in a chunk's JSON."""
+
+    request_fields: dict[str, Any]
+    read: Callable[[dict[str, Any]], int | None]
+
+
+def _usage_completion_tokens(chunk: dict[str, Any]) -> int | None:
+    usage = chunk.get("usage")
+    return usage.get("completion_tokens") if usage else None
+
+
+# vLLM's extension `stream_options.continuous_usage_stats`: usage (completion_tokens so far) on
+# every chunk. SGLang and TensorRT-LLM copied it into their StreamOptions.
+CONTINUOUS_USAGE = StreamCounting({"stream_options": {"continuous_usage_stats": True}},
+                                  _usage_completion_tokens)
+
+
+@dataclass(frozen=True)
 class EngineAdapter:
     name: EngineName
     display_name: str
@@ -98,9 +118,9 @@ class EngineAdapter:
     tokenize_path: str | None = None
     tokenize_body: Callable[[str, str], dict[str, Any]] | None = None
     tokenize_count: Callable[[dict[str, Any]], int] | None = None
-    # Request fields that make every streamed chunk carry the running output-token count, so a
-    # chunk holding k tokens counts k (see infopt.loadgen.routes). Empty: the engine has none.
-    stream_count_fields: dict[str, Any] = field(default_factory=dict)
+    # How every streamed chunk can carry the running output-token count, so a chunk holding k
+    # tokens counts k (infopt.loadgen.client). None: the engine has no such option.
+    stream_counting: StreamCounting | None = None
     # Whether the server keeps a connection open after a streamed response. When it closes it
     # without saying so (no `Connection: close`), a client that reuses the connection at once
     # races the close; the load generator then asks for the close itself.

@@ -13,7 +13,13 @@ from functools import cache
 
 from infopt.bootstrap import default_paths
 from infopt.costmodel.allocation import EngineKnobs
-from infopt.engines.base import EngineAdapter, Launch, MemoryShape, locate_executable
+from infopt.engines.base import (
+    EngineAdapter,
+    Launch,
+    MemoryShape,
+    StreamCounting,
+    locate_executable,
+)
 from infopt.specs.plan import KvObservation
 from infopt.specs.serving import EngineName, LlamaCppConfig
 
@@ -110,7 +116,8 @@ ADAPTER = EngineAdapter(
     tokenize_count=lambda js: len(js["tokens"]),
     # Each streamed chunk then carries timings.predicted_n, the tokens generated so far
     # (server-context.cpp send_partial_response: stats are attached when timings_per_token).
-    stream_count_fields={"timings_per_token": True},
+    stream_counting=StreamCounting({"timings_per_token": True},
+                                   lambda chunk: (chunk.get("timings") or {}).get("predicted_n")),
     # Measured on this build: each streamed response ends with the server closing the TCP
     # connection (a new client port per request) and no `Connection: close` header, so an
     # immediately reused connection fails with "Server disconnected without a response".

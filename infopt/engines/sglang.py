@@ -28,7 +28,13 @@ import subprocess
 from functools import cache
 
 from infopt.costmodel.allocation import EngineKnobs
-from infopt.engines.base import EngineAdapter, Launch, MemoryShape, locate_executable
+from infopt.engines.base import (
+    CONTINUOUS_USAGE,
+    EngineAdapter,
+    Launch,
+    MemoryShape,
+    locate_executable,
+)
 from infopt.specs.plan import KvObservation
 from infopt.specs.serving import EngineName, SglangConfig
 
@@ -176,7 +182,7 @@ ADAPTER = EngineAdapter(
     # ignore_eos (mapped to min_new_tokens / ignore_eos in the sampling params).
     forced_length_fields=lambda n: {"max_tokens": n, "min_tokens": n, "ignore_eos": True},
     # SGLang's StreamOptions (openai_api/protocol.py) has the same vLLM extension.
-    stream_count_fields={"stream_options": {"continuous_usage_stats": True}},
+    stream_counting=CONTINUOUS_USAGE,
     readiness_timeout_s=readiness_timeout_s,
     metric_prefix="sglang:",
     kv_from_log=kv_from_log,

@@ -38,7 +38,13 @@ from typing import Any
 import yaml
 
 from infopt.costmodel.allocation import EngineKnobs
-from infopt.engines.base import EngineAdapter, Launch, MemoryShape, locate_executable
+from infopt.engines.base import (
+    CONTINUOUS_USAGE,
+    EngineAdapter,
+    Launch,
+    MemoryShape,
+    locate_executable,
+)
 from infopt.specs.plan import KvObservation
 from infopt.specs.serving import EngineName, TrtllmConfig
 
@@ -172,7 +178,7 @@ ADAPTER = EngineAdapter(
     # are extra="forbid", so only fields that exist may be sent.
     forced_length_fields=lambda n: {"max_tokens": n, "min_tokens": n, "ignore_eos": True},
     # TensorRT-LLM's StreamOptions (serve/openai_protocol.py) has the same vLLM extension.
-    stream_count_fields={"stream_options": {"continuous_usage_stats": True}},
+    stream_counting=CONTINUOUS_USAGE,
     readiness_timeout_s=readiness_timeout_s,
     metric_prefix="trtllm_",
     kv_from_log=kv_from_log,

@@ -15,7 +15,13 @@ from functools import cache
 
 from infopt.bootstrap import default_paths
 from infopt.costmodel.allocation import EngineKnobs
-from infopt.engines.base import EngineAdapter, Launch, MemoryShape, locate_executable
+from infopt.engines.base import (
+    CONTINUOUS_USAGE,
+    EngineAdapter,
+    Launch,
+    MemoryShape,
+    locate_executable,
+)
 from infopt.specs.plan import KvObservation
 from infopt.specs.serving import EngineName, VllmConfig
 
@@ -121,6 +127,5 @@ ADAPTER = EngineAdapter(
     tokenize_path="/tokenize",
     tokenize_body=lambda model, text: {"model": model, "prompt": text, "add_special_tokens": False},
     tokenize_count=lambda js: int(js["count"]),
-    # vLLM extension: usage (completion_tokens so far) in every streamed chunk.
-    stream_count_fields={"stream_options": {"continuous_usage_stats": True}},
+    stream_counting=CONTINUOUS_USAGE,
 )

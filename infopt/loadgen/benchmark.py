@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from infopt.analysis.stats import percentiles
+from infopt.engines.base import StreamCounting
 from infopt.loadgen.monitor import client_saturated
 from infopt.loadgen.runner import PhaseResult, run_schedule
 from infopt.loadgen.schedule import build_schedule
@@ -86,7 +87,7 @@ def level_spec(workload: Workload, concurrency: int, seed: int) -> TrafficSpec:
 def run_benchmark(base_url: str, model: str, workload: Workload,
                   forced: Callable[[int], dict[str, Any]], *, seed: int,
                   progress: Progress | None = None, engine_pid: int | None = None,
-                  counter: Counter | None = None, stream_fields: dict[str, Any] | None = None,
+                  counter: Counter | None = None, counting: StreamCounting | None = None,
                   max_input_tokens: int | None = None, stream_keepalive: bool = True
                   ) -> tuple[BenchmarkResult, list[RequestRecord]]:
     """Run every concurrency level of `workload`; returns the summary and the measured records.
@@ -105,7 +106,7 @@ def run_benchmark(base_url: str, model: str, workload: Workload,
                 say(f"concurrency {conc}: {done}/{total} requests done")
 
         phase = run_schedule(base_url, model, planned, conc, forced, seed=spec.seed,
-                             progress=on_done, counter=counter, stream_fields=stream_fields,
+                             progress=on_done, counter=counter, counting=counting,
                              engine_pid=engine_pid, stream_keepalive=stream_keepalive)
         level = with_monitors(summarize_level(phase.records, conc, phase.wall_s), phase)
         levels.append(level)

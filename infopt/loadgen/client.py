@@ -22,6 +22,7 @@ from typing import Any
 import httpx
 from httpx_sse import aconnect_sse
 
+from infopt.engines.base import StreamCounting
 from infopt.loadgen.routes import DRIVERS, Chunk, RouteDriver, request_body
 from infopt.specs.results import RequestRecord
 from infopt.specs.traffic import RouteName
@@ -39,7 +40,7 @@ class RequestJob:
     route: RouteName = RouteName.CHAT_COMPLETIONS
     stream: bool = True
     forced: dict[str, Any] = field(default_factory=dict)  # fields that force output_tokens
-    stream_fields: dict[str, Any] = field(default_factory=dict)  # per-chunk token counts
+    counting: StreamCounting | None = None  # the engine's running count on every chunk
     prompt_tokens_requested: int | None = None  # set when the prompt length is exact
     close_connection: bool = False  # the server closes after a stream: ask for it up front
 
@@ -47,13 +48,14 @@ class RequestJob:
 class _Stream:
     """Folds a route's events into one record; `now` is the event's arrival time."""
 
-    def __init__(self, rec: RequestRecord, t0: float) -> None:
+    def __init__(self, rec: RequestRecord, t0: float, counting: StreamCounting | None) -> None:
         self.rec, self.t0 = rec, t0
+        self.read = counting.read if counting else None
         self.last: float | None = None
         self.cum = 0  # running output-token count reported by the engine
         self.counted = True  # every content chunk carried the engine's running count
 
-    def add(self, c: Chunk, now: float) -> None:
+    def add(self, c: Chunk, data: dict[str, Any], now: float) -> None:
         rec = self.rec
         if c.prompt_tokens is not None:
             rec.prompt_tokens = c.prompt_tokens
@@ -63,9 +65,9 @@ class _Stream:
             rec.output_tokens = c.output_tokens
         if not c.text:
             return
-        if c.cumulative_tokens is not None:
-            k = max(c.cumulative_tokens - self.cum, 1)
-            self.cum = c.cumulative_tokens
+        if self.read is not None and (cum := self.read(data)) is not None:
+            k = max(cum - self.cum, 1)
+            self.cum = cum
         else:
             k, self.counted = 1, False
             self.cum += 1
@@ -85,7 +87,8 @@ class _Stream:
 async def send_request(client: httpx.AsyncClient, base_url: str, model: str, job: RequestJob,
                        phase_start: float) -> RequestRecord:
     driver = DRIVERS[job.route]
-    body = request_body(driver, model, job.prompt, job.forced, job.stream, job.stream_fields)
+    body = request_body(driver, model, job.prompt, job.forced, job.stream,
+                        job.counting.request_fields if job.counting else {})
     url = f"{base_url.rstrip('/')}{driver.path}"
     rec = RequestRecord(request_id=job.request_id, concurrency=job.concurrency, ok=False,
                         output_tokens_requested=job.output_tokens, route=job.route.value,
@@ -96,7 +99,7 @@ async def send_request(client: httpx.AsyncClient, base_url: str, model: str, job
     for attempt in (1, 2):
         try:
             if job.stream:
-                await _streamed(client, url, body, headers, driver, rec, t0)
+                await _streamed(client, url, body, headers, driver, rec, t0, job.counting)
             else:
                 await _whole(client, url, body, headers, driver, rec, t0)
         except httpx.RemoteProtocolError as exc:
@@ -117,8 +120,8 @@ async def send_request(client: httpx.AsyncClient, base_url: str, model: str, job
 
 async def _streamed(client: httpx.AsyncClient, url: str, body: dict[str, Any],
                     headers: dict[str, str], driver: RouteDriver, rec: RequestRecord,
-                    t0: float) -> None:
-    state = _Stream(rec, t0)
+                    t0: float, counting: StreamCounting | None) -> None:
+    state = _Stream(rec, t0, counting)
     async with aconnect_sse(client, "POST", url, json=body, headers=dict(headers)) as source:
         if source.response.status_code != 200:
             await source.response.aread()
@@ -132,8 +135,9 @@ async def _streamed(client: httpx.AsyncClient, url: str, body: dict[str, Any],
             if event.data == "[DONE]":
                 done = True
                 continue
-            c = driver.parse_event(event.event, json.loads(event.data))
-            state.add(c, now)
+            data = json.loads(event.data)
+            c = driver.parse_event(event.event, data)
+            state.add(c, data, now)
             done = c.done
     rec.e2e_s = time.perf_counter() - t0
     state.finish()

@@ -9,11 +9,8 @@ Routes differ only here; the client's timing loop is the same for all of them. W
 - anthropic_messages: Anthropic POST /v1/messages, typed SSE events (`content_block_delta`,
   usage in `message_start` / `message_delta`), https://docs.anthropic.com/en/api/messages-streaming
 
-Tokens per chunk: a chunk may carry several tokens (detokenizer hold-back of a partial UTF-8
-character, or an engine's stream interval). Where the engine reports a running output count in
-every chunk (vLLM/SGLang/TRT-LLM `stream_options.continuous_usage_stats`; llama.cpp
-`timings_per_token` -> `timings.predicted_n`), `cumulative_tokens` carries it and the client
-counts exactly; otherwise each content chunk counts one token and the record says so.
+Tokens per chunk are the engine's business, not the route's: see EngineAdapter.stream_counting
+and the client.
 """
 
 from __future__ import annotations
@@ -30,7 +27,6 @@ class Chunk:
     """What one streamed event (or a whole non-streamed answer) says."""
 
     text: str = ""  # generated text in this event
-    cumulative_tokens: int | None = None  # output tokens so far, when the engine reports it
     prompt_tokens: int | None = None  # the whole prompt, cached part included
     cached_tokens: int | None = None  # prompt tokens served from the engine's prefix cache
     output_tokens: int | None = None  # final usage count
@@ -71,25 +67,12 @@ def _anthropic_usage(usage: dict[str, Any] | None) -> dict[str, int | None]:
             "cached_tokens": usage.get("cache_read_input_tokens")}
 
 
-def _cumulative(data: dict[str, Any]) -> int | None:
-    """A running output-token count carried by a content chunk (vLLM continuous usage stats,
-    llama.cpp timings_per_token)."""
-    usage = data.get("usage")
-    if usage and usage.get("completion_tokens") is not None:
-        return int(usage["completion_tokens"])
-    timings = data.get("timings")
-    if timings and timings.get("predicted_n") is not None:
-        return int(timings["predicted_n"])
-    return None
-
-
 def _openai_event(text_of: Callable[[dict[str, Any]], str | None]
                   ) -> Callable[[str, dict[str, Any]], Chunk]:
     def parse(_event: str, data: dict[str, Any]) -> Chunk:
         text = "".join(t for c in data.get("choices") or [] if (t := text_of(c)))
-        return Chunk(text=text, cumulative_tokens=_cumulative(data) if text else None,
-                     **_openai_usage(data.get("usage"), "prompt_tokens", "completion_tokens",
-                                     "prompt_tokens_details"))
+        return Chunk(text=text, **_openai_usage(data.get("usage"), "prompt_tokens",
+                                                "completion_tokens", "prompt_tokens_details"))
     return parse
 
 
@@ -187,8 +170,9 @@ DRIVERS: dict[RouteName, RouteDriver] = {
 
 def request_body(driver: RouteDriver, model: str, prompt: str, forced: dict[str, Any],
                  stream: bool, stream_fields: dict[str, Any]) -> dict[str, Any]:
-    """The body to send. `stream_fields` are the engine's per-chunk counting fields; a nested
-    `stream_options` is merged, and dropped on routes that do not take it."""
+    """The body to send. `stream_fields`: extra fields for streamed requests (the engine's
+    per-chunk counting switch); a nested `stream_options` is merged, and dropped on routes
+    that do not take it."""
     body = driver.body(model, prompt, forced, stream)
     if not stream:
         return body

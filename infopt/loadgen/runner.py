@@ -22,6 +22,7 @@ from typing import Any
 
 import httpx
 
+from infopt.engines.base import StreamCounting
 from infopt.loadgen.client import RequestJob, send_request
 from infopt.loadgen.monitor import (
     ClientHealth,
@@ -154,7 +155,7 @@ def _phase_jobs(reqs: list[PlannedRequest], jobs: dict[str, RequestJob]
 def run_schedule(base_url: str, model: str, planned: list[PlannedRequest], concurrency: int,
                  forced: Forced, *, seed: int, timeout_s: float = 600.0,
                  progress: Callable[[int, int], None] | None = None,
-                 counter: Counter | None = None, stream_fields: dict[str, Any] | None = None,
+                 counter: Counter | None = None, counting: StreamCounting | None = None,
                  engine_pid: int | None = None, gpu: GpuSampler | None = None,
                  stream_keepalive: bool = True) -> PhaseResult:
     """Warm-up (discarded), then the measured phase, with the client's event-loop lag, and the
@@ -166,7 +167,7 @@ def run_schedule(base_url: str, model: str, planned: list[PlannedRequest], concu
     jobs = {r.request_id: RequestJob(
         request_id=r.request_id, prompt=prompts[r.request_id].text, output_tokens=r.output_tokens,
         concurrency=concurrency, route=r.route, stream=r.stream, forced=forced(r.output_tokens),
-        stream_fields=stream_fields or {}, prompt_tokens_requested=prompts[r.request_id].tokens,
+        counting=counting, prompt_tokens_requested=prompts[r.request_id].tokens,
         close_connection=not stream_keepalive)
         for r in planned}
     warm = [r for r in planned if r.phase is Phase.WARMUP]

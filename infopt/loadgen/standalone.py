@@ -16,7 +16,8 @@ from infopt.analysis.validation import validate_records
 from infopt.loadgen.benchmark import summarize_level, with_monitors
 from infopt.loadgen.runner import run_schedule
 from infopt.loadgen.schedule import build_schedule, summarize_schedule
-from infopt.loadgen.tokens import Counter, engine_counter, hf_counter
+from infopt.engines.base import EngineAdapter
+from infopt.loadgen.tokens import Counter, hf_counter, prompt_counter
 from infopt.specs.base import InputError
 from infopt.specs.results import BenchResult, ScenarioResult
 from infopt.specs.traffic import TrafficSpec, expand_sweep
@@ -25,30 +26,21 @@ from infopt.specs.traffic_file import load_traffic
 GENERIC_FORCED = {"ignore_eos": True}  # vLLM, SGLang, llama.cpp and TRT-LLM all honour it
 
 
-def _forced(engine: str | None) -> Callable[[int], dict]:
-    if engine:
-        from infopt.engines import adapter_for
+def _adapter(engine: str | None) -> EngineAdapter | None:
+    """The named engine's adapter; None for an unnamed endpoint, which then gets the generic
+    length fields, no per-chunk counting (an unknown field could be rejected: its chunk counts
+    are assumed and flagged) and keep-alive with the stale-connection guard."""
+    if not engine:
+        return None
+    from infopt.engines import adapter_for
 
-        return adapter_for(engine).forced_length_fields
+    return adapter_for(engine)
+
+
+def _forced(adapter: EngineAdapter | None) -> Callable[[int], dict]:
+    if adapter is not None:
+        return adapter.forced_length_fields
     return lambda n: {"max_tokens": n, **GENERIC_FORCED}
-
-
-def _stream_fields(engine: str | None) -> dict:
-    """The engine's per-chunk token-count fields; none for an unnamed endpoint (an unknown
-    field could be rejected), so its chunk counts are assumed and flagged."""
-    if engine:
-        from infopt.engines import adapter_for
-
-        return adapter_for(engine).stream_count_fields
-    return {}
-
-
-def _keepalive(engine: str | None) -> bool:
-    if engine:
-        from infopt.engines import adapter_for
-
-        return adapter_for(engine).stream_keepalive
-    return True  # unknown server: reuse, with the one-retry guard for a stale connection
 
 
 def _concurrency(spec: TrafficSpec) -> int:
@@ -63,10 +55,11 @@ def run_scenario(endpoint: str, model: str, spec: TrafficSpec, *, engine: str | 
     planned = build_schedule(spec, seed=spec.seed, max_input_tokens=max_input_tokens)
     summary = summarize_schedule([r for r in planned if r.phase.value == "measured"])
     conc = _concurrency(spec)
-    phase = run_schedule(endpoint, model, planned, conc, _forced(engine), seed=spec.seed,
-                         progress=progress, counter=counter,
-                         stream_fields=_stream_fields(engine), engine_pid=engine_pid,
-                         stream_keepalive=_keepalive(engine))
+    a = _adapter(engine)
+    phase = run_schedule(endpoint, model, planned, conc, _forced(a), seed=spec.seed,
+                         progress=progress, counter=counter, engine_pid=engine_pid,
+                         counting=a.stream_counting if a else None,
+                         stream_keepalive=a.stream_keepalive if a else True)
     records, wall = phase.records, phase.wall_s
     level = with_monitors(summarize_level(records, conc, wall), phase)
     df = records_frame(records)
@@ -93,27 +86,13 @@ def run_workload_file(endpoint: str, model: str, workload_path: str, *, engine: 
                       tokenizer: str | None = None) -> BenchResult:
     spec = load_traffic(workload_path)
     out = Path(out_dir).expanduser() if out_dir else None
-    hf = None
-    if tokenizer is not None:
-        hf = hf_counter(tokenizer)
-        if hf is None:
-            raise InputError(f"--tokenizer {tokenizer}: no tokenizer.json there; give the file "
-                             "or the model folder that holds it")
+    if tokenizer is not None and hf_counter(tokenizer) is None:
+        raise InputError(f"--tokenizer {tokenizer}: no tokenizer.json there; give the file "
+                         "or the model folder that holds it")
     with httpx.Client(timeout=60.0) as client:
-        # The engine's own tokenizer route is the truth when it has one; else the HF file.
-        counter = _counter(client, endpoint, model, engine) or hf
+        counter = prompt_counter(client, endpoint, model, _adapter(engine), tokenizer)
         return _run_all(spec, endpoint, model, workload_path, engine=engine, out=out,
                         max_input_tokens=max_input_tokens, progress=progress, counter=counter)
-
-
-def _counter(client: httpx.Client, endpoint: str, model: str, engine: str | None
-             ) -> Counter | None:
-    """Exact prompt lengths through the engine's tokenizer route, when the engine is named."""
-    if not engine:
-        return None
-    from infopt.engines import adapter_for
-
-    return engine_counter(client, endpoint, model, adapter_for(engine))
 
 
 def _run_all(spec: TrafficSpec, endpoint: str, model: str, workload_path: str, *,

@@ -42,6 +42,16 @@ def engine_counter(client: httpx.Client, base_url: str, model: str, adapter: Any
     return counter
 
 
+def prompt_counter(client: httpx.Client, base_url: str, model: str, adapter: Any | None,
+                   tokenizer_path: str | Path | None) -> Counter | None:
+    """The engine's own tokenizer route when it has one (the truth), else the model's
+    tokenizer.json, else None (approximate prompts, marked as such in the records)."""
+    counter = engine_counter(client, base_url, model, adapter) if adapter is not None else None
+    if counter is None and tokenizer_path is not None:
+        counter = hf_counter(tokenizer_path)
+    return counter
+
+
 def hf_counter(path: str | Path) -> Counter | None:
     """A token counter from a Hugging Face `tokenizer.json` (the file, or a model directory
     holding it), for engines without a tokenize route; None when there is no such file.

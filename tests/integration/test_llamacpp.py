@@ -56,7 +56,7 @@ def test_benchmark_forces_lengths_and_runs_concurrently(server):
         counter = engine_counter(client, server.base_url, "smollm2", a)
         result, records = run_benchmark(server.base_url, "smollm2", wl, a.forced_length_fields,
                                         seed=1, engine_pid=server.pid, counter=counter,
-                                        stream_fields=a.stream_count_fields)
+                                        counting=a.stream_counting)
     assert len(records) == 8 and all(r.ok for r in records)
     assert all(r.output_tokens == 12 for r in records)  # usage says the forced length was reached
     # Exact prompts: usage.prompt_tokens is the requested whole-prompt length, template included.

@@ -62,7 +62,7 @@ def test_vllm_batches_concurrent_requests_with_exact_prompts(vllm_server):
         result, records = run_benchmark(vllm_server.base_url, "smollm2", wl,
                                         vllm.ADAPTER.forced_length_fields, seed=3,
                                         counter=counter, engine_pid=vllm_server.pid,
-                                        stream_fields=vllm.ADAPTER.stream_count_fields)
+                                        counting=vllm.ADAPTER.stream_counting)
     assert all(r.ok and r.output_tokens == 16 for r in records)
     # usage.prompt_tokens is exactly the requested whole prompt (the chat template's tokens
     # were measured once and taken off the content).

@@ -14,6 +14,7 @@ import openai
 import pytest
 
 from bench.fast_server import TIMESTAMP_FIELD, FastServer, start_server
+from infopt.engines.base import CONTINUOUS_USAGE
 from infopt.loadgen.client import RequestJob
 from infopt.loadgen.runner import drive
 
@@ -99,8 +100,7 @@ def test_infopt_client_records_and_server_send_log(server: FastServer) -> None:
 def test_a_chunk_of_k_tokens_counts_k_itl_samples(server: FastServer) -> None:
     """7 tokens in chunks of 3, 3, 1 with the running count on each chunk: the record holds
     one ITL sample per token after the first chunk (3 + 1), each the gap split evenly."""
-    jobs = [RequestJob(j.request_id, j.prompt, 7, 1, forced=j.forced,
-                       stream_fields={"stream_options": {"continuous_usage_stats": True}})
+    jobs = [RequestJob(j.request_id, j.prompt, 7, 1, forced=j.forced, counting=CONTINUOUS_USAGE)
             for j in _jobs(2, 7, 1, "k", x_itl_s=0.002, x_tokens_per_chunk=3)]
     records, _, _ = asyncio.run(drive(server.base_url, "fast", jobs, 1))
     for r in records:

@@ -2,6 +2,7 @@
 copied from a real llama-server (llama-cpp-python 0.3.36's llama.cpp) and from vLLM's
 documented continuous-usage chunks; the integration tests drive the same routes live."""
 
+from infopt.engines import llamacpp, mlx, sglang, trtllm, vllm
 from infopt.loadgen.routes import DRIVERS, request_body
 from infopt.specs.traffic import RouteName
 
@@ -27,18 +28,24 @@ def test_bodies_carry_the_forced_length_in_each_routes_own_field():
     assert "timings_per_token" not in anth  # counting fields only on streamed requests
 
 
-def test_openai_chunks_running_counts_and_usage():
+def test_openai_chunks_usage_and_each_engines_running_count():
     llama = {"choices": [{"index": 0, "delta": {"content": "'m"}}],
              "timings": {"cache_n": 41, "prompt_n": 1, "predicted_n": 2}}
-    assert CHAT.parse_event("", llama).cumulative_tokens == 2
-    vllm = {"choices": [{"index": 0, "delta": {"content": "ab"}}],
-            "usage": {"prompt_tokens": 42, "completion_tokens": 5, "total_tokens": 47}}
-    c = CHAT.parse_event("", vllm)
-    assert (c.text, c.cumulative_tokens, c.prompt_tokens) == ("ab", 5, 42)
+    assert CHAT.parse_event("", llama).text == "'m"
+    assert llamacpp.ADAPTER.stream_counting.read(llama) == 2
+    assert vllm.ADAPTER.stream_counting.read(llama) is None  # another engine's field
+    chunk = {"choices": [{"index": 0, "delta": {"content": "ab"}}],
+             "usage": {"prompt_tokens": 42, "completion_tokens": 5, "total_tokens": 47}}
+    c = CHAT.parse_event("", chunk)
+    assert (c.text, c.prompt_tokens) == ("ab", 42)
+    assert vllm.ADAPTER.stream_counting.read(chunk) == 5
+    for engine in (sglang, trtllm):  # the same vLLM extension
+        assert engine.ADAPTER.stream_counting == vllm.ADAPTER.stream_counting
+    assert mlx.ADAPTER.stream_counting is None
     final = {"choices": [], "usage": {"completion_tokens": 3, "prompt_tokens": 42,
                                       "prompt_tokens_details": {"cached_tokens": 41}}}
     c = CHAT.parse_event("", final)
-    assert (c.text, c.output_tokens, c.cached_tokens, c.cumulative_tokens) == ("", 3, 41, None)
+    assert (c.text, c.output_tokens, c.cached_tokens) == ("", 3, 41)
     role_only = {"choices": [{"index": 0, "delta": {"role": "assistant", "content": None}}]}
     assert CHAT.parse_event("", role_only).text == ""
     assert COMPL.parse_event("", {"choices": [{"text": " x"}]}).text == " x"
