@@ -89,6 +89,8 @@ CONTINUOUS_USAGE = StreamCounting({"stream_options": {"continuous_usage_stats": 
 @dataclass(frozen=True)
 class EngineAdapter:
     name: EngineName
+    concurrency_knob: str  # config field capping concurrent requests (its batching dimension)
+    concurrency_knob_why: str
     display_name: str
     config_type: type
     # Where the engine comes from on this machine: returns the executable (or interpreter) path,

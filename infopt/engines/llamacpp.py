@@ -96,6 +96,9 @@ def memory_shape(cfg: LlamaCppConfig, target_concurrency: int, is_cpu: bool) -> 
 
 ADAPTER = EngineAdapter(
     name=EngineName.LLAMACPP,
+    # The knob capping how many requests run at once: the first tuning dimension.
+    concurrency_knob="parallel_slots",
+    concurrency_knob_why="llama.cpp batches only across its --parallel slots; each slot keeps the full native context",
     display_name="llama.cpp llama-server",
     config_type=LlamaCppConfig,
     locate=locate,

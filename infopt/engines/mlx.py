@@ -103,6 +103,9 @@ def memory_shape(cfg: MlxConfig, target_concurrency: int, is_cpu: bool) -> Memor
 
 ADAPTER = EngineAdapter(
     name=EngineName.MLX,
+    # The knob capping how many requests run at once: the first tuning dimension.
+    concurrency_knob="decode_concurrency",
+    concurrency_knob_why="MLX-LM server's concurrent decodes",
     display_name="MLX-LM mlx_lm.server",
     config_type=MlxConfig,
     locate=locate,

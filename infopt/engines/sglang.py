@@ -172,6 +172,9 @@ def memory_shape(cfg: SglangConfig, target_concurrency: int, is_cpu: bool) -> Me
 
 ADAPTER = EngineAdapter(
     name=EngineName.SGLANG,
+    # The knob capping how many requests run at once: the first tuning dimension.
+    concurrency_knob="max_running_requests",
+    concurrency_knob_why="SGLang's cap on running requests",
     display_name="SGLang",
     config_type=SglangConfig,
     locate=locate,

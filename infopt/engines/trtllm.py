@@ -167,6 +167,9 @@ def memory_shape(cfg: TrtllmConfig, target_concurrency: int, is_cpu: bool) -> Me
 
 ADAPTER = EngineAdapter(
     name=EngineName.TRTLLM,
+    # The knob capping how many requests run at once: the first tuning dimension.
+    concurrency_knob="max_batch_size",
+    concurrency_knob_why="TensorRT-LLM's runtime batch size cap",
     display_name="TensorRT-LLM trtllm-serve",
     config_type=TrtllmConfig,
     locate=locate,

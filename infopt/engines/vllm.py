@@ -110,6 +110,9 @@ def memory_shape(cfg: VllmConfig, target_concurrency: int, is_cpu: bool) -> Memo
 
 ADAPTER = EngineAdapter(
     name=EngineName.VLLM,
+    # The knob capping how many requests run at once: the first tuning dimension.
+    concurrency_knob="max_num_seqs",
+    concurrency_knob_why="vLLM's cap on concurrently scheduled sequences",
     display_name="vLLM",
     config_type=VllmConfig,
     locate=locate,

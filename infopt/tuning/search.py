@@ -8,6 +8,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from infopt.analysis.compare import bootstrap_diff
+from infopt.engines import adapter_for
 from infopt.analysis.stats import median_and_spread
 from infopt.specs.base import Spec
 from infopt.specs.hardware import HardwareInventory
@@ -52,24 +53,13 @@ def baseline_config(engine: EngineName, model: ModelProfile, hw: HardwareInvento
                      context_tokens=model.native_context_tokens)
 
 
-# The knob that caps how many requests each engine runs at once (its batching dimension).
-_CONCURRENCY_KNOB = {
-    EngineName.LLAMACPP: ("parallel_slots", "llama.cpp batches only across its --parallel slots; "
-                          "each slot keeps the full native context"),
-    EngineName.VLLM: ("max_num_seqs", "vLLM's cap on concurrently scheduled sequences"),
-    EngineName.SGLANG: ("max_running_requests", "SGLang's cap on running requests"),
-    EngineName.TRTLLM: ("max_batch_size", "TensorRT-LLM's runtime batch size cap"),
-    EngineName.MLX: ("decode_concurrency", "MLX-LM server's concurrent decodes"),
-}
-
-
 def first_dimension(config: AnyServingConfig, workload: Workload) -> TuningDimension:
     """Scheduling/batching is the first dimension we can change on a fixed checkpoint: how many
     requests the engine runs at once, up to the target concurrency."""
     levels = sorted({v for v in (1, 2, 4, 8, 16, 32) if v < workload.target_concurrency}
                     | {workload.target_concurrency})
-    knob, why = _CONCURRENCY_KNOB[config.engine]
-    return TuningDimension(knob=knob, values=levels, why=why)
+    a = adapter_for(config.engine)
+    return TuningDimension(knob=a.concurrency_knob, values=levels, why=a.concurrency_knob_why)
 
 
 def objective_value(bench: BenchmarkResult, workload: Workload) -> float | None:
