@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 from prefect import flow, get_run_logger, task
@@ -137,7 +138,7 @@ def optimize(model_path: str, workload: Workload | None = None, runs_dir: str | 
              tune_values: list[int | float | str | bool] | None = None,
              base_overrides: dict[str, int | float | str | bool] | None = None,
              github_search: bool = True, github_url: str | None = None,
-             scenarios: list[str] | None = ["all"], scenario_requests: int | None = 4
+             scenarios: Sequence[str] | None = ("all",), scenario_requests: int | None = 4
              ) -> OptimizationReport:
     """Optimize serving of the local checkpoint `model_path`. `base_model` (a hub id) adds the
     checkpoint shortlist of its quantized variants to the report (metadata only; downloading a

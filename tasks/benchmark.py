@@ -11,7 +11,7 @@ from prefect.cache_policies import NO_CACHE
 from infopt.analysis.records import errors_by_kind, records_frame, save_parquet
 from infopt.analysis.validation import validate_records
 from infopt.engines import adapter_for
-from infopt.loadgen.benchmark import run_benchmark
+from infopt.loadgen.benchmark import every_quarter, run_benchmark
 from infopt.loadgen.standalone import run_scenario
 from infopt.loadgen.tokens import prompt_counter
 from infopt.specs.scenarios import standard_scenarios
@@ -57,14 +57,6 @@ def benchmark(running: RunningEngine, served_model_name: str, workload: Workload
     return result
 
 
-def _every_quarter(logger, label: str):
-    """Progress for long phases (a full-context scenario takes minutes on CPU)."""
-    def on_done(done: int, total: int) -> None:
-        if done == total or done % max(1, total // 4) == 0:
-            logger.info("%s: %d/%d measured requests done", label, done, total)
-    return on_done
-
-
 @task(name="benchmark-scenarios", cache_policy=NO_CACHE)
 def benchmark_scenarios(running: RunningEngine, served_model_name: str,
                         native_context_tokens: int, target_concurrency: int,
@@ -94,7 +86,7 @@ def benchmark_scenarios(running: RunningEngine, served_model_name: str,
             r = run_scenario(running.base_url, served_model_name, spec, engine=running.engine,
                              out_dir=out, max_input_tokens=native_context_tokens,
                              counter=counter, engine_pid=running.pid,
-                             progress=_every_quarter(logger, f"{trial_id} {spec.name}"))
+                             progress=every_quarter(logger.info, f"{trial_id} {spec.name}"))
             lv = r.level
             logger.info("%s %s: TTFT p50 %.0f ms, ITL p50 %.1f ms, %.1f out tok/s%s", trial_id,
                         spec.name, (lv.ttft_s.p50 or 0) * 1e3, (lv.itl_s.p50 or 0) * 1e3,

@@ -96,14 +96,6 @@ def classify_error(error: str | None) -> ErrorKind:
     return ErrorKind.OTHER
 
 
-def _tpot_s(rec: RequestRecord) -> float:
-    # Decode time per token after the first: the first token's time is TTFT (prefill).
-    if (rec.output_tokens is None or rec.output_tokens <= 1
-            or rec.ttft_s is None or rec.e2e_s is None):
-        return np.nan
-    return (rec.e2e_s - rec.ttft_s) / (rec.output_tokens - 1)
-
-
 def records_frame(records: list[RequestRecord]) -> pd.DataFrame:
     """One row per request, with the typed columns of `COLUMNS` (in that order)."""
     rows: dict[str, list] = {name: [] for name in COLUMNS}
@@ -126,7 +118,7 @@ def records_frame(records: list[RequestRecord]) -> pd.DataFrame:
         rows["chunk_tokens_counted"].append(rec.chunk_tokens_counted)
         rows["ttft_s"].append(np.nan if rec.ttft_s is None else rec.ttft_s)
         rows["e2e_s"].append(np.nan if rec.e2e_s is None else rec.e2e_s)
-        rows["tpot_s"].append(_tpot_s(rec))
+        rows["tpot_s"].append(np.nan if rec.tpot_s is None else rec.tpot_s)
         rows["itl_p50_s"].append(float(np.median(itl)) if itl.size else np.nan)
         rows["itl_max_s"].append(float(itl.max()) if itl.size else np.nan)
         rows["start_offset_s"].append(rec.start_offset_s)

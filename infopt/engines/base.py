@@ -66,6 +66,12 @@ class MemoryShape:
     pipeline_parallel: int = 1  # ranks sharing the layers (FitRequest.pp)
 
 
+def min_tokens_and_ignore_eos(n: int) -> dict[str, Any]:
+    """Exactly n output tokens on servers that take vLLM's sampling extensions (vLLM, SGLang,
+    TensorRT-LLM): a floor, a cap, and no stop at the end-of-sequence token."""
+    return {"max_tokens": n, "min_tokens": n, "ignore_eos": True}
+
+
 @dataclass(frozen=True)
 class StreamCounting:
     """An engine's way to put the running output-token count on every streamed chunk: the

@@ -34,6 +34,7 @@ from infopt.engines.base import (
     Launch,
     MemoryShape,
     locate_executable,
+    min_tokens_and_ignore_eos,
 )
 from infopt.specs.plan import KvObservation
 from infopt.specs.serving import EngineName, SglangConfig
@@ -183,7 +184,7 @@ ADAPTER = EngineAdapter(
     health_path="/health",
     # protocol.py (0.5.23) CompletionRequest and ChatCompletionRequest both carry min_tokens and
     # ignore_eos (mapped to min_new_tokens / ignore_eos in the sampling params).
-    forced_length_fields=lambda n: {"max_tokens": n, "min_tokens": n, "ignore_eos": True},
+    forced_length_fields=min_tokens_and_ignore_eos,
     # SGLang's StreamOptions (openai_api/protocol.py) has the same vLLM extension.
     stream_counting=CONTINUOUS_USAGE,
     readiness_timeout_s=readiness_timeout_s,

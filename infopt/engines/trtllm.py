@@ -44,6 +44,7 @@ from infopt.engines.base import (
     Launch,
     MemoryShape,
     locate_executable,
+    min_tokens_and_ignore_eos,
 )
 from infopt.specs.plan import KvObservation
 from infopt.specs.serving import EngineName, TrtllmConfig
@@ -179,7 +180,7 @@ ADAPTER = EngineAdapter(
     # serve/openai_protocol.py: CompletionRequest and ChatCompletionRequest carry ignore_eos and
     # min_tokens; chat's max_completion_tokens accepts the alias max_tokens. The request models
     # are extra="forbid", so only fields that exist may be sent.
-    forced_length_fields=lambda n: {"max_tokens": n, "min_tokens": n, "ignore_eos": True},
+    forced_length_fields=min_tokens_and_ignore_eos,
     # TensorRT-LLM's StreamOptions (serve/openai_protocol.py) has the same vLLM extension.
     stream_counting=CONTINUOUS_USAGE,
     readiness_timeout_s=readiness_timeout_s,

@@ -21,6 +21,7 @@ from infopt.engines.base import (
     Launch,
     MemoryShape,
     locate_executable,
+    min_tokens_and_ignore_eos,
 )
 from infopt.specs.plan import KvObservation
 from infopt.specs.serving import EngineName, VllmConfig
@@ -119,7 +120,7 @@ ADAPTER = EngineAdapter(
     build_launch=build_launch,
     detect_version=detect_version,
     health_path="/health",
-    forced_length_fields=lambda n: {"max_tokens": n, "min_tokens": n, "ignore_eos": True},
+    forced_length_fields=min_tokens_and_ignore_eos,
     readiness_timeout_s=readiness_timeout_s,
     metric_prefix="vllm:",
     kv_from_log=kv_from_log,

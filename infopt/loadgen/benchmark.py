@@ -26,17 +26,11 @@ from infopt.specs.workload import Workload
 Progress = Callable[[str], None]
 
 
-def _tpot(r: RequestRecord) -> float | None:
-    if r.ttft_s is None or r.e2e_s is None or not r.output_tokens or r.output_tokens < 2:
-        return None
-    return (r.e2e_s - r.ttft_s) / (r.output_tokens - 1)
-
-
 def summarize_level(records: list[RequestRecord], concurrency: int, wall_s: float) -> LevelResult:
     ok = [r for r in records if r.ok]
     out_tokens = sum(r.output_tokens or 0 for r in ok)
     prompts = [r.prompt_tokens for r in ok if r.prompt_tokens is not None]
-    tpots = [t for r in ok if (t := _tpot(r)) is not None]
+    tpots = [r.tpot_s for r in ok if r.tpot_s is not None]
     per_s = (lambda x: x / wall_s) if wall_s > 0 else (lambda x: 0.0)
     return LevelResult(
         concurrency=concurrency,
@@ -73,6 +67,14 @@ def with_monitors(level: LevelResult, phase: PhaseResult) -> LevelResult:
         "gpu_memory_used_peak_bytes": usage.gpu_memory_used_peak_bytes})
 
 
+def every_quarter(say: Progress, label: str) -> Callable[[int, int], None]:
+    """A progress callback for a measured phase: one line per quarter of its requests."""
+    def on_done(done: int, total: int) -> None:
+        if done == total or done % max(1, total // 4) == 0:
+            say(f"{label}: {done}/{total} requests done")
+    return on_done
+
+
 def level_spec(workload: Workload, concurrency: int, seed: int) -> TrafficSpec:
     """One level of the workload as a closed-loop traffic spec."""
     return TrafficSpec(
@@ -99,14 +101,8 @@ def run_benchmark(base_url: str, model: str, workload: Workload,
         spec = level_spec(workload, conc, seed + i)
         planned = build_schedule(spec, seed=spec.seed,
                                  max_input_tokens=max_input_tokens or workload.input_tokens)
-        step = max(1, workload.requests_per_level // 4)
-
-        def on_done(done: int, total: int, conc: int = conc) -> None:
-            if done % step == 0 or done == total:
-                say(f"concurrency {conc}: {done}/{total} requests done")
-
         phase = run_schedule(base_url, model, planned, conc, forced, seed=spec.seed,
-                             progress=on_done, counter=counter, counting=counting,
+                             progress=every_quarter(say, f"concurrency {conc}"), counter=counter, counting=counting,
                              engine_pid=engine_pid, stream_keepalive=stream_keepalive)
         level = with_monitors(summarize_level(phase.records, conc, phase.wall_s), phase)
         levels.append(level)

@@ -162,7 +162,7 @@ def _shortlist_lines(r: OptimizationReport) -> list[str]:
 
 
 def render_markdown(r: OptimizationReport) -> str:
-    h, m, w = r.hardware.host, r.model, r.workload
+    h, w = r.hardware.host, r.workload
     winner = next(t for t in r.trials if t.trial_id == r.winner_trial_id)
     lines = [
         f"# infopt optimization report — run `{r.run_id}`",

@@ -63,6 +63,15 @@ class RequestRecord(Spec):
         return self.output_tokens == self.output_tokens_requested
 
     @property
+    def tpot_s(self) -> float | None:
+        """Decode time per output token after the first (the first token's time is TTFT):
+        (E2E - TTFT) / (output tokens - 1); None without a stream or with one output token."""
+        if (self.ttft_s is None or self.e2e_s is None or self.output_tokens is None
+                or self.output_tokens < 2):
+            return None
+        return (self.e2e_s - self.ttft_s) / (self.output_tokens - 1)
+
+    @property
     def prompt_length_exact(self) -> bool | None:
         """usage.prompt_tokens equals the requested prompt length (None: nothing to compare)."""
         if self.prompt_tokens_requested is None or self.prompt_tokens is None:
