@@ -38,6 +38,7 @@ test: engines
 # Results go to $INFOPT_BENCH_OUT (default /tmp/infopt-bench), never into the checkout.
 .PHONY: bench
 bench: $(STAMP)
+	@$(PY) -m bench.analysis_bench
 	@$(PY) -m bench.loadgen_bench
 
 # infopt vs `vllm bench serve` on the same real vLLM CPU server (~7 min; needs `make engines`).

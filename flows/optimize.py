@@ -32,6 +32,7 @@ from infopt.tuning.search import (
     decide,
     first_dimension,
     objective_value,
+    runnable_candidates,
 )
 from tasks.benchmark import benchmark, benchmark_scenarios
 from tasks.contract import verify_contract
@@ -177,16 +178,22 @@ def optimize(model_path: str, workload: Workload | None = None, runs_dir: str | 
         dim = TuningDimension(knob=tune_knob, values=list(tune_values), why="chosen by the user")
     ts = {"search": github_search, "github_url": github_url}
     base_value = str(getattr(base_cfg, dim.knob))
-    # Fit every candidate at the full context before launching any: prune what cannot fit.
-    configs = {str(v): with_knob(base_cfg, dim.knob, v) for v in dim.values}
+    # Leave out what this CPU cannot run, then fit every candidate at the full context before
+    # launching any: prune what cannot fit.
+    configs, pruned = runnable_candidates(
+        {str(v): with_knob(base_cfg, dim.knob, v) for v in dim.values},
+        None if hw.gpus else hw.host.isa_features)
+    if base_value not in configs:
+        raise InfoptError("the baseline configuration cannot run on this machine: " + pruned[0])
     fits = dict(zip(configs, fit_candidates(model, hw, list(configs.values()),
                                             workload.target_concurrency)))
-    pruned = [f"{dim.knob}={v}: {fits[v].gap_bytes / 2**30:.2f} GiB short per device; options: "
-              + "; ".join(fits[v].alternatives) for v in configs if not fits[v].fits]
+    unfit = [f"{dim.knob}={v}: {fits[v].gap_bytes / 2**30:.2f} GiB short per device; options: "
+             + "; ".join(fits[v].alternatives) for v in configs if not fits[v].fits]
     if not fits[base_value].fits:
         raise InfoptError("the baseline configuration does not fit at the model's full context: "
-                          + pruned[0])
-    values = [v for v in dim.values if fits[str(v)].fits]
+                          + unfit[0])
+    pruned += unfit
+    values = [v for v in dim.values if str(v) in configs and fits[str(v)].fits]
 
     # Baseline: contract first (a config that breaks the API is not a candidate), then measure.
     baseline, contract = _run_trial(

@@ -155,9 +155,6 @@ def mlx(m: ModelInspection, memory_bytes: int, weights_bytes: int, tp: int, devi
         "limit, estimate)",))
 
 
-# The 8-bit KV cache type each engine offers (llama.cpp names it q8_0; the others fp8).
-EIGHT_BIT_KV = {"llamacpp": "q8_0"}
-
 ALLOCATORS = {"vllm": vllm_gpu, "vllm-cpu": vllm_cpu, "sglang": sglang, "trtllm": trtllm,
               "llamacpp": llamacpp, "mlx": mlx}
 

@@ -8,11 +8,9 @@ from dataclasses import replace
 from infopt.costmodel.fit import FitRequest, plan_fit
 from infopt.costmodel.roofline import decode_row, prefill_row
 from infopt.costmodel.weights import hypothetical_paths, path_from_quantization
+from infopt.engines import adapter_for
+from infopt.engines.support import unsupported_kv_dtype
 from infopt.specs.plan import CeilingRow, CeilingTable, DeviceBudget, Envelope, MemoryFit
-
-# KV dtypes worth a row, by engine family: llama.cpp names its cache types differently.
-_KV_CHOICES = {"llamacpp": ("f16", "q8_0")}
-_DEFAULT_KV = ("auto", "fp8")
 
 
 class PlanResult(MemoryFit):
@@ -40,7 +38,14 @@ def ceiling_table(r: FitRequest, batches: list[int], prompt_tokens: int,
                                if p.label != r.weight_path.label]
     if own.label not in {p.label for p in paths}:
         paths.insert(1, own)
-    kvs = _KV_CHOICES.get(r.engine, _DEFAULT_KV)
+    # The engine's native and 8-bit KV types, less what this device cannot run (said why).
+    kvs, left_out = [], []
+    for kv in adapter_for(r.engine).kv_dtypes:
+        refused = unsupported_kv_dtype(r.engine, kv, dev.cpu_isa_features)
+        if refused:
+            left_out.append(f"KV {kv}: {refused[0].reason}")
+        else:
+            kvs.append(kv)
     rows: list[CeilingRow] = []
     unavailable: list[str] = []
     for env in (Envelope.THEORETICAL, Envelope.CALIBRATED):
@@ -65,7 +70,8 @@ def ceiling_table(r: FitRequest, batches: list[int], prompt_tokens: int,
                 f" bandwidth/compute for {dev.name}"
                 + (" (run on the machine, or give measured figures)" if env is
                    Envelope.CALIBRATED else " (not in the sourced catalog)"))
-    return CeilingTable(device=dev, rows=rows, unavailable=unavailable, assumptions=[
+    return CeilingTable(device=dev, rows=rows, unavailable=unavailable, left_out=left_out,
+                        assumptions=[
         "decode: executed weights read once per step (ideal batch reuse); MoE: expected union "
         "of experts for uniform routing; KV read at the full context for every sequence",
         "FLOPs: 2 per multiply-add; W4A16/W8A16 paths at 16-bit rates; FP8/FP4 rates only "

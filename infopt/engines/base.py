@@ -93,6 +93,20 @@ CONTINUOUS_USAGE = StreamCounting({"stream_options": {"continuous_usage_stats": 
 
 
 @dataclass(frozen=True)
+class CpuKernelRequirement:
+    """A knob value whose kernels exist only on some CPUs when the engine runs on one: the
+    engine refuses to start (or crashes) elsewhere, so the plan and the tuning candidates leave
+    it out on a CPU that has none of the `isa_any_of` sets in full (flag names as /proc/cpuinfo
+    spells them)."""
+
+    knob: str  # config field
+    values: frozenset[str]  # values of that field needing the ISA
+    isa_any_of: tuple[frozenset[str], ...]  # one whole set suffices
+    what: str  # what the values switch on, for the reason shown to the user
+    source: str  # where the engine enforces it (upstream file, or a recorded failure)
+
+
+@dataclass(frozen=True)
 class EngineAdapter:
     name: EngineName
     concurrency_knob: str  # config field capping concurrent requests (its batching dimension)
@@ -133,3 +147,9 @@ class EngineAdapter:
     # without saying so (no `Connection: close`), a client that reuses the connection at once
     # races the close; the load generator then asks for the close itself.
     stream_keepalive: bool = True
+    # The config fields that take the KV cache element type, and the types worth a plan row:
+    # the native one first, then the engine's 8-bit type (llama.cpp: q8_0; the others: fp8).
+    kv_dtype_knobs: tuple[str, ...] = ("kv_cache_dtype",)
+    kv_dtypes: tuple[str, str] = ("auto", "fp8")
+    # Knob values that need particular CPU instructions when the engine runs on a CPU.
+    cpu_kernel_requirements: tuple[CpuKernelRequirement, ...] = ()

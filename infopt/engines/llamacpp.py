@@ -125,4 +125,8 @@ ADAPTER = EngineAdapter(
     # connection (a new client port per request) and no `Connection: close` header, so an
     # immediately reused connection fails with "Server disconnected without a response".
     stream_keepalive=False,
+    # -ctk/-ctv; llama.cpp names its 8-bit cache type q8_0. No CPU-specific kernel limits: the
+    # bootstrap builds it for the host's own ISA (GGML_NATIVE).
+    kv_dtype_knobs=("cache_type_k", "cache_type_v"),
+    kv_dtypes=("f16", "q8_0"),
 )

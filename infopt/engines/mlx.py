@@ -117,6 +117,7 @@ ADAPTER = EngineAdapter(
     # mlx_lm.server is http.server's BaseHTTPRequestHandler (HTTP/1.0 unless set otherwise):
     # one response per connection.
     stream_keepalive=False,
+    kv_dtype_knobs=(),  # mlx_lm.server has no KV cache type option
     readiness_timeout_s=readiness_timeout_s,
     metric_prefix="",
     kv_from_log=kv_from_log,

@@ -30,6 +30,7 @@ from functools import cache
 from infopt.costmodel.allocation import EngineKnobs
 from infopt.engines.base import (
     CONTINUOUS_USAGE,
+    CpuKernelRequirement,
     EngineAdapter,
     Launch,
     MemoryShape,
@@ -193,5 +194,13 @@ ADAPTER = EngineAdapter(
     memory_shape=memory_shape,
     doc_url="https://docs.sglang.io/advanced_features/server_arguments.html",
     container_image="lmsysorg/sglang:v0.5.23",
+    kv_dtypes=("auto", "fp8_e4m3"),  # server_args.py: SGLang spells its FP8 KV fp8_e4m3/e5m2
+    cpu_kernel_requirements=(CpuKernelRequirement(
+        knob="attention_backend", values=frozenset({"intel_amx"}), isa_any_of=(frozenset({"amx_tile"}),),
+        what="the Intel AMX attention backend",
+        # cpu_has_amx_support() = torch's _is_amx_tile_supported() and sgl_kernel's CPU build;
+        # docs/platforms/cpu_server.md: "enabled and optimized on the CPUs equipped with AMX".
+        source="sgl-project/sglang python/sglang/srt/utils.py cpu_has_amx_support, "
+               "docs/platforms/cpu_server.md"),),
     container_executable="python3",
 )

@@ -190,4 +190,6 @@ ADAPTER = EngineAdapter(
     doc_url="https://nvidia.github.io/TensorRT-LLM/commands/trtllm-serve/trtllm-serve.html",
     container_image="nvcr.io/nvidia/tensorrt-llm/release:1.2.0",
     container_executable="trtllm-serve",
+    # The KV type is kv_cache_config.dtype, a nested option, not a flat knob.
+    kv_dtype_knobs=(),
 )

@@ -17,6 +17,7 @@ from infopt.bootstrap import default_paths
 from infopt.costmodel.allocation import EngineKnobs
 from infopt.engines.base import (
     CONTINUOUS_USAGE,
+    CpuKernelRequirement,
     EngineAdapter,
     Launch,
     MemoryShape,
@@ -132,4 +133,12 @@ ADAPTER = EngineAdapter(
     tokenize_body=lambda model, text: {"model": model, "prompt": text, "add_special_tokens": False},
     tokenize_count=lambda js: int(js["count"]),
     stream_counting=CONTINUOUS_USAGE,
+    cpu_kernel_requirements=(CpuKernelRequirement(
+        knob="kv_cache_dtype", values=frozenset({"fp8", "fp8_e4m3", "fp8_e5m2"}),
+        # torch.cpu._is_amx_tile_supported() or _is_avx512_supported() (avx512 f+vl+bw+dq).
+        isa_any_of=(frozenset({"amx_tile"}),
+                    frozenset({"avx512f", "avx512vl", "avx512bw", "avx512dq"})),
+        what="FP8 KV cache",
+        source="vllm 0.32.0 v1/attention/backends/cpu_attn.py _get_attn_isa: 'FP8 KV cache "
+               "on CPU requires x86 with AVX-512 or AMX.'"),),
 )

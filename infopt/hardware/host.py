@@ -21,8 +21,8 @@ from infopt.specs.hardware import HardwareInventory, HostInfo
 
 # ISA features that change which kernels an engine can use (llama.cpp/ggml and vLLM CPU dispatch).
 ENGINE_ISA_FEATURES = (
-    "sse4_2", "avx", "avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512vl", "avx512_vnni",
-    "avx512_bf16", "avx512_fp16", "avx_vnni", "amx_tile", "amx_int8", "amx_bf16",
+    "sse4_2", "avx", "avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512vl", "avx512dq",
+    "avx512_vnni", "avx512_bf16", "avx512_fp16", "avx_vnni", "amx_tile", "amx_int8", "amx_bf16",
     "asimd", "sve", "sve2", "i8mm", "bf16",
 )
 

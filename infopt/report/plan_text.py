@@ -31,5 +31,6 @@ def render_plan(p: PlanResult) -> str:
         lines.append(f"  {r.phase:8} {r.envelope.value:11} {r.weight_path[:26]:26} "
                      f"{r.kv_dtype:5} {r.batch:>5} {r.tokens_per_s:>11,.1f} {r.bound.value}")
     lines += [f"  unavailable: {u}" for u in p.ceilings.unavailable]
+    lines += [f"  left out: {u}" for u in p.ceilings.left_out]
     lines += [f"  assumption: {a}" for a in p.ceilings.assumptions]
     return "\n".join(lines)

@@ -36,6 +36,9 @@ class DeviceBudget(Spec):
     interconnect_bytes_per_s: float | None = None  # per direction, between TP ranks
     calibrated_bandwidth_bytes_per_s: float | None = None  # measured
     calibrated_flops_per_s: dict[str, float] = Field(default_factory=dict)  # measured
+    # The host's engine-relevant ISA flags when the device is this CPU (what kernels it can
+    # run: infopt.engines.support); None for a GPU.
+    cpu_isa_features: list[str] | None = None
     source: str
 
 
@@ -100,6 +103,7 @@ class CeilingTable(Spec):
     rows: list[CeilingRow]
     unavailable: list[str]  # envelopes that could not be computed, and why
     assumptions: list[str]
+    left_out: list[str] = Field(default_factory=list)  # rows the device cannot run, and why
 
 
 class CeilingRatio(Spec):

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from infopt.analysis.compare import bootstrap_diff
 from infopt.engines import adapter_for
+from infopt.engines.support import unsupported_config
 from infopt.analysis.stats import median_and_spread
 from infopt.specs.base import Spec
 from infopt.specs.hardware import HardwareInventory
@@ -60,6 +61,19 @@ def first_dimension(config: AnyServingConfig, workload: Workload) -> TuningDimen
                     | {workload.target_concurrency})
     a = adapter_for(config.engine)
     return TuningDimension(knob=a.concurrency_knob, values=levels, why=a.concurrency_knob_why)
+
+
+def runnable_candidates(configs: dict[str, AnyServingConfig], cpu_isa: list[str] | None
+                        ) -> tuple[dict[str, AnyServingConfig], list[str]]:
+    """The candidates this CPU can run, and for each one left out, why (the engine would refuse
+    it here: see EngineAdapter.cpu_kernel_requirements). `cpu_isa` None: a GPU run."""
+    kept, left_out = {}, []
+    for value, config in configs.items():
+        if refused := unsupported_config(config, cpu_isa):
+            left_out += [f"{u.knob}={u.value}: not on this CPU: {u.reason}" for u in refused]
+        else:
+            kept[value] = config
+    return kept, left_out
 
 
 def objective_value(bench: BenchmarkResult, workload: Workload) -> float | None:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.shared_data import MODEL_CONFIGS
+from tests.fixture_data import MODEL_CONFIGS
 
 pytestmark = pytest.mark.integration
 INFOPT = str(Path(os.sys.executable).parent / "infopt")

@@ -12,9 +12,15 @@ from infopt.costmodel.fit import FitRequest, plan_fit
 from infopt.costmodel.kv import kv_bytes_per_token_per_gpu
 from infopt.costmodel.weights import BF16
 from infopt.engines import llamacpp, process, vllm
+from infopt.engines.support import unsupported_kv_dtype
+from infopt.hardware.host import probe_host
 from infopt.model.local import inspect_local
+from infopt.specs.base import EngineStartError, InputError
+from infopt.specs.diagnosis import FailureCategory
 from infopt.specs.plan import DeviceBudget
 from infopt.specs.serving import LlamaCppConfig, VllmConfig
+from infopt.troubleshoot.diagnose import diagnose_file
+from infopt.tuning.search import runnable_candidates
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
 
@@ -53,10 +59,12 @@ def test_llamacpp_kv_buffer_matches_prediction(llama_server, gguf_model, tmp_pat
     assert fit.kv_capacity_tokens == n_ctx and fit.required_kv_bytes_per_gpu == int(predicted)
 
 
-def _vllm_prediction(hf_model, space_gib: float, kv_dtype: str) -> int:
+def _vllm_prediction(hf_model, space_gib: float, kv_dtype: str,
+                     isa: list[str] | None = None) -> int:
     m = inspect_local(str(hf_model))
     fit = plan_fit(FitRequest(
-        model=m, device=HOST, gpu_count=1, engine="vllm", context_tokens=4096, concurrency=1,
+        model=m, device=HOST.model_copy(update={"cpu_isa_features": isa}), gpu_count=1,
+        engine="vllm", context_tokens=4096, concurrency=1,
         kv_dtype=kv_dtype, weight_path=BF16,
         knobs=EngineKnobs(device_is_cpu=True, cpu_kvcache_space_bytes=int(space_gib * 2**30))))
     return fit.kv_capacity_tokens
@@ -71,15 +79,34 @@ def test_vllm_cpu_kv_tokens_match_prediction_bf16(vllm_server, hf_model):
     assert predicted == 46_592
 
 
-def test_vllm_cpu_kv_tokens_match_prediction_fp8(vllm_python, hf_model, tmp_path):
+def test_vllm_cpu_fp8_kv_on_this_cpu(vllm_python, hf_model, tmp_path):
+    """Where this CPU runs FP8 KV (AMX or AVX-512): vLLM's KV capacity matches the prediction.
+    Where it does not (AVX2 only): the optimizer says so before launching, and vLLM itself
+    refuses with the message the known-failure catalog recognises. Either way the support
+    table is checked against the real engine; the other branch is tested on a recorded
+    /proc/cpuinfo in tests/unit/test_cpu_support.py."""
+    isa = probe_host().isa_features
+    refused = unsupported_kv_dtype("vllm", "fp8", isa)
     cfg = VllmConfig(model_path=str(hf_model), served_model_name="smollm2", max_model_len=2048,
                      enforce_eager=True, cpu_kvcache_space_gib=2, kv_cache_dtype="fp8")
+    if refused:
+        assert runnable_candidates({"fp8": cfg}, isa) == ({}, [
+            f"kv_cache_dtype=fp8: not on this CPU: {refused[0].reason}"])
+        with pytest.raises(InputError, match="--kv-dtype auto"):
+            _vllm_prediction(hf_model, 2, "fp8", isa)
+        with pytest.raises(EngineStartError) as exc:
+            process.start(vllm.ADAPTER, cfg, str(vllm_python), tmp_path / "v.log", 3 * 10**8)
+        d = diagnose_file(exc.value.log_path, "vllm")
+        assert "FP8 KV cache on CPU requires x86 with AVX-512 or AMX" in d.root_error
+        assert d.category is FailureCategory.UNSUPPORTED_HARDWARE
+        assert d.known_failure_ids == ["vllm-cpu-fp8-kv-needs-avx512-or-amx"]
+        return
     running = process.start(vllm.ADAPTER, cfg, str(vllm_python), tmp_path / "v.log", 3 * 10**8)
     try:
         observed = vllm.kv_from_log(Path(running.log_path).read_text())
     finally:
         process.stop(running.pid)
-    predicted = _vllm_prediction(hf_model, 2, "fp8")
+    predicted = _vllm_prediction(hf_model, 2, "fp8", isa)
     # 2 GiB / 11,520 B (1-byte elements) = 186,413 -> 1,456 blocks x 128 = 186,368 tokens.
     assert observed is not None and abs(observed.tokens - predicted) / predicted <= 0.02, \
         observed

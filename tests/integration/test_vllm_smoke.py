@@ -46,8 +46,11 @@ def test_vllm_logs_kv_capacity_and_version(vllm_server):
 
 
 def test_vllm_batches_concurrent_requests_with_exact_prompts(vllm_server):
-    """Continuous batching is real: aggregate tokens/s rises with concurrency; prompts are
-    exactly the requested length by vLLM's own tokenizer; forced lengths are reached."""
+    """Continuous batching is real: at concurrency 4 all four requests are decoding at the same
+    moment (their first-token-to-last-token intervals overlap), where a serializing server
+    would show one at a time; prompts are exactly the requested length by vLLM's own
+    tokenizer; forced lengths are reached. (How much faster batching is on 2 shared cores is
+    a measurement for `make bench-vllm`, not a test.)"""
     import httpx
 
     from infopt.loadgen.benchmark import run_benchmark
@@ -69,5 +72,21 @@ def test_vllm_batches_concurrent_requests_with_exact_prompts(vllm_server):
     assert all(r.prompt_tokens == r.prompt_tokens_requested == 64 for r in records)
     # vLLM's continuous usage stats counted every chunk's tokens.
     assert all(r.chunk_tokens_counted and r.streamed_tokens == 16 for r in records)
-    c1, c4 = result.level(1), result.level(4)
-    assert c4.output_tokens_per_s > 1.5 * c1.output_tokens_per_s
+    assert result.level(1).output_tokens_per_s > 0 and result.level(4).output_tokens_per_s > 0
+    decoding = [(r.start_offset_s + r.ttft_s, r.start_offset_s + r.e2e_s)
+                for r in records if r.concurrency == 4]
+    assert max_overlap(decoding) == 4
+    serial = [(r.start_offset_s + r.ttft_s, r.start_offset_s + r.e2e_s)
+              for r in records if r.concurrency == 1]
+    assert max_overlap(serial) == 1  # the check can fail: one stream never overlaps itself
+
+
+def max_overlap(intervals: list[tuple[float, float]]) -> int:
+    """The most intervals open at one instant (a sweep over their ends)."""
+    events = sorted([(a, 1) for a, _ in intervals] + [(b, -1) for _, b in intervals],
+                    key=lambda e: (e[0], e[1]))  # an end before a start at the same instant
+    best = now = 0
+    for _, step in events:
+        now += step
+        best = max(best, now)
+    return best

@@ -9,7 +9,7 @@ from infopt.model.classify import classify_config
 from infopt.specs.hardware import HardwareInventory, HostInfo
 from infopt.specs.model import ModelFormat, ModelProfile
 from infopt.specs.serving import LlamaCppConfig
-from tests.shared_data import MODEL_CONFIGS
+from tests.fixture_data import MODEL_CONFIGS
 
 GIB = 2**30
 

@@ -1,4 +1,4 @@
-"""classify_config against the real config.json fixtures in shared/data/model-configs.
+"""classify_config against the real config.json fixtures in tests/fixtures/model_configs.
 
 Parameter counts are checked against the PUBLISHER's stated figure (model card, paper or
 repository README) to 2%. Publishers disagree on what "active" counts: DeepSeek, NVIDIA and
@@ -24,9 +24,9 @@ from infopt.specs.inspection import (
     QuantMethod,
 )
 
-from tests.shared_data import MODEL_CONFIGS, require
+from tests.fixture_data import MODEL_CONFIGS, require
 
-# The fixtures are ../shared/data/model-configs (see SOURCES.txt there).
+# The fixtures are tests/fixtures/model_configs (see SOURCES.txt there).
 CONFIGS = require(MODEL_CONFIGS)
 
 FULL, SLIDE, MAMBA = LayerKind.FULL_ATTENTION, LayerKind.SLIDING_ATTENTION, LayerKind.MAMBA

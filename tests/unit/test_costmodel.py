@@ -15,7 +15,7 @@ from infopt.costmodel.weights import BF16, expected_experts_touched, named_path,
 from infopt.model.classify import classify_config
 from infopt.specs.base import InputError
 from infopt.specs.plan import Bound, DeviceBudget, Envelope
-from tests.shared_data import MODEL_CONFIGS
+from tests.fixture_data import MODEL_CONFIGS
 
 GIB = 2**30
 

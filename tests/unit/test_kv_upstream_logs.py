@@ -26,7 +26,7 @@ from infopt.costmodel.weights import path_from_quantization, weights_bytes
 from infopt.hardware.catalog import match_gpu
 from infopt.model.classify import classify_config
 from infopt.specs.plan import DeviceBudget
-from tests.shared_data import MODEL_CONFIGS
+from tests.fixture_data import MODEL_CONFIGS
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "kv_logs"
 CASES = json.loads((FIX / "cases.json").read_text())

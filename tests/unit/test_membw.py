@@ -74,14 +74,21 @@ def test_timing_loop_honours_repeat_bounds_with_a_fake_clock(monkeypatch):
     assert result.exceeds_llc is False  # 2 MiB array vs an 8 MiB cache: flagged, not hidden
 
 
+def test_time_bound_stops_the_loop_after_the_minimum_repeats(monkeypatch):
+    ticks = itertools.count(0.0, 1.0)  # every clock read advances 1 s: past the bound at once
+    monkeypatch.setattr(membw, "last_level_cache_bytes", lambda: 8 * MIB)
+    result = measure_host_bandwidth(2 * MIB, max_seconds=0.5, min_repeats=3, max_repeats=50,
+                                    threads=1, clock=lambda: next(ticks))
+    assert result.repeats == 3
+
+
 def test_too_small_array_is_refused():
     with pytest.raises(InputError, match="too small"):
         measure_host_bandwidth(1024)
 
 
-def test_real_run_is_short_and_plausible():
+def test_real_run_reports_a_consistent_measurement():
+    # Behaviour only: how fast this machine copies is `infopt hardware`'s business, not a test's.
     result = measure_host_bandwidth(32 * MIB, max_seconds=0.5, min_repeats=3, threads=1)
-    assert result.repeats >= 3
-    assert result.median_bytes_per_s > 100e6  # any machine copies faster than 100 MB/s
-    assert result.min_bytes_per_s <= result.median_bytes_per_s <= result.max_bytes_per_s
-    assert result.elapsed_s < 10  # bounded; not a speed assertion
+    assert result.repeats >= 3 and result.bytes_moved_per_copy == 2 * 32 * MIB  # read + write
+    assert 0 < result.min_bytes_per_s <= result.median_bytes_per_s <= result.max_bytes_per_s

@@ -18,7 +18,7 @@ from infopt.model.quantization import (
 from infopt.specs.base import InputError
 from infopt.specs.inspection import QuantMethod
 
-from tests.shared_data import MODEL_CONFIGS, require
+from tests.fixture_data import MODEL_CONFIGS, require
 
 CONFIGS = require(MODEL_CONFIGS)
 

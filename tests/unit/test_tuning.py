@@ -68,7 +68,7 @@ def test_baseline_and_dimension_for_every_engine():
     from infopt.specs.model import ModelFormat, ModelProfile
     from infopt.specs.serving import EngineName
     from infopt.tuning.search import baseline_config
-    from tests.shared_data import MODEL_CONFIGS
+    from tests.fixture_data import MODEL_CONFIGS
 
     cfg = json.loads((MODEL_CONFIGS / "Qwen__Qwen3-8B.json").read_text())
     prof = ModelProfile(path="/models/qwen3-8b", format=ModelFormat.HF, file_bytes=1,

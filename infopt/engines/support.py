@@ -1,0 +1,64 @@
+"""What this CPU can run: the adapters' CPU kernel requirements checked against the host's ISA.
+
+Pure functions over the adapter tables (`EngineAdapter.cpu_kernel_requirements`); the plan and
+the tuning candidates call them to leave out what the engine would refuse here, with the reason.
+`cpu_isa` is the host's engine-relevant /proc/cpuinfo flags (HostInfo.isa_features), or None
+when the engine runs on a GPU, where none of these CPU limits apply.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from infopt.engines import adapter_for
+from infopt.specs.base import Spec
+
+
+class Unsupported(Spec):
+    """One knob value this CPU cannot run on this engine, and why."""
+
+    engine: str
+    knob: str
+    value: str
+    what: str
+    needs_one_of: list[list[str]]  # each a set of ISA flags that suffices whole
+    cpu_isa: list[str]
+    source: str
+
+    @property
+    def reason(self) -> str:
+        needs = " or ".join("+".join(group) for group in self.needs_one_of)
+        return (f"{self.what} ({self.knob}={self.value}) needs a CPU with {needs}; this CPU has "
+                f"{', '.join(self.cpu_isa) or 'none of the engine-relevant features'} "
+                f"({self.engine}: {self.source})")
+
+
+def unsupported_values(engine: str, values: Mapping[str, Any],
+                       cpu_isa: Sequence[str] | None) -> list[Unsupported]:
+    """The knob values in `values` (config field -> value) this CPU cannot run."""
+    if cpu_isa is None:
+        return []
+    have = set(cpu_isa)
+    out = []
+    for req in adapter_for(engine).cpu_kernel_requirements:
+        v = values.get(req.knob)
+        if v is None or str(v) not in req.values:
+            continue
+        if not any(group <= have for group in req.isa_any_of):
+            out.append(Unsupported(engine=str(engine), knob=req.knob, value=str(v), what=req.what,
+                                   needs_one_of=[sorted(g) for g in req.isa_any_of],
+                                   cpu_isa=list(cpu_isa), source=req.source))
+    return out
+
+
+def unsupported_config(config: Any, cpu_isa: Sequence[str] | None) -> list[Unsupported]:
+    """What in a ServingConfig this CPU cannot run (empty: all of it can)."""
+    return unsupported_values(config.engine, config.model_dump(), cpu_isa)
+
+
+def unsupported_kv_dtype(engine: str, kv_dtype: str,
+                         cpu_isa: Sequence[str] | None) -> list[Unsupported]:
+    """Whether the KV cache type `kv_dtype` runs on this CPU for `engine` (the plan's view)."""
+    knobs = adapter_for(engine).kv_dtype_knobs
+    return unsupported_values(engine, {k: kv_dtype for k in knobs}, cpu_isa)
