@@ -274,6 +274,7 @@ def plan(
     from infopt.costmodel.inputs import default_engine, resolve_device
     from infopt.costmodel.plan import make_plan, with_path
     from infopt.costmodel.weights import BF16
+    from infopt.engines.support import kv_options
     from infopt.report.plan_text import render_plan
 
     try:
@@ -290,6 +291,7 @@ def plan(
             model=insp, device=device, gpu_count=count, engine=eng,
             context_tokens=context or insp.native_context_tokens, concurrency=concurrency,
             kv_dtype=kv_dtype, weight_path=BF16, tp=tp, pp=pp, exact_weights_bytes=exact,
+            kv=kv_options(eng, device.cpu_isa_features),
             knobs=EngineKnobs(gpu_memory_utilization=gpu_memory_utilization,
                               mem_fraction_static=mem_fraction_static, device_is_cpu=is_cpu))
         result = make_plan(with_path(req, weight_dtype), tokens_per_step=spec_tokens_per_step)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from prefect import get_run_logger, task
 
-from infopt.costmodel.candidates import fit_config, level_ceilings
+from infopt.tuning.candidates import fit_config, level_ceilings
 from infopt.specs.hardware import HardwareInventory
 from infopt.specs.model import ModelProfile
 from infopt.specs.plan import CeilingRatio, MemoryFit

@@ -6,7 +6,8 @@ RoPE scaling on its own.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
 
 from infopt.costmodel.allocation import (
     ALLOCATORS,
@@ -21,13 +22,22 @@ from infopt.costmodel.kv import (
     state_bytes_per_sequence_per_gpu,
 )
 from infopt.costmodel.weights import weights_bytes
-from infopt.engines import adapter_for
-from infopt.engines.support import unsupported_kv_dtype
 from infopt.specs.base import InputError
 from infopt.specs.inspection import ModelInspection
 from infopt.specs.plan import DeviceBudget, MemoryFit, WeightPath
 
 GIB = 2**30
+
+
+@dataclass(frozen=True)
+class KvOptions:
+    """The engine's KV cache types as the fit sees them (the cost model imports no engine: the
+    caller takes these from the adapter, infopt.engines.support.kv_options): the native type,
+    the 8-bit one offered as an alternative, and the types this device cannot run -> why."""
+
+    native: str = "auto"
+    eight_bit: str = "fp8"
+    refused: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -44,6 +54,7 @@ class FitRequest:
     pp: int = 1
     knobs: EngineKnobs = EngineKnobs()
     exact_weights_bytes: int | None = None  # the checkpoint's real tensor bytes, when known
+    kv: KvOptions = KvOptions()
 
 
 def validate(r: FitRequest) -> None:
@@ -68,10 +79,9 @@ def validate(r: FitRequest) -> None:
         raise InputError(f"tp={r.tp} does not divide the {heads} attention heads; engines "
                          f"require it. Valid tp values: {ok}.")
     kv_element_bytes(r.kv_dtype)  # unknown dtype -> InputError
-    if refused := unsupported_kv_dtype(r.engine, r.kv_dtype, r.device.cpu_isa_features):
-        native = adapter_for(r.engine).kv_dtypes[0]
-        raise InputError(f"{refused[0].reason}. The engine would refuse to start with it on "
-                         f"this machine; plan with --kv-dtype {native} instead.")
+    if reason := r.kv.refused.get(r.kv_dtype):
+        raise InputError(f"{reason}. The engine would refuse to start with it on this machine; "
+                         f"plan with --kv-dtype {r.kv.native} instead.")
 
 
 def plan_fit(r: FitRequest, *, with_alternatives: bool = True) -> MemoryFit:
@@ -112,8 +122,8 @@ def plan_fit(r: FitRequest, *, with_alternatives: bool = True) -> MemoryFit:
         f"KV {bpt:,.0f} B/token/GPU at {r.kv_dtype} over full-attention layers"
         + (f"; {state:,.0f} B/sequence/GPU of sliding-window/recurrent state" if state else ""),
         *budget.assumptions,
-        *(f"not offered on this device: {u.reason}" for u in unsupported_kv_dtype(
-            r.engine, adapter_for(r.engine).kv_dtypes[1], dev.cpu_isa_features)),
+        *([f"not offered on this device: {r.kv.refused[r.kv.eight_bit]}"]
+          if r.kv.eight_bit in r.kv.refused else []),
     ]
     fit = MemoryFit(
         engine=r.engine, gpu=dev.name, gpu_count=r.gpu_count, tp=r.tp, pp=r.pp,
@@ -144,10 +154,9 @@ def alternatives(r: FitRequest, fit: MemoryFit) -> list[str]:
                             f"{alt.kv_capacity_tokens:,} tokens, "
                             f"{alt.max_concurrency_at_context:.1f} sequences at full context")
                 break
-    low_kv = adapter_for(r.engine).kv_dtypes[1]
-    refused = unsupported_kv_dtype(r.engine, low_kv, r.device.cpu_isa_features)
+    low_kv = r.kv.eight_bit
     # Not offered where the device cannot run it (plan_fit's assumptions say why).
-    if not refused and kv_element_bytes(r.kv_dtype) > kv_element_bytes(low_kv):
+    if low_kv not in r.kv.refused and kv_element_bytes(r.kv_dtype) > kv_element_bytes(low_kv):
         alt = plan_fit(replace(r, kv_dtype=low_kv), with_alternatives=False)
         verdict = "fits" if alt.fits else f"still {alt.gap_bytes / GIB:.2f} GiB short per GPU"
         opts.append(f"8-bit KV cache ({low_kv}): {verdict} (check quality at full context "

@@ -8,8 +8,6 @@ from dataclasses import replace
 from infopt.costmodel.fit import FitRequest, plan_fit
 from infopt.costmodel.roofline import decode_row, prefill_row
 from infopt.costmodel.weights import hypothetical_paths, path_from_quantization
-from infopt.engines import adapter_for
-from infopt.engines.support import unsupported_kv_dtype
 from infopt.specs.plan import CeilingRow, CeilingTable, DeviceBudget, Envelope, MemoryFit
 
 
@@ -39,13 +37,9 @@ def ceiling_table(r: FitRequest, batches: list[int], prompt_tokens: int,
     if own.label not in {p.label for p in paths}:
         paths.insert(1, own)
     # The engine's native and 8-bit KV types, less what this device cannot run (said why).
-    kvs, left_out = [], []
-    for kv in adapter_for(r.engine).kv_dtypes:
-        refused = unsupported_kv_dtype(r.engine, kv, dev.cpu_isa_features)
-        if refused:
-            left_out.append(f"KV {kv}: {refused[0].reason}")
-        else:
-            kvs.append(kv)
+    kvs = [k for k in (r.kv.native, r.kv.eight_bit) if k not in r.kv.refused]
+    left_out = [f"KV {k}: {r.kv.refused[k]}" for k in (r.kv.native, r.kv.eight_bit)
+                if k in r.kv.refused]
     rows: list[CeilingRow] = []
     unavailable: list[str] = []
     for env in (Envelope.THEORETICAL, Envelope.CALIBRATED):

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from infopt.costmodel.fit import KvOptions
 from infopt.engines import adapter_for
 from infopt.specs.base import Spec
 
@@ -62,3 +63,13 @@ def unsupported_kv_dtype(engine: str, kv_dtype: str,
     """Whether the KV cache type `kv_dtype` runs on this CPU for `engine` (the plan's view)."""
     knobs = adapter_for(engine).kv_dtype_knobs
     return unsupported_values(engine, {k: kv_dtype for k in knobs}, cpu_isa)
+
+
+def kv_options(engine: str, cpu_isa: Sequence[str] | None) -> KvOptions:
+    """The adapter's KV types for the fit, with those this CPU cannot run and why."""
+    a = adapter_for(engine)
+    names = set(a.kv_dtypes) | {v for req in a.cpu_kernel_requirements
+                                if req.knob in a.kv_dtype_knobs for v in req.values}
+    refused = {k: u[0].reason for k in sorted(names)
+               if (u := unsupported_kv_dtype(engine, k, cpu_isa))}
+    return KvOptions(native=a.kv_dtypes[0], eight_bit=a.kv_dtypes[1], refused=refused)

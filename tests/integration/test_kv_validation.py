@@ -12,7 +12,7 @@ from infopt.costmodel.fit import FitRequest, plan_fit
 from infopt.costmodel.kv import kv_bytes_per_token_per_gpu
 from infopt.costmodel.weights import BF16
 from infopt.engines import llamacpp, process, vllm
-from infopt.engines.support import unsupported_kv_dtype
+from infopt.engines.support import kv_options, unsupported_kv_dtype
 from infopt.hardware.host import probe_host
 from infopt.model.local import inspect_local
 from infopt.specs.base import EngineStartError, InputError
@@ -63,10 +63,11 @@ def _vllm_prediction(hf_model, space_gib: float, kv_dtype: str,
                      isa: list[str] | None = None) -> int:
     m = inspect_local(str(hf_model))
     fit = plan_fit(FitRequest(
-        model=m, device=HOST.model_copy(update={"cpu_isa_features": isa}), gpu_count=1,
+        model=m, device=HOST, gpu_count=1,
         engine="vllm", context_tokens=4096, concurrency=1,
         kv_dtype=kv_dtype, weight_path=BF16,
-        knobs=EngineKnobs(device_is_cpu=True, cpu_kvcache_space_bytes=int(space_gib * 2**30))))
+        knobs=EngineKnobs(device_is_cpu=True, cpu_kvcache_space_bytes=int(space_gib * 2**30)),
+        kv=kv_options("vllm", isa)))
     return fit.kv_capacity_tokens
 
 

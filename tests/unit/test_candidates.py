@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from infopt.costmodel.candidates import fit_config, run_device
+from infopt.tuning.candidates import fit_config, run_device
 from infopt.model.classify import classify_config
 from infopt.specs.hardware import HardwareInventory, HostInfo
 from infopt.specs.model import ModelFormat, ModelProfile

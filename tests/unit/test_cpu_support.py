@@ -15,7 +15,7 @@ from infopt.costmodel.allocation import EngineKnobs
 from infopt.costmodel.fit import FitRequest, plan_fit
 from infopt.costmodel.plan import make_plan
 from infopt.costmodel.weights import BF16
-from infopt.engines.support import unsupported_config, unsupported_kv_dtype
+from infopt.engines.support import kv_options, unsupported_config, unsupported_kv_dtype
 from infopt.hardware.host import parse_cpuinfo
 from infopt.model.classify import classify_config
 from infopt.specs.base import InputError
@@ -48,7 +48,8 @@ def _llama8b():
 def _fit_request(isa: list[str], kv: str) -> FitRequest:
     return FitRequest(model=_llama8b(), device=_cpu(isa), gpu_count=1, engine="vllm",
                       context_tokens=8192, concurrency=1, kv_dtype=kv, weight_path=BF16,
-                      knobs=EngineKnobs(device_is_cpu=True, cpu_kvcache_space_bytes=4 * GIB))
+                      knobs=EngineKnobs(device_is_cpu=True, cpu_kvcache_space_bytes=4 * GIB),
+                      kv=kv_options("vllm", isa))
 
 
 def test_recorded_cpus_parse_to_the_flags_that_decide():
@@ -75,6 +76,14 @@ def test_reason_names_the_need_what_the_cpu_has_and_the_source():
 
 def test_gpu_runs_have_no_cpu_limits():
     assert not unsupported_kv_dtype("vllm", "fp8", None)
+    assert kv_options("vllm", None).refused == {}
+
+
+def test_kv_options_cover_every_fp8_spelling():
+    assert set(kv_options("vllm", AVX2).refused) == {"fp8", "fp8_e4m3", "fp8_e5m2"}
+    assert kv_options("llamacpp", AVX2) == kv_options("llamacpp", AMX)
+    assert (kv_options("llamacpp", AVX2).native, kv_options("llamacpp", AVX2).eight_bit) == \
+        ("f16", "q8_0")
 
 
 def test_sglang_amx_attention_backend_only_with_amx():

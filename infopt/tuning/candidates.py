@@ -9,6 +9,7 @@ from infopt.costmodel.fit import FitRequest, plan_fit
 from infopt.costmodel.roofline import ceiling_ratio, decode_row
 from infopt.costmodel.weights import path_from_quantization
 from infopt.engines import adapter_for
+from infopt.engines.support import kv_options
 from infopt.hardware.catalog import match_gpu
 from infopt.specs.hardware import HardwareInventory
 from infopt.specs.model import ModelProfile
@@ -39,7 +40,8 @@ def fit_config(model: ModelProfile, hw: HardwareInventory, config: Config,
         weight_path=path_from_quantization(model.inspection.quantization,
                                            device.compute_capability),
         knobs=shape.knobs, exact_weights_bytes=model.file_bytes or None,
-        tp=shape.tensor_parallel, pp=shape.pipeline_parallel))
+        tp=shape.tensor_parallel, pp=shape.pipeline_parallel,
+        kv=kv_options(config.engine, device.cpu_isa_features)))
 
 
 def level_ceilings(model: ModelProfile, hw: HardwareInventory, config: Config,
