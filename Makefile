@@ -25,11 +25,10 @@ $(STAMP): pyproject.toml
 engines: $(STAMP)
 	@$(PIP_ENV) $(PY) -m infopt.bootstrap
 
-# The demo measures the winner on every standard scenario but full-context: on 2 CPU cores a
-# 7,936-token prompt prefills at ~100 tokens/s with 4 slots busy, so that scenario alone took
-# 12 min (measured 2026-11-29); `infopt optimize` with no options runs it too.
+# The demo is examples/targets/demo.yaml: the bundled model, a chat workload, every standard
+# scenario but full-context (12 min alone on 2 cores); `infopt optimize` with no options runs it.
 demo: engines
-	@$(VENV)/bin/infopt optimize --scenarios short,medium,single-stream,target-concurrency
+	@$(VENV)/bin/infopt optimize --target examples/targets/demo.yaml
 
 test: engines
 	@$(PY) -m pytest -q -ra --durations=10

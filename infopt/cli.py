@@ -36,35 +36,75 @@ def _fail(exc: InfoptError) -> None:
 @app.callback()
 def _main() -> None:
     """infopt: measure, tune and report LLM serving configurations."""
+    from infopt.engines.registry import reap_stale
+
+    # An optimizer killed with SIGKILL could not stop its engine: end it now, before anything
+    # else competes with it for the machine.
+    for entry in reap_stale():
+        typer.secho(f"infopt: ended engine process group {entry.pgid} left running by a killed "
+                    f"optimizer (pid {entry.owner_pid}): {entry.command[:100]}", err=True,
+                    fg=typer.colors.YELLOW)
+
+
+def _set(tree: dict, dotted: str, value) -> None:
+    """tree[a][b] = value for 'a.b', creating the mappings on the way."""
+    *parents, leaf = dotted.split(".")
+    for p in parents:
+        node = tree.get(p)
+        tree[p] = node = dict(node) if isinstance(node, dict) else {}
+        tree = node
+    tree[leaf] = value
+
+
+def _request_data(target: str | None, resume: str | None, runs_dir: str | None) -> tuple[dict, str]:
+    """The request fields before CLI overrides: a target file, a resumed run's request, or
+    nothing (every default: the demo)."""
+    from infopt.report.rundir import runs_root
+    from infopt.specs.request_file import read_request_data
+
+    if resume:
+        saved = runs_root(runs_dir) / resume / "request.json"
+        if not saved.is_file():
+            raise InfoptError(f"no run '{resume}' to resume: {saved} does not exist. Give the "
+                              "run id printed by the run (its folder under --runs-dir).")
+        import json
+
+        return (read_request_data(target) if target else json.loads(saved.read_text()),
+                target or str(saved))
+    return (read_request_data(target), target) if target else ({}, "command line")
 
 
 @app.command()
 def optimize(
+    target: Annotated[str | None, typer.Option(help="YAML target file (an OptimizeRequest; "
+                                               "see examples/targets/); flags override it")] = None,
+    resume: Annotated[str | None, typer.Option(help="a run id: finish that run, re-running no "
+                                               "completed trial")] = None,
     model: Annotated[str | None, typer.Option(help="GGUF file or HF model directory; default: "
                                               "the bundled SmolLM2-135M-Instruct (make engines)")] = None,
-    engine: Annotated[str | None, typer.Option(help="force an engine (llamacpp, vllm) instead "
-                                               "of routing")] = None,
+    engine: Annotated[str | None, typer.Option(help="allow only this engine (llamacpp, vllm) "
+                                               "instead of the routed order")] = None,
     runs_dir: Annotated[str | None, typer.Option(help="where run folders go; default "
                                                  "$INFOPT_RUNS_DIR or ./runs")] = None,
     prefect_home: Annotated[str | None, typer.Option(help="PREFECT_HOME for this run")] = None,
     port: Annotated[int | None, typer.Option(help="engine port on 127.0.0.1; default: a free "
                                              "one")] = None,
-    requests: Annotated[int, typer.Option(min=1, help="measured requests per concurrency "
-                                          "level")] = 12,
-    repeats: Annotated[int, typer.Option(min=1, help="runs per tuning value")] = 3,
-    input_tokens: Annotated[int, typer.Option(min=1)] = 128,
-    output_tokens: Annotated[int, typer.Option(min=2)] = 64,
-    concurrency: Annotated[int, typer.Option(min=1, help="target concurrency")] = 4,
-    objective: Annotated[str, typer.Option(help="throughput or latency")] = "throughput",
-    api_route: Annotated[str, typer.Option(
+    requests: Annotated[int | None, typer.Option(help="measured requests per concurrency "
+                                                 "level (default 12)")] = None,
+    repeats: Annotated[int | None, typer.Option(help="runs per candidate (default 3)")] = None,
+    input_tokens: Annotated[int | None, typer.Option(help="default 128")] = None,
+    output_tokens: Annotated[int | None, typer.Option(help="default 64")] = None,
+    concurrency: Annotated[int | None, typer.Option(help="target concurrency (default 4)")] = None,
+    objective: Annotated[str | None, typer.Option(help="throughput or latency")] = None,
+    api_route: Annotated[str | None, typer.Option(
         "--route", help="API route the tuning levels use: chat_completions, completions, "
-                        "responses, anthropic_messages")] = "chat_completions",
-    scenarios: Annotated[str, typer.Option(help="measure the winner on the standard "
-                                           "scenarios: 'all', 'none', or a comma list of "
-                                           "short, medium, full-context, single-stream, "
-                                           "target-concurrency")] = "all",
-    scenario_requests: Annotated[int, typer.Option(min=1, help="measured requests per "
-                                                   "scenario")] = 4,
+                        "responses, anthropic_messages")] = None,
+    scenarios: Annotated[str | None, typer.Option(help="measure the winner on the standard "
+                                                  "scenarios: 'all', 'none', or a comma list "
+                                                  "of short, medium, full-context, "
+                                                  "single-stream, target-concurrency")] = None,
+    scenario_requests: Annotated[int | None, typer.Option(help="measured requests per "
+                                                          "scenario (default 4)")] = None,
 ) -> None:
     """Run the optimize flow (default: this host, the bundled model, a chat workload)."""
     _prefect_env(prefect_home)
@@ -75,45 +115,49 @@ def optimize(
         from infopt.engines.routing import route, select_available
         from infopt.hardware.host import inventory
         from infopt.model.profile import profile_model
-        from infopt.specs.serving import EngineName
-        from infopt.specs.traffic import RouteName
-        from infopt.specs.workload import Objective, Workload
+        from infopt.specs.request_file import parse_request
 
-        try:
-            eng = EngineName(engine) if engine else None
-            obj = Objective(objective)
-            api = RouteName(api_route)
-        except ValueError as exc:
-            raise InfoptError(f"{exc}; engines: {[e.value for e in EngineName]}, objectives: "
-                              f"{[o.value for o in Objective]}, routes: "
-                              f"{[r.value for r in RouteName]}") from None
+        data, source = _request_data(target, resume, runs_dir)
+        for dotted, value in (
+                ("model.path", model), ("engines", [engine] if engine else None),
+                ("port", port), ("workload.requests_per_level", requests),
+                ("budgets.repeats", repeats), ("workload.input_tokens", input_tokens),
+                ("workload.output_tokens", output_tokens), ("workload.objective", objective),
+                ("workload.route", api_route), ("scenario_requests", scenario_requests),
+                ("scenarios", None if scenarios is None else
+                 [] if scenarios.strip() in ("", "none") else
+                 [x.strip() for x in scenarios.split(",")])):
+            if value is not None:
+                _set(data, dotted, value)
+        if concurrency is not None:  # the target, and the single stream beside it
+            _set(data, "workload.target_concurrency", concurrency)
+            _set(data, "workload.concurrency_levels", sorted({1, concurrency}))
+        if api_route is not None:
+            _set(data, "api.routes", [api_route])
+        request = parse_request(data, source)
         # Pre-flight, before Prefect starts: a bad model, a busy port or a missing engine is
         # reported in one paragraph here instead of as a failed flow run.
-        model_path = model or str(default_paths().gguf)
-        profile = profile_model(model_path)
-        if port is not None:
-            check_port_free("127.0.0.1", port)
-        select_available(route(inventory(), profile, concurrency), eng,
-                         lambda n: adapter_for(n).locate())
-        levels = sorted({1, concurrency})
-        wl = Workload(input_tokens=input_tokens, output_tokens=output_tokens,
-                      concurrency_levels=levels, target_concurrency=concurrency,
-                      requests_per_level=requests, objective=obj, route=api)
+        profile = profile_model(request.model.path or str(default_paths().gguf))
+        if request.port is not None:
+            check_port_free("127.0.0.1", request.port)
+        select_available(route(inventory(), profile, request.workload.target_concurrency),
+                         request.engines, lambda n: adapter_for(n).locate())
         from flows.optimize import optimize as optimize_flow
 
-        report = optimize_flow(model_path=model_path, workload=wl, runs_dir=runs_dir,
-                               engine=eng, repeats=repeats, port=port,
-                               scenarios=[] if scenarios.strip() in ("", "none") else
-                               [x.strip() for x in scenarios.split(",")],
-                               scenario_requests=scenario_requests)
+        report = optimize_flow(request=request, run_id=resume, runs_dir=runs_dir)
     except InfoptError as exc:
         _fail(exc)
         return
     from infopt.report.rundir import runs_root
 
     run_dir = runs_root(runs_dir) / report.run_id
+    gain = report.gain_vs_control
+    if gain is not None and gain.ratio is not None:
+        typer.echo(f"\nagainst the engine's defaults: {gain.ratio:.2f}x {gain.objective} "
+                   f"({gain.note})")
     typer.echo(f"\nwinner: {report.winner_command}")
     typer.echo(f"report: {run_dir / 'report.md'}\n        {run_dir / 'report.json'}")
+    typer.echo(f"run id: {report.run_id} (infopt optimize --resume {report.run_id})")
 
 
 @app.command()

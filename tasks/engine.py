@@ -34,13 +34,14 @@ def _is_transient(task, task_run, state) -> bool:
 
 @task(name="start-engine", cache_policy=NO_CACHE, retries=2, retry_delay_seconds=1,
       retry_condition_fn=_is_transient)
-def start_engine(config: AnyServingConfig, log_path: str,
-                 weights_bytes: int) -> RunningEngine:
+def start_engine(config: AnyServingConfig, log_path: str, weights_bytes: int,
+                 extra_env: dict[str, str] | None = None) -> RunningEngine:
     adapter = adapter_for(config.engine)
     executable = adapter.locate()
     logger = get_run_logger()
     logger.info("starting %s: log %s", adapter.display_name, log_path)
-    running = process.start(adapter, config, executable, Path(log_path), weights_bytes)
+    running = process.start(adapter, config, executable, Path(log_path), weights_bytes,
+                            extra_env=extra_env)
     logger.info("%s %s ready at %s in %.1f s", adapter.display_name, running.version,
                 running.base_url, running.startup_s)
     return running

@@ -55,6 +55,17 @@ class Launch:
 
 
 @dataclass(frozen=True)
+class ServingTarget:
+    """What an adapter needs to build the control and the baseline for one model here."""
+
+    model_path: str
+    served_model_name: str
+    native_context_tokens: int
+    usable_cpus: int
+    port: int | None = None
+
+
+@dataclass(frozen=True)
 class MemoryShape:
     """What a config asks of memory, in the cost model's terms."""
 
@@ -128,8 +139,13 @@ class EngineAdapter:
     metric_prefix: str  # Prometheus metric namespace on /metrics
     # Startup log text -> what the engine says it allocated for KV (None if not logged).
     kv_from_log: Callable[[str], Any]
-    # (config, target concurrency, device is CPU) -> MemoryShape for the fit model.
-    memory_shape: Callable[[Any, int, bool], MemoryShape]
+    # (config, target concurrency, device is CPU, model's native context) -> MemoryShape.
+    memory_shape: Callable[..., MemoryShape]
+    # The control: the engine's out-of-the-box defaults (what `llama-server -m MODEL` or
+    # `vllm serve MODEL` runs), every gain is stated against it. The baseline: the
+    # specification's simplest correct configuration at the full native context.
+    control_config: Callable[[ServingTarget], Any]
+    baseline_config: Callable[[ServingTarget], Any]
     doc_url: str  # the CLI reference the flags were checked against
     # Container rendering: the engine's published image (pin a tag/digest before production)
     # and its executable inside that image. None: the engine does not run in a Linux container.

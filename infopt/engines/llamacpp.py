@@ -17,6 +17,7 @@ from infopt.engines.base import (
     EngineAdapter,
     Launch,
     MemoryShape,
+    ServingTarget,
     StreamCounting,
     locate_executable,
 )
@@ -34,13 +35,28 @@ def locate() -> str:
         "llama-server executable")
 
 
+# llama.cpp's own defaults in this build (common/common.h, tools/server/server.cpp): what
+# `llama-server -m MODEL` runs. Flags equal to them are left off the command line.
+DEFAULT_FLASH_ATTN = "auto"  # common_params.flash_attn_type = LLAMA_FLASH_ATTN_TYPE_AUTO
+DEFAULT_CACHE_TYPE = "f16"  # common_params.cache_type_k/v = GGML_TYPE_F16
+# --parallel unset = -1 = auto; server.cpp: "using n_parallel = 4 and kv_unified = true".
+AUTO_PARALLEL_SLOTS = 4
+
+
 def build_launch(cfg: LlamaCppConfig, executable: str, port: int) -> Launch:
-    argv = [
-        executable, "-m", cfg.model_path, "--host", cfg.host, "--port", str(port),
-        "-c", str(cfg.ctx_total_tokens), "--parallel", str(cfg.parallel_slots),
-        "-fa", cfg.flash_attn, "-ctk", cfg.cache_type_k, "-ctv", cfg.cache_type_v,
-        "--alias", cfg.served_model_name, "--metrics",
-    ]
+    # --alias and --metrics change no serving behaviour: the name clients use, and /metrics.
+    argv = [executable, "-m", cfg.model_path, "--host", cfg.host, "--port", str(port),
+            "--alias", cfg.served_model_name, "--metrics"]
+    if cfg.ctx_total_tokens is not None:
+        argv += ["-c", str(cfg.ctx_total_tokens)]
+    if cfg.parallel_slots is not None:
+        argv += ["--parallel", str(cfg.parallel_slots)]
+    if cfg.flash_attn != DEFAULT_FLASH_ATTN:
+        argv += ["-fa", cfg.flash_attn]
+    if cfg.cache_type_k != DEFAULT_CACHE_TYPE:
+        argv += ["-ctk", cfg.cache_type_k]
+    if cfg.cache_type_v != DEFAULT_CACHE_TYPE:
+        argv += ["-ctv", cfg.cache_type_v]
     if cfg.threads is not None:
         argv += ["-t", str(cfg.threads)]
     if cfg.batch_tokens is not None:
@@ -88,10 +104,32 @@ def readiness_timeout_s(weights_bytes: int, cfg: LlamaCppConfig) -> float:
     return 30.0 + 20.0 * weights_bytes / 2**30
 
 
-def memory_shape(cfg: LlamaCppConfig, target_concurrency: int, is_cpu: bool) -> MemoryShape:
+def memory_shape(cfg: LlamaCppConfig, target_concurrency: int, is_cpu: bool,
+                 native_context_tokens: int | None = None) -> MemoryShape:
     # Both cache types are set together by infopt; K's type sizes the cache per element.
-    return MemoryShape(kv_dtype=cfg.cache_type_k, context_tokens=cfg.ctx_per_slot_tokens,
-                       max_sequences=cfg.parallel_slots, knobs=EngineKnobs(device_is_cpu=is_cpu))
+    slots = cfg.parallel_slots or AUTO_PARALLEL_SLOTS
+    if cfg.ctx_per_slot_tokens is not None:
+        per_slot = cfg.ctx_per_slot_tokens
+    elif native_context_tokens is not None:  # -c omitted: the trained context is the whole
+        per_slot = native_context_tokens // slots  # pool, shared by the slots (unified KV)
+    else:
+        raise ValueError("-c is left to llama.cpp: give the model's native context to size it")
+    return MemoryShape(kv_dtype=cfg.cache_type_k, context_tokens=per_slot, max_sequences=slots,
+                       knobs=EngineKnobs(device_is_cpu=is_cpu))
+
+
+def control_config(t: ServingTarget) -> LlamaCppConfig:
+    """`llama-server -m MODEL`: every knob at llama.cpp's own default."""
+    return LlamaCppConfig(model_path=t.model_path, served_model_name=t.served_model_name,
+                          port=t.port, parallel_slots=None, ctx_per_slot_tokens=None)
+
+
+def baseline_config(t: ServingTarget) -> LlamaCppConfig:
+    """The simplest correct configuration: one slot holding the full native context, one
+    thread per usable CPU."""
+    return LlamaCppConfig(model_path=t.model_path, served_model_name=t.served_model_name,
+                          port=t.port, threads=t.usable_cpus, parallel_slots=1,
+                          ctx_per_slot_tokens=t.native_context_tokens)
 
 
 ADAPTER = EngineAdapter(
@@ -128,5 +166,7 @@ ADAPTER = EngineAdapter(
     # -ctk/-ctv; llama.cpp names its 8-bit cache type q8_0. No CPU-specific kernel limits: the
     # bootstrap builds it for the host's own ISA (GGML_NATIVE).
     kv_dtype_knobs=("cache_type_k", "cache_type_v"),
+    control_config=control_config,
+    baseline_config=baseline_config,
     kv_dtypes=("f16", "q8_0"),
 )

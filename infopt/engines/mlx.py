@@ -93,12 +93,22 @@ def readiness_timeout_s(weights_bytes: int, cfg: MlxConfig) -> float:
     return 60.0 + 20.0 * weights_bytes / 2**30
 
 
-def memory_shape(cfg: MlxConfig, target_concurrency: int, is_cpu: bool) -> MemoryShape:
+def memory_shape(cfg: MlxConfig, target_concurrency: int, is_cpu: bool,
+                 native_context_tokens: int | None = None) -> MemoryShape:
     # With a draft model the server does not batch (server.py: is_batchable = draft_model is None).
     width = 1 if cfg.draft_model_path else (cfg.decode_concurrency or DEFAULT_DECODE_CONCURRENCY)
     return MemoryShape(kv_dtype="auto", context_tokens=cfg.context_tokens,
                        max_sequences=min(width, target_concurrency),
                        knobs=EngineKnobs(device_is_cpu=is_cpu))
+
+
+def control_config(t: ServingTarget) -> MlxConfig:
+    """`python -m mlx_lm server --model MODEL` (clients name the model by its path)."""
+    return MlxConfig(model_path=t.model_path, served_model_name=t.model_path, port=t.port,
+                     context_tokens=t.native_context_tokens)
+
+
+baseline_config = control_config
 
 
 ADAPTER = EngineAdapter(
@@ -122,5 +132,7 @@ ADAPTER = EngineAdapter(
     metric_prefix="",
     kv_from_log=kv_from_log,
     memory_shape=memory_shape,
+    control_config=control_config,
+    baseline_config=baseline_config,
     doc_url="https://github.com/ml-explore/mlx-lm/blob/v0.31.3/mlx_lm/SERVER.md",
 )

@@ -15,10 +15,12 @@ import socket
 import subprocess
 import threading
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import httpx
 
+from infopt.engines import registry
 from infopt.engines.base import EngineAdapter
 from infopt.engines.render import write_launch_files
 from infopt.specs.base import EngineStartError, InputError
@@ -48,7 +50,8 @@ def check_port_free(host: str, port: int) -> None:
             raise
 
 
-def _tail(path: Path, lines: int = 20) -> str:
+def tail(path: Path, lines: int = 20) -> str:
+    """The last `lines` lines of an engine log (empty when unreadable)."""
     try:
         return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
     except OSError:
@@ -56,12 +59,16 @@ def _tail(path: Path, lines: int = 20) -> str:
 
 
 def start(adapter: EngineAdapter, config, executable: str, log_path: Path,
-          weights_bytes: int, *, poll_interval_s: float = 0.25) -> RunningEngine:
-    """Launch `config` with `adapter` and block until its health route answers 200."""
+          weights_bytes: int, *, poll_interval_s: float = 0.25,
+          extra_env: dict[str, str] | None = None) -> RunningEngine:
+    """Launch `config` with `adapter` and block until its health route answers 200.
+    `extra_env`: environment on top of the adapter's (a troubleshooting remedy's env_changes)."""
     port = config.port if config.port is not None else free_port(config.host)
     if config.port is not None:
         check_port_free(config.host, port)
     launch = adapter.build_launch(config, executable, port)
+    if extra_env:
+        launch = replace(launch, env={**launch.env, **extra_env})
     write_launch_files(launch)  # side files the argv points at (TensorRT-LLM's options YAML)
     version = adapter.detect_version(executable)
     log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -75,6 +82,7 @@ def start(adapter: EngineAdapter, config, executable: str, log_path: Path,
                                 start_new_session=True)  # own group: we can kill its children
     with _LOCK:
         _LIVE[proc.pid] = proc
+    registry.record(proc.pid, launch.command)  # for reap_stale() after a SIGKILLed optimizer
     _install_signal_handlers()
     url = f"http://{config.host}:{port}"
     try:
@@ -98,7 +106,7 @@ def _wait_ready(proc: subprocess.Popen[bytes], health_url: str, timeout_s: float
             if code is not None:
                 raise EngineStartError(
                     f"{name} exited with code {code} before becoming ready. Engine log: "
-                    f"{log_path}\nLast lines:\n{_tail(log_path)}", log_path=str(log_path))
+                    f"{log_path}\nLast lines:\n{tail(log_path)}", log_path=str(log_path))
             try:
                 if client.get(health_url).status_code == 200:
                     return
@@ -107,7 +115,7 @@ def _wait_ready(proc: subprocess.Popen[bytes], health_url: str, timeout_s: float
             if time.perf_counter() > deadline:
                 raise EngineStartError(
                     f"{name} did not answer {health_url} within {timeout_s:.0f} s. Engine log: "
-                    f"{log_path}\nLast lines:\n{_tail(log_path)}", log_path=str(log_path))
+                    f"{log_path}\nLast lines:\n{tail(log_path)}", log_path=str(log_path))
             time.sleep(poll_interval_s)
 
 
@@ -132,7 +140,16 @@ def stop(pid: int, grace_s: float = 15.0) -> int | None:
         pass
     if code is None:
         code = proc.wait(timeout=10)
+    registry.forget(proc.pid)
     return code
+
+
+def exit_status(pid: int) -> int | None:
+    """The exit code of an engine this process started, if it has exited (negative: killed by
+    that signal); None while it runs or when it is not ours."""
+    with _LOCK:
+        proc = _LIVE.get(pid)
+    return None if proc is None else proc.poll()
 
 
 def live_pids() -> list[int]:

@@ -44,13 +44,16 @@ def route(hw: HardwareInventory, model: ModelProfile, target_concurrency: int) -
             RouteChoice(engine=EngineName.VLLM, reason="comparator for a single user")]
 
 
-def select_available(routes: list[RouteChoice], forced: EngineName | None,
+def select_available(routes: list[RouteChoice], allowed: EngineName | list[EngineName] | None,
                      is_available) -> tuple[EngineName, list[str]]:
-    """The first routed (or forced) engine that `is_available(name)` accepts, with the reasons the
-    others were skipped. `is_available` raises EngineUnavailableError with what to do."""
+    """The first routed (or allowed, in the user's order) engine that `is_available(name)`
+    accepts, with the reasons the others were skipped. `is_available` raises
+    EngineUnavailableError with what to do."""
     from infopt.specs.base import EngineUnavailableError
 
-    candidates = [forced] if forced else [r.engine for r in routes]
+    if isinstance(allowed, (str, EngineName)):
+        allowed = [EngineName(allowed)]
+    candidates = list(allowed) if allowed else [r.engine for r in routes]
     skipped: list[str] = []
     for name in candidates:
         try:

@@ -34,6 +34,7 @@ from infopt.engines.base import (
     EngineAdapter,
     Launch,
     MemoryShape,
+    ServingTarget,
     locate_executable,
     min_tokens_and_ignore_eos,
 )
@@ -160,7 +161,8 @@ def readiness_timeout_s(weights_bytes: int, cfg: SglangConfig) -> float:
     return base + 30.0 * weights_bytes / GIB
 
 
-def memory_shape(cfg: SglangConfig, target_concurrency: int, is_cpu: bool) -> MemoryShape:
+def memory_shape(cfg: SglangConfig, target_concurrency: int, is_cpu: bool,
+                 native_context_tokens: int | None = None) -> MemoryShape:
     seqs = min(cfg.max_running_requests or target_concurrency, target_concurrency)
     knobs: dict = {"max_num_seqs": cfg.max_running_requests, "device_is_cpu": is_cpu}
     if cfg.mem_fraction_static is not None:  # else EngineKnobs' SGLang default
@@ -170,6 +172,16 @@ def memory_shape(cfg: SglangConfig, target_concurrency: int, is_cpu: bool) -> Me
     return MemoryShape(kv_dtype=cfg.kv_cache_dtype, context_tokens=cfg.context_length,
                        max_sequences=seqs, knobs=EngineKnobs(**knobs),
                        tensor_parallel=cfg.tp_size or 1, pipeline_parallel=cfg.pp_size or 1)
+
+
+def control_config(t: ServingTarget) -> SglangConfig:
+    """`python -m sglang.launch_server --model-path MODEL`: context_length defaults to the
+    model's own (model_config.py), so naming it changes nothing."""
+    return SglangConfig(model_path=t.model_path, served_model_name=t.served_model_name,
+                        port=t.port, context_length=t.native_context_tokens)
+
+
+baseline_config = control_config
 
 
 ADAPTER = EngineAdapter(
@@ -192,11 +204,14 @@ ADAPTER = EngineAdapter(
     metric_prefix="sglang:",
     kv_from_log=kv_from_log,
     memory_shape=memory_shape,
+    control_config=control_config,
+    baseline_config=baseline_config,
     doc_url="https://docs.sglang.io/advanced_features/server_arguments.html",
     container_image="lmsysorg/sglang:v0.5.23",
     kv_dtypes=("auto", "fp8_e4m3"),  # server_args.py: SGLang spells its FP8 KV fp8_e4m3/e5m2
     cpu_kernel_requirements=(CpuKernelRequirement(
-        knob="attention_backend", values=frozenset({"intel_amx"}), isa_any_of=(frozenset({"amx_tile"}),),
+        knob="attention_backend", values=frozenset({"intel_amx"}),
+        isa_any_of=(frozenset({"amx_tile"}),),
         what="the Intel AMX attention backend",
         # cpu_has_amx_support() = torch's _is_amx_tile_supported() and sgl_kernel's CPU build;
         # docs/platforms/cpu_server.md: "enabled and optimized on the CPUs equipped with AMX".

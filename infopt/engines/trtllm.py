@@ -43,6 +43,7 @@ from infopt.engines.base import (
     EngineAdapter,
     Launch,
     MemoryShape,
+    ServingTarget,
     locate_executable,
     min_tokens_and_ignore_eos,
 )
@@ -153,7 +154,8 @@ def readiness_timeout_s(weights_bytes: int, cfg: TrtllmConfig) -> float:
     return base + 30.0 * weights_bytes / GIB
 
 
-def memory_shape(cfg: TrtllmConfig, target_concurrency: int, is_cpu: bool) -> MemoryShape:
+def memory_shape(cfg: TrtllmConfig, target_concurrency: int, is_cpu: bool,
+                 native_context_tokens: int | None = None) -> MemoryShape:
     seqs = min(cfg.max_batch_size or target_concurrency, target_concurrency)
     knobs: dict = {"max_num_batched_tokens": cfg.max_num_tokens,
                    "max_num_seqs": cfg.max_batch_size, "device_is_cpu": is_cpu}
@@ -164,6 +166,16 @@ def memory_shape(cfg: TrtllmConfig, target_concurrency: int, is_cpu: bool) -> Me
                        context_tokens=cfg.max_seq_len, max_sequences=seqs,
                        knobs=EngineKnobs(**knobs), tensor_parallel=cfg.tp_size or 1,
                        pipeline_parallel=cfg.pp_size or 1)
+
+
+def control_config(t: ServingTarget) -> TrtllmConfig:
+    """`trtllm-serve MODEL` at the model's full context (served as the directory's name)."""
+    return TrtllmConfig(model_path=t.model_path, port=t.port,
+                        served_model_name=Path(t.model_path).name,
+                        max_seq_len=t.native_context_tokens)
+
+
+baseline_config = control_config
 
 
 ADAPTER = EngineAdapter(
@@ -187,6 +199,8 @@ ADAPTER = EngineAdapter(
     metric_prefix="trtllm_",
     kv_from_log=kv_from_log,
     memory_shape=memory_shape,
+    control_config=control_config,
+    baseline_config=baseline_config,
     doc_url="https://nvidia.github.io/TensorRT-LLM/commands/trtllm-serve/trtllm-serve.html",
     container_image="nvcr.io/nvidia/tensorrt-llm/release:1.2.0",
     container_executable="trtllm-serve",

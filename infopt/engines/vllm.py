@@ -21,6 +21,7 @@ from infopt.engines.base import (
     EngineAdapter,
     Launch,
     MemoryShape,
+    ServingTarget,
     locate_executable,
     min_tokens_and_ignore_eos,
 )
@@ -95,7 +96,8 @@ def readiness_timeout_s(weights_bytes: int, cfg: VllmConfig) -> float:
     return base + 30.0 * weights_bytes / 2**30
 
 
-def memory_shape(cfg: VllmConfig, target_concurrency: int, is_cpu: bool) -> MemoryShape:
+def memory_shape(cfg: VllmConfig, target_concurrency: int, is_cpu: bool,
+                 native_context_tokens: int | None = None) -> MemoryShape:
     seqs = min(cfg.max_num_seqs or target_concurrency, target_concurrency)
     space = cfg.cpu_kvcache_space_gib * 2**30 if cfg.cpu_kvcache_space_gib else None
     # gpu_memory_utilization only when set: EngineKnobs keeps vLLM's own default (0.9).
@@ -108,6 +110,16 @@ def memory_shape(cfg: VllmConfig, target_concurrency: int, is_cpu: bool) -> Memo
                            cpu_kvcache_space_bytes=space, device_is_cpu=is_cpu, **extra),
                        tensor_parallel=cfg.tensor_parallel_size or 1,
                        pipeline_parallel=cfg.pipeline_parallel_size or 1)
+
+
+def control_config(t: ServingTarget) -> VllmConfig:
+    """`vllm serve MODEL`: vLLM derives max_model_len from the model (the native context), so
+    naming it changes nothing; every other knob at vLLM's default (VLLM_CPU_KVCACHE_SPACE too)."""
+    return VllmConfig(model_path=t.model_path, served_model_name=t.served_model_name,
+                      port=t.port, max_model_len=t.native_context_tokens)
+
+
+baseline_config = control_config  # the defaults already serve the full native context
 
 
 ADAPTER = EngineAdapter(
@@ -126,6 +138,8 @@ ADAPTER = EngineAdapter(
     metric_prefix="vllm:",
     kv_from_log=kv_from_log,
     memory_shape=memory_shape,
+    control_config=control_config,
+    baseline_config=baseline_config,
     doc_url="https://docs.vllm.ai/en/latest/configuration/engine_args.html",
     container_image="vllm/vllm-openai:v0.32.0",
     container_executable="python3",

@@ -25,7 +25,7 @@ def _pct(p: Percentiles) -> str:
 
 def _level_row(t: Trial, lvl: LevelResult) -> str:
     reached = _checks(t.benchmark.validation_passed if t.benchmark else None, lvl)
-    return (f"| {t.trial_id} | {t.value or 'baseline'} | {lvl.concurrency} | {lvl.requests} | "
+    return (f"| {t.trial_id} | {t.value or t.role} | {lvl.concurrency} | {lvl.requests} | "
             f"{lvl.errors} | {_pct(lvl.ttft_s)} | {_pct(lvl.itl_s)} | "
             f"{lvl.output_tokens_per_s:.1f} | {reached} |")
 
@@ -40,6 +40,37 @@ def _comparison_lines(t: TuningOutcome) -> list[str]:
             f"interval [{c.ci_low:+.2f}, {c.ci_high:+.2f}], {c.n_b} vs {c.n_a} trials, "
             f"{c.n_resamples} resamples) → **{c.verdict.replace('_', ' ')}**"
             + (" (few trials: the interval is optimistic)" if c.low_sample else "") + "."]
+
+
+def _unit(objective: str) -> str:
+    return "output tokens/s" if objective == "throughput" else "s median ITL"
+
+
+def _control_lines(r: OptimizationReport) -> list[str]:
+    """Control, baseline and winner, and the gain against the engine's own defaults: the number
+    a user cares about (never against a configuration nobody runs)."""
+    g = r.gain_vs_control
+    if g is None or r.control_command is None:
+        return []
+    unit = _unit(g.objective)
+    control = ("the baseline below (the engine's defaults already serve the full native "
+               "context)" if g.control_is_baseline else f"`{r.control_command}`")
+    lines = ["## Against the engine's out-of-the-box defaults (the control)", "",
+             f"- Control (trial 0, what the engine runs with no flags): {control}",
+             f"- Baseline (simplest correct configuration at the full native context): "
+             f"`{r.tuning.dimension}={r.tuning.baseline_value}`" if r.tuning else "",
+             f"- Winner: `{r.winner_trial_id}`", ""]
+    if g.control_median is None or g.winner_median is None:
+        return lines + [f"No gain can be stated: {g.note}.", ""]
+    c = g.comparison
+    gain = f"{g.ratio:.2f}x" if g.ratio is not None else "—"
+    interval = ("" if c is None else f"; difference {c.diff:+.2f}, {c.ci:.0%} bootstrap "
+                f"interval [{c.ci_low:+.2f}, {c.ci_high:+.2f}] over {c.n_b} winner vs {c.n_a} "
+                "control trials")
+    better = "higher" if g.higher_is_better else "lower"
+    lines += [f"**Winner {g.winner_median:.2f} vs control {g.control_median:.2f} {unit} "
+              f"(medians, measured; {better} is better): {gain}**{interval} → {g.note}.", ""]
+    return lines
 
 
 def _checks(validation_passed: bool | None, lv: LevelResult) -> str:
@@ -179,6 +210,7 @@ def render_markdown(r: OptimizationReport) -> str:
         "(`--port` was picked free for the trial; any free port works. The engine binds "
         "127.0.0.1 only: exposing it beyond localhost needs an approval.)",
         "",
+        *(_control_lines(r)),
         f"Winner: trial `{r.winner_trial_id}`; objective **{w.objective.value}** = "
         f"{winner.objective_value:.2f} "
         + ("output tokens/s at concurrency " + str(w.target_concurrency)
@@ -216,7 +248,7 @@ def render_markdown(r: OptimizationReport) -> str:
     ]
     for t in r.trials:
         if t.benchmark is None:
-            lines.append(f"| {t.trial_id} | {t.value or 'baseline'} | — | — | — | — | — | — | "
+            lines.append(f"| {t.trial_id} | {t.value or t.role} | — | — | — | — | — | — | "
                          f"failed: {t.failed} |")
             continue
         lines += [_level_row(t, lvl) for lvl in t.benchmark.levels]

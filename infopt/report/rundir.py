@@ -9,7 +9,9 @@ import secrets
 import time
 from pathlib import Path
 
-from infopt.specs.results import OptimizationReport, RequestRecord
+from pydantic import ValidationError
+
+from infopt.specs.results import OptimizationReport, RequestRecord, Trial
 
 
 def runs_root(explicit: str | None = None) -> Path:
@@ -37,6 +39,24 @@ def _atomic_write(path: Path, text: str) -> None:
     tmp = path.with_suffix(path.suffix + ".tmp")
     tmp.write_text(text)
     tmp.replace(path)
+
+
+def write_trial(run_dir: Path, key: str, trial: Trial) -> Path:
+    """trials/<key>/trial.json, atomically: it exists only once the trial is complete."""
+    path = trial_dir(run_dir, key) / "trial.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    _atomic_write(path, trial.model_dump_json(indent=2))
+    return path
+
+
+def load_trial(run_dir: Path, key: str) -> Trial | None:
+    """A completed trial of this key, or None (never run, interrupted, or unreadable: then it
+    is run again rather than trusted)."""
+    path = trial_dir(run_dir, key) / "trial.json"
+    try:
+        return Trial.model_validate_json(path.read_text())
+    except (OSError, ValidationError):
+        return None
 
 
 def write_report(run_dir: Path, report: OptimizationReport, markdown: str) -> tuple[Path, Path]:

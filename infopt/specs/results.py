@@ -14,6 +14,7 @@ from .plan import CeilingRatio, MemoryFit
 from .hardware import HardwareInventory
 from .model import ModelProfile
 from .serving import ServingConfig
+from .trial import KnobChange
 from .workload import Workload
 
 
@@ -173,11 +174,15 @@ class ContractCheck(Spec):
 
 class Trial(Spec):
     trial_id: str
-    role: str  # "baseline" or "tuning"
-    dimension: str | None  # the knob varied in this trial, None for the baseline
+    role: str  # TrialRole value: "control", "baseline" or "tuning"
+    dimension: str | None  # the knob varied in this trial, None for the control
     value: str | None
     repeat: int
     config: ServingConfig
+    # Its folder under trials/ and the hash of what it measured (infopt.specs.trial.trial_key).
+    key: str | None = None
+    changes: list[KnobChange] = Field(default_factory=list)  # relative to the control
+    contract: list[ContractCheck] = Field(default_factory=list)  # when the trial checked it
     engine: RunningEngine | None
     benchmark: BenchmarkResult | None
     objective_value: float | None
@@ -200,6 +205,20 @@ class TuningOutcome(Spec):
     best_value: str | None = None  # best median, accepted or not
     comparison: Comparison | None = None  # bootstrap of best - baseline over the repeats
     kept_baseline_because: str | None = None
+
+
+class ControlGain(Spec):
+    """The winner against the engine's out-of-the-box defaults, on the same workload: the gain
+    a user gets from the run. Never clamped; negative means the defaults were better."""
+
+    objective: str
+    higher_is_better: bool
+    control_median: float | None
+    winner_median: float | None
+    ratio: float | None  # winner / control
+    comparison: Comparison | None  # bootstrap of winner - control over their repeated trials
+    control_is_baseline: bool  # the defaults already were the baseline (one set of trials)
+    note: str
 
 
 class DeploymentRendering(Spec):
@@ -228,6 +247,10 @@ class OptimizationReport(Spec):
     winner_trial_id: str
     winner_config: ServingConfig
     winner_command: str
+    control_config: ServingConfig | None = None  # the engine's defaults (trial 0)
+    control_command: str | None = None
+    baseline_config: ServingConfig | None = None
+    gain_vs_control: ControlGain | None = None
     winner_deployment: DeploymentRendering | None = None
     # The winner on the specification's standard scenarios (short, medium, full context,
     # single stream, target concurrency).

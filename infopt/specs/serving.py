@@ -18,6 +18,10 @@ from pydantic import Field, TypeAdapter, field_validator, model_validator
 from .base import Spec
 
 
+# A knob's value in a typed change or an override (None: the engine's own default).
+KnobValue = int | float | str | bool | None
+
+
 class EngineName(StrEnum):
     VLLM = "vllm"
     SGLANG = "sglang"
@@ -36,11 +40,15 @@ class _Common(Spec):
 
 class LlamaCppConfig(_Common):
     engine: Literal[EngineName.LLAMACPP] = EngineName.LLAMACPP
-    threads: int | None = Field(None, ge=1, description="-t; None = the usable CPUs")
-    parallel_slots: int = Field(1, ge=1, description="--parallel")
+    threads: int | None = Field(None, ge=1, description="-t; None = llama.cpp's own default "
+                                "(cpu_get_num_math(): the physical cores)")
+    # --parallel; None = llama.cpp's own default: "auto", which server.cpp turns into 4 slots
+    # sharing one unified KV pool (the engine's out-of-the-box configuration, the control).
+    parallel_slots: int | None = Field(1, ge=1, description="--parallel")
     # Each slot gets ctx_tokens / parallel_slots; we size per slot so every slot keeps the
-    # model's full native context (never silently shortened when slots are added).
-    ctx_per_slot_tokens: int = Field(..., ge=16)
+    # model's full native context (never silently shortened when slots are added). None: -c
+    # omitted, so llama.cpp allocates the model's trained context, shared by all slots.
+    ctx_per_slot_tokens: int | None = Field(..., ge=16)
     flash_attn: Literal["on", "off", "auto"] = "auto"
     batch_tokens: int | None = Field(None, ge=1, description="-b logical batch")
     ubatch_tokens: int | None = Field(None, ge=1, description="-ub physical batch")
@@ -52,8 +60,11 @@ class LlamaCppConfig(_Common):
     log_verbosity: int | None = Field(None, ge=0, le=5)
 
     @property
-    def ctx_total_tokens(self) -> int:
-        return self.ctx_per_slot_tokens * self.parallel_slots
+    def ctx_total_tokens(self) -> int | None:
+        """-c: None when llama.cpp sizes the context itself."""
+        if self.ctx_per_slot_tokens is None:
+            return None
+        return self.ctx_per_slot_tokens * (self.parallel_slots or 1)
 
 
 class VllmConfig(_Common):

@@ -31,7 +31,8 @@ def run_device(hw: HardwareInventory) -> tuple[DeviceBudget, bool]:
 def fit_config(model: ModelProfile, hw: HardwareInventory, config: Config,
                target_concurrency: int) -> MemoryFit:
     device, is_cpu = run_device(hw)
-    shape = adapter_for(config.engine).memory_shape(config, target_concurrency, is_cpu)
+    shape = adapter_for(config.engine).memory_shape(config, target_concurrency, is_cpu,
+                                                    model.native_context_tokens)
     return plan_fit(FitRequest(
         model=model.inspection, device=device,
         gpu_count=max(1, len(hw.gpus), shape.tensor_parallel * shape.pipeline_parallel),
@@ -51,7 +52,7 @@ def level_ceilings(model: ModelProfile, hw: HardwareInventory, config: Config,
     that batch and the benchmark's mean context. Unclamped; > 1 is flagged."""
     device, is_cpu = run_device(hw)
     shape = adapter_for(config.engine).memory_shape(config, bench.workload.target_concurrency,
-                                                    is_cpu)
+                                                    is_cpu, model.native_context_tokens)
     path = path_from_quantization(model.inspection.quantization, device.compute_capability)
     out: list[CeilingRatio] = []
     for lvl in bench.levels:

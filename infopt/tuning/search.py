@@ -5,25 +5,17 @@ of a measured trial, and the accept/reject decision over repeated runs.
 from __future__ import annotations
 
 from collections import defaultdict
-from pathlib import Path
 
 from infopt.analysis.compare import bootstrap_diff
 from infopt.engines import adapter_for
+from infopt.engines.base import ServingTarget
 from infopt.engines.support import unsupported_config
 from infopt.analysis.stats import median_and_spread
 from infopt.specs.base import Spec
 from infopt.specs.hardware import HardwareInventory
 from infopt.specs.model import ModelProfile
-from infopt.specs.results import BenchmarkResult, Trial, TuningOutcome
-from infopt.specs.serving import (
-    AnyServingConfig,
-    EngineName,
-    LlamaCppConfig,
-    MlxConfig,
-    SglangConfig,
-    TrtllmConfig,
-    VllmConfig,
-)
+from infopt.specs.results import BenchmarkResult, ControlGain, Trial, TuningOutcome
+from infopt.specs.serving import AnyServingConfig, EngineName
 from infopt.specs.workload import Objective, Workload
 
 
@@ -33,25 +25,21 @@ class TuningDimension(Spec):
     why: str
 
 
-def baseline_config(engine: EngineName, model: ModelProfile, hw: HardwareInventory,
-                    served_name: str, port: int | None) -> AnyServingConfig:
+def serving_target(model: ModelProfile, hw: HardwareInventory, served_name: str,
+                   port: int | None) -> ServingTarget:
+    return ServingTarget(model_path=model.path, served_model_name=served_name,
+                         native_context_tokens=model.native_context_tokens,
+                         usable_cpus=hw.host.usable_cpus, port=port)
+
+
+def control_config(engine: EngineName, target: ServingTarget) -> AnyServingConfig:
+    """The engine's out-of-the-box defaults (trial 0: every gain is stated against it)."""
+    return adapter_for(engine).control_config(target)
+
+
+def baseline_config(engine: EngineName, target: ServingTarget) -> AnyServingConfig:
     """The simplest correct configuration at the model's full native context."""
-    if engine is EngineName.LLAMACPP:
-        return LlamaCppConfig(model_path=model.path, served_model_name=served_name, port=port,
-                              threads=hw.host.usable_cpus, parallel_slots=1,
-                              ctx_per_slot_tokens=model.native_context_tokens)
-    if engine is EngineName.VLLM:
-        return VllmConfig(model_path=model.path, served_model_name=served_name, port=port,
-                          max_model_len=model.native_context_tokens)
-    if engine is EngineName.SGLANG:
-        return SglangConfig(model_path=model.path, served_model_name=served_name, port=port,
-                            context_length=model.native_context_tokens)
-    if engine is EngineName.TRTLLM:
-        return TrtllmConfig(model_path=model.path, port=port,
-                            served_model_name=Path(model.path).name,
-                            max_seq_len=model.native_context_tokens)
-    return MlxConfig(model_path=model.path, served_model_name=model.path, port=port,
-                     context_tokens=model.native_context_tokens)
+    return adapter_for(engine).baseline_config(target)
 
 
 def first_dimension(config: AnyServingConfig, workload: Workload) -> TuningDimension:
@@ -135,3 +123,34 @@ def decide(trials: list[Trial], knob: str, baseline_value: str, objective: Objec
                          winner_value=best if accepted else baseline_value,
                          accepted=accepted, rule=rule, best_value=best, comparison=comparison,
                          kept_baseline_because=why if not accepted else None)
+
+
+def control_gain(trials: list[Trial], winner_value: str, objective: Objective, *,
+                 seed: int = 0) -> ControlGain:
+    """The winner's repeated trials against the control's (the engine's defaults). When the run
+    had no separate control trials, the defaults were the baseline: its trials stand in."""
+    control = [t.objective_value for t in trials if t.role == "control"
+               and t.objective_value is not None]
+    separate = any(t.role == "control" for t in trials)
+    if not separate:
+        control = [t.objective_value for t in trials if t.role == "baseline"
+                   and t.objective_value is not None]
+    win = [t.objective_value for t in trials if t.value == winner_value
+           and t.role != "control" and t.objective_value is not None]
+    higher = higher_is_better(objective)
+    c_med, _ = median_and_spread(control)
+    w_med, _ = median_and_spread(win)
+    comparison, note = None, ""
+    if len(control) >= 2 and len(win) >= 2:
+        comparison = bootstrap_diff(control, win, higher_is_better=higher, seed=seed)
+        note = {"b_better": "the winner beats the engine's defaults beyond the noise",
+                "a_better": "the engine's defaults beat the winner beyond the noise",
+                "no_difference": "no difference from the engine's defaults beyond the "
+                                 "noise"}[comparison.verdict]
+    else:
+        note = (f"{len(control)} control and {len(win)} winner measurement(s): at least 2 "
+                "each are needed for an interval")
+    return ControlGain(objective=objective.value, higher_is_better=higher,
+                       control_median=c_med, winner_median=w_med,
+                       ratio=w_med / c_med if c_med and w_med is not None else None,
+                       comparison=comparison, control_is_baseline=not separate, note=note)

@@ -11,6 +11,7 @@ import pytest
 
 from infopt.bootstrap import default_paths
 from infopt.engines import process
+from infopt.specs.request import Budgets, ModelTarget, OptimizeRequest
 from infopt.specs.results import OptimizationReport
 from infopt.specs.workload import Workload
 from tests.hubserver import FakeHub
@@ -29,10 +30,12 @@ def report_and_dir(prefect_api, tmp_path_factory):
     wl = Workload(input_tokens=48, output_tokens=16, concurrency_levels=[1, 2],
                   target_concurrency=2, requests_per_level=4)
     with FakeHub() as hub:  # the shortlist stage talks to the real hub client over real HTTP
-        report = optimize(model_path=str(gguf), workload=wl, runs_dir=str(runs), repeats=2,
-                          base_model="HuggingFaceTB/SmolLM2-135M-Instruct",
-                          hub_endpoint=hub.endpoint,
-                          scenarios=["short", "single-stream"], scenario_requests=2)
+        request = OptimizeRequest(
+            model=ModelTarget(path=str(gguf), hub_id="HuggingFaceTB/SmolLM2-135M-Instruct",
+                              hub_endpoint=hub.endpoint),
+            workload=wl, budgets=Budgets(repeats=2), scenarios=["short", "single-stream"],
+            scenario_requests=2)
+        report = optimize(request=request, runs_dir=str(runs))
     return report, runs / report.run_id
 
 
@@ -47,8 +50,10 @@ def test_report_files_written_and_parse(report_and_dir):
 
 def test_every_trial_measured_ttft_and_itl(report_and_dir):
     report, run_dir = report_and_dir
-    # baseline (slots=1) + slots=2 r1 + both values at r2 = 4 trials
-    assert len(report.trials) == 4
+    # per round: the control (llama-server's defaults), slots=1 (the baseline), slots=2
+    assert [(t.role, t.value, t.repeat) for t in report.trials] == [
+        ("control", None, 1), ("baseline", "1", 1), ("tuning", "2", 1),
+        ("control", None, 2), ("tuning", "2", 2), ("baseline", "1", 2)]
     for t in report.trials:
         assert t.failed is None and t.benchmark is not None
         for lvl in t.benchmark.levels:
@@ -57,8 +62,10 @@ def test_every_trial_measured_ttft_and_itl(report_and_dir):
             assert lvl.itl_s.n == 4 * 15  # 16 forced tokens -> 15 gaps per request
             assert lvl.itl_s.p50 > 0
             assert lvl.lengths_not_reached == 0  # forced output lengths were reached
-        assert (run_dir / "trials" / t.trial_id / "requests.jsonl").exists()
-        assert (run_dir / "trials" / t.trial_id / "engine.log").exists()
+        folder = run_dir / "trials" / t.key
+        assert t.key.startswith(t.trial_id + "-")
+        assert (folder / "requests.jsonl").exists() and (folder / "engine.log").exists()
+        assert json.loads((folder / "trial.json").read_text())["key"] == t.key
 
 
 def test_winner_is_best_measured_on_objective(report_and_dir):
@@ -66,7 +73,8 @@ def test_winner_is_best_measured_on_objective(report_and_dir):
     tuning = report.tuning
     by_value: dict[str, list[float]] = {}
     for t in report.trials:
-        by_value.setdefault(t.value, []).append(t.objective_value)
+        if t.role != "control":
+            by_value.setdefault(t.value, []).append(t.objective_value)
     medians = {v: statistics.median(xs) for v, xs in by_value.items()}
     best = max(medians, key=medians.get)
     assert medians == pytest.approx(tuning.medians)
@@ -88,7 +96,14 @@ def test_report_names_engine_version_and_exact_commands(report_and_dir):
         argv = shlex.split(t.engine.command)
         assert argv[0].endswith("llama-server")
         assert argv[argv.index("--host") + 1] == "127.0.0.1"
+        assert t.engine.command in md
+        if t.role == "control":  # llama.cpp's own defaults: no serving flag at all
+            assert argv[1:3] == ["-m", str(default_paths().gguf)]
+            assert not {"-c", "--parallel", "-t", "-fa", "-ctk", "-ctv"} & set(argv)
+            assert t.changes == []
+            continue
         assert argv[argv.index("--parallel") + 1] == t.value
+        assert {c.knob for c in t.changes} >= {"parallel_slots", "ctx_per_slot_tokens"}
         # full native context (8192) per slot
         assert int(argv[argv.index("-c") + 1]) == 8192 * int(t.value)
         assert t.engine.command in md
@@ -175,6 +190,38 @@ def test_unknown_scenario_is_refused_before_anything_starts(prefect_api, tmp_pat
     from infopt.specs.base import InfoptError
 
     with pytest.raises(InfoptError, match="unknown scenario.*full-contxt"):
-        optimize(model_path=str(default_paths().gguf), runs_dir=str(tmp_path),
-                 scenarios=["short", "full-contxt"])
+        optimize(request=OptimizeRequest(scenarios=["short", "full-contxt"]),
+                 runs_dir=str(tmp_path))
     assert process.live_pids() == [] and not any(tmp_path.iterdir())
+
+
+def test_report_states_the_gain_against_the_engines_defaults(report_and_dir):
+    report, run_dir = report_and_dir
+    g = report.gain_vs_control
+    assert g is not None and not g.control_is_baseline
+    control = [t.objective_value for t in report.trials if t.role == "control"]
+    winner = [t.objective_value for t in report.trials if t.value == report.tuning.winner_value]
+    assert g.control_median == pytest.approx(statistics.median(control))
+    assert g.winner_median == pytest.approx(statistics.median(winner))
+    assert g.ratio == pytest.approx(g.winner_median / g.control_median)  # never clamped
+    assert g.comparison is not None and g.comparison.n_a == 2 and g.comparison.n_b == 2
+    md = (run_dir / "report.md").read_text()
+    assert "Against the engine's out-of-the-box defaults" in md
+    assert report.control_command in md and f"{g.ratio:.2f}x" in md
+
+
+def test_a_rerun_with_the_same_run_id_runs_no_trial_again(report_and_dir, monkeypatch):
+    from flows.optimize import optimize
+    from tasks import trial as trial_task
+
+    report, run_dir = report_and_dir
+    started = []
+    monkeypatch.setattr(trial_task, "start_engine",
+                        lambda *a, **k: started.append(a) or pytest.fail("engine started"))
+    request = OptimizeRequest.model_validate_json((run_dir / "request.json").read_text())
+    offline = request.model.model_copy(update={"hub_id": None, "hub_endpoint": None})
+    again = optimize(request=request.model_copy(update={"scenarios": [], "model": offline}),
+                     run_id=report.run_id, runs_dir=str(run_dir.parent))
+    assert started == []
+    assert [t.key for t in again.trials] == [t.key for t in report.trials]
+    assert again.winner_trial_id == report.winner_trial_id

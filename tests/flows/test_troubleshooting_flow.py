@@ -9,6 +9,7 @@ import pytest
 from infopt.bootstrap import default_paths
 from infopt.engines import process
 from infopt.specs.diagnosis import FailureCategory
+from infopt.specs.request import Budgets, ModelTarget, OptimizeRequest, TuneOverride
 from infopt.specs.serving import LlamaCppConfig
 from infopt.specs.workload import Workload
 from tests.githubserver import FakeGitHub
@@ -29,11 +30,14 @@ def test_quantized_v_cache_without_flash_attn_is_remedied(prefect_api, gguf, tmp
 
     wl = Workload(input_tokens=32, output_tokens=8, concurrency_levels=[1], target_concurrency=1,
                   requests_per_level=2)
+    request = OptimizeRequest(
+        model=ModelTarget(path=str(gguf)), workload=wl, budgets=Budgets(repeats=1),
+        tune=TuneOverride(knob="cache_type_v", values=["f16", "q8_0"],
+                          base_overrides={"flash_attn": "off"}),
+        scenarios=[])  # not this test's subject (full context takes minutes)
     with FakeGitHub() as gh:
-        report = optimize(model_path=str(gguf), workload=wl, runs_dir=str(tmp_path), repeats=1,
-                          tune_knob="cache_type_v", tune_values=["f16", "q8_0"],
-                          base_overrides={"flash_attn": "off"}, github_url=gh.url,
-                          scenarios=[])  # not this test's subject (full context takes minutes)
+        report = optimize(request=request.model_copy(update={"github_url": gh.url}),
+                          runs_dir=str(tmp_path))
     q8 = next(t for t in report.trials if t.value == "q8_0")
     assert q8.diagnosis is not None and "quantized V cache" in q8.diagnosis.root_error
     assert q8.remedy is not None and q8.remedy.preserves_contract
@@ -45,18 +49,28 @@ def test_quantized_v_cache_without_flash_attn_is_remedied(prefect_api, gguf, tmp
 
 
 def test_failure_without_remedy_is_recorded_not_raised(prefect_api, gguf, tmp_path):
-    from flows.optimize import _run_trial
+    from prefect import flow
+
     from infopt.hardware.host import inventory
     from infopt.model.profile import profile_model
+    from infopt.specs.trial import TrialRole, TrialSpec
+    from tasks.trial import TrialContext, run_trial
 
     bogus = tmp_path / "bogus.gguf"
     bogus.write_bytes(b"not a model" * 100)
-    trial, checks = _run_trial(
-        LlamaCppConfig(model_path=str(bogus), ctx_per_slot_tokens=512), trial_id="t99-bogus",
-        role="tuning", dimension=None, value=None, repeat=1, workload=Workload(),
-        run_dir=tmp_path, model=profile_model(str(gguf)), hw=inventory(measure_bandwidth=False),
-        fit=None, seed=0, ts={"search": False, "github_url": None})
-    assert trial.benchmark is None and trial.failed and checks == []
+    spec = TrialSpec(trial_id="t99-bogus", role=TrialRole.TUNING, changes=[],
+                     config=LlamaCppConfig(model_path=str(bogus), ctx_per_slot_tokens=512))
+    ctx = TrialContext(run_dir=str(tmp_path), model=profile_model(str(gguf)),
+                       hw=inventory(measure_bandwidth=False), workload=Workload(),
+                       tokenizer_path=None, github_search=False, github_url=None)
+
+    @flow
+    def one_trial():
+        return run_trial(spec, "t99-bogus-0", None, ctx)
+
+    trial = one_trial()
+    assert trial.benchmark is None and trial.failed and trial.contract == []
     assert trial.diagnosis.category in (FailureCategory.NOT_A_MODEL,
                                         FailureCategory.MODEL_NOT_FOUND)
     assert trial.remedy is None
+    assert (tmp_path / "trials" / "t99-bogus-0" / "trial.json").is_file()  # failed, but durable

@@ -67,7 +67,7 @@ def test_baseline_and_dimension_for_every_engine():
     from infopt.specs.hardware import HardwareInventory, HostInfo
     from infopt.specs.model import ModelFormat, ModelProfile
     from infopt.specs.serving import EngineName
-    from infopt.tuning.search import baseline_config
+    from infopt.tuning.search import baseline_config, control_config, serving_target
     from tests.fixture_data import MODEL_CONFIGS
 
     cfg = json.loads((MODEL_CONFIGS / "Qwen__Qwen3-8B.json").read_text())
@@ -80,14 +80,32 @@ def test_baseline_and_dimension_for_every_engine():
     wl = Workload(concurrency_levels=[1, 8], target_concurrency=8)
     knobs = {}
     for engine in EngineName:
-        base = baseline_config(engine, prof, hw, served_name="q", port=None)
+        target = serving_target(prof, hw, served_name="q", port=None)
+        base, control = baseline_config(engine, target), control_config(engine, target)
         assert base.engine is engine and base.host == "127.0.0.1"
+        assert control.engine is engine and control.host == "127.0.0.1"
         dim = first_dimension(base, wl)
         assert dim.values == [1, 2, 4, 8] and dim.knob in type(base).model_fields
         knobs[engine.value] = dim.knob
     assert knobs == {"vllm": "max_num_seqs", "sglang": "max_running_requests",
                      "trtllm": "max_batch_size", "llamacpp": "parallel_slots",
                      "mlx": "decode_concurrency"}
+
+
+def test_llamacpp_control_is_the_bare_command_and_differs_from_the_baseline():
+    from infopt.engines import llamacpp
+    from infopt.engines.base import ServingTarget
+
+    t = ServingTarget(model_path="/m.gguf", served_model_name="m", native_context_tokens=8192,
+                      usable_cpus=2)
+    control = llamacpp.build_launch(llamacpp.control_config(t), "llama-server", 8080)
+    assert control.argv == ["llama-server", "-m", "/m.gguf", "--host", "127.0.0.1", "--port",
+                            "8080", "--alias", "m", "--metrics"]
+    base = llamacpp.build_launch(llamacpp.baseline_config(t), "llama-server", 8080)
+    assert base.argv[10:] == ["-c", "8192", "--parallel", "1", "-t", "2"]
+    # The control's unified pool: 8192 cells shared by llama.cpp's auto 4 slots.
+    shape = llamacpp.memory_shape(llamacpp.control_config(t), 4, True, 8192)
+    assert (shape.max_sequences, shape.context_tokens) == (4, 2048)
 
 
 def test_each_workload_level_is_a_closed_loop_traffic_spec_on_the_workload_route():

@@ -1,0 +1,97 @@
+"""One optimization request: the optimize flow's only parameter, its deployment's parameter
+schema, and the YAML target file `infopt optimize --target FILE` reads (CLI flags override
+fields). Sizes and counts are capped so a typo cannot schedule a week of trials.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+from pydantic import Field, model_validator
+
+from .base import Spec
+from .serving import EngineName, KnobValue
+from .traffic import RouteName
+from .workload import Workload
+
+
+class ModelTarget(Spec):
+    # A local GGUF file or HF directory to serve; None = the bundled demo model (make engines).
+    path: str | None = None
+    # The hub id it derives from: its quantized variants are shortlisted (metadata only, no
+    # download: a download needs an approval), revision-pinned.
+    hub_id: str | None = Field(None, pattern=r"^[\w.-]+/[\w.-]+$")
+    revision: str | None = None
+    hub_endpoint: str | None = None  # a hub mirror; default $HF_ENDPOINT or huggingface.co
+
+
+class Authorization(StrEnum):
+    DOWNLOAD = "download"  # fetch weights
+    QUANTIZE = "quantize"  # run calibration or a local quantization
+    EXPOSE = "expose"  # bind an engine beyond 127.0.0.1
+
+
+class Budgets(Spec):
+    repeats: int = Field(3, ge=1, le=20, description="fresh engine starts per candidate")
+    max_trials: int | None = Field(None, ge=1, le=500, description="stop planning past this")
+    max_wall_s: float | None = Field(None, gt=0, le=7 * 86400,
+                                     description="no new trial starts after this, s")
+
+
+class ApiRequirements(Spec):
+    """What the client needs of the server; the contract gate checks each (issue 12)."""
+
+    routes: list[RouteName] = Field(default_factory=lambda: [RouteName.CHAT_COMPLETIONS],
+                                    min_length=1)
+    features: list[str] = Field(default_factory=list)  # e.g. "json_schema", "tools"
+
+
+class KvPrefixBudget(Spec):
+    """RAM/SSD the user allows for reusable KV prefixes (prefix caching, offload tiers)."""
+
+    ram_bytes: int | None = Field(None, ge=0, le=2**44)
+    ssd_bytes: int | None = Field(None, ge=0, le=2**50)
+
+
+class TuneOverride(Spec):
+    """Tune this knob over these values instead of the default ladder's first dimension."""
+
+    knob: str = Field(..., min_length=1)
+    values: list[KnobValue] = Field(..., min_length=1, max_length=32)
+    base_overrides: dict[str, KnobValue] = Field(default_factory=dict)
+
+
+class OptimizeRequest(Spec):
+    name: str = Field("optimize", pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+    model: ModelTarget = Field(default_factory=ModelTarget)
+    # Engines allowed, in preference order; None = the routed order for this hardware.
+    engines: list[EngineName] | None = Field(None, min_length=1)
+    workload: Workload = Field(default_factory=Workload)
+    # Standard scenarios the winner is measured on: "all", names, or [] for none.
+    scenarios: list[str] = Field(default_factory=lambda: ["all"], max_length=8)
+    scenario_requests: int | None = Field(4, ge=1, le=10_000)
+    api: ApiRequirements = Field(default_factory=ApiRequirements)
+    # Quality gate tolerance (issue 12): the largest accepted drop of the candidate's score
+    # against the higher-precision reference, as a fraction.
+    quality_tolerance: float = Field(0.02, ge=0, le=1)
+    # The shortest context the user accepts if the native window cannot fit (None: only the
+    # native context; infopt never shortens it on its own).
+    min_context_tokens: int | None = Field(None, ge=16, le=10_000_000)
+    budgets: Budgets = Field(default_factory=Budgets)
+    authorize: list[Authorization] = Field(default_factory=list)
+    kv_prefix_budget: KvPrefixBudget = Field(default_factory=KvPrefixBudget)
+    tune: TuneOverride | None = None
+    port: int | None = Field(None, ge=1024, le=65535, description="None: a free port")
+    seed: int = Field(0, ge=0, le=2**32 - 1)
+    github_search: bool = True  # issue-first troubleshooting asks GitHub when online
+    github_url: str | None = None  # a GitHub API mirror (tests: a local server)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "OptimizeRequest":
+        if self.workload.route not in self.api.routes:
+            raise ValueError(f"workload.route {self.workload.route.value!r} is not among the "
+                             f"required api.routes {[r.value for r in self.api.routes]}: tune on "
+                             "a route the clients use")
+        if self.model.revision and not self.model.hub_id:
+            raise ValueError("model.revision pins a hub revision: give model.hub_id too")
+        return self

@@ -1,0 +1,68 @@
+"""A trial as data: `TrialSpec` (a configuration and its typed changes from the control) in, a
+`Trial` result out, persisted under a key that changes whenever anything that could change the
+measurement changes (configuration, workload, engine version, model file, seed, repeat).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from enum import StrEnum
+from typing import Any
+
+from pydantic import Field
+
+from .base import Spec
+from .serving import KnobValue, ServingConfig
+from .workload import Workload
+
+
+class TrialRole(StrEnum):
+    CONTROL = "control"  # the engine's out-of-the-box defaults: every gain is stated against it
+    BASELINE = "baseline"  # the simplest correct configuration at the full native context
+    TUNING = "tuning"  # a candidate of the dimension being tuned
+
+
+class KnobChange(Spec):
+    """One knob that differs from the control: what the control runs and what this trial runs
+    (None: the engine's own default, the flag left off)."""
+
+    knob: str
+    control: KnobValue
+    value: KnobValue
+
+
+class TrialSpec(Spec):
+    trial_id: str = Field(..., pattern=r"^[A-Za-z0-9][A-Za-z0-9._=-]*$")
+    role: TrialRole
+    config: ServingConfig
+    changes: list[KnobChange]  # relative to the control; empty for the control itself
+    dimension: str | None = None  # the knob this trial's value belongs to (decision grouping)
+    value: str | None = None
+    repeat: int = Field(1, ge=1)
+    seed: int = Field(0, ge=0)
+    with_contract: bool = False  # check the API contract before measuring
+
+
+def changes_from(control: Any, config: Any) -> list[KnobChange]:
+    """The knobs `config` sets differently from `control` (same engine), in field order."""
+    a, b = control.model_dump(), config.model_dump()
+    if a.get("engine") != b.get("engine"):
+        raise ValueError(f"a change is relative to a control of the same engine "
+                         f"({a.get('engine')} vs {b.get('engine')})")
+    skip = {"engine", "model_path", "served_model_name", "host", "port"}
+    return [KnobChange(knob=k, control=a[k], value=b[k]) for k in b
+            if k not in skip and a.get(k) != b[k]]
+
+
+def trial_key(spec: TrialSpec, workload: Workload, engine_version: str,
+              model_digest: str) -> str:
+    """`<trial-id>-<12 hex>`: the folder a trial's files and trial.json live in. The hash covers
+    everything that could change the measurement, so a resumed run reuses a trial only when
+    the same trial would be run again; the port is left out (a free one is picked anyway)."""
+    config = spec.config.model_dump(mode="json", exclude={"port"})
+    payload = {"config": config, "workload": workload.model_dump(mode="json"),
+               "engine_version": engine_version, "model": model_digest, "seed": spec.seed,
+               "repeat": spec.repeat, "contract": spec.with_contract}
+    digest = hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:12]
+    return f"{spec.trial_id}-{digest}"

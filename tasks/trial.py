@@ -1,0 +1,170 @@
+"""One `run-trial` task: start (issue-first troubleshooting) -> contract (when asked) ->
+measure -> stop, then the result written atomically to trials/<key>/trial.json. A trial whose
+trial.json is already there (a resumed run, a flow re-run with the same run id) is loaded, not
+run again. A start that still fails, or an engine that dies mid-trial, gives a failed trial with
+its diagnosis: the run goes on.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+from prefect import get_run_logger, task
+from prefect.cache_policies import NO_CACHE
+from prefect.exceptions import MissingContextError
+from pydantic import ValidationError
+
+from infopt.engines import process
+from infopt.report.rundir import load_trial, trial_dir, write_trial
+from infopt.specs.base import EngineStartError
+from infopt.specs.hardware import HardwareInventory
+from infopt.specs.model import ModelProfile
+from infopt.specs.plan import MemoryFit
+from infopt.specs.results import RunningEngine, Trial
+from infopt.specs.serving import with_knob
+from infopt.specs.trial import TrialSpec
+from infopt.specs.workload import Workload
+from infopt.troubleshoot.diagnose import contract_preserving_remedy, diagnose_file
+from infopt.tuning.search import objective_value
+from tasks.benchmark import benchmark
+from tasks.contract import verify_contract
+from tasks.engine import diagnose_start, start_engine, stop_engine
+from tasks.plan import label_ceilings
+
+
+@dataclass(frozen=True)
+class TrialContext:
+    """What every trial of a run shares."""
+
+    run_dir: str
+    model: ModelProfile
+    hw: HardwareInventory
+    workload: Workload
+    tokenizer_path: str | None
+    github_search: bool
+    github_url: str | None
+
+
+def _log() -> logging.Logger | logging.LoggerAdapter:
+    try:
+        return get_run_logger()
+    except MissingContextError:
+        return logging.getLogger("infopt.tasks.trial")
+
+
+def _remedied(config, remedy):
+    """The config with the remedy's knob changes; None when a knob does not exist here."""
+    try:
+        for knob, value in remedy.knob_changes.items():
+            config = with_knob(config, knob, value)
+    except (ValueError, ValidationError):
+        return None
+    return config
+
+
+def _start(spec: TrialSpec, log: Path, ctx: TrialContext):
+    """Start; on a deterministic failure diagnose the log and, if a known failure has a remedy
+    that keeps the contract, apply its knob and environment changes once.
+    Returns (running | None, config, diagnosis, remedy)."""
+    config, size = spec.config, ctx.model.file_bytes
+    try:
+        return start_engine(config, str(log), size), config, None, None
+    except EngineStartError as exc:
+        _log().warning("%s: start failed: %s", spec.trial_id, str(exc).splitlines()[0])
+        diag = diagnose_start(exc.log_path or str(log), str(config.engine), ctx.github_search,
+                              ctx.github_url)
+    remedy = contract_preserving_remedy(diag)
+    fixed = _remedied(config, remedy) if remedy is not None else None
+    if fixed is None:
+        return None, config, diag, None
+    _log().info("%s: applying remedy (keeps the contract): %s", spec.trial_id, remedy.change)
+    retry_log = log.with_name("engine.remedied.log")
+    try:
+        return (start_engine(fixed, str(retry_log), size, remedy.env_changes or None), fixed,
+                diag, remedy)
+    except EngineStartError:
+        return None, fixed, diagnose_start(str(retry_log), str(config.engine),
+                                           ctx.github_search, ctx.github_url), remedy
+
+
+@contextmanager
+def _engine(running: RunningEngine) -> Iterator[RunningEngine]:
+    try:
+        yield running
+    finally:
+        stop_engine(running)
+
+
+def _died(running: RunningEngine) -> str | None:
+    """Why the engine is gone, if it exited while we were measuring."""
+    code = process.exit_status(running.pid)
+    if code is None:
+        return None
+    how = f"killed by signal {-code}" if code < 0 else f"exited with status {code}"
+    return f"the engine {how} during the trial"
+
+
+@task(name="run-trial", cache_policy=NO_CACHE)
+def run_trial(spec: TrialSpec, key: str, fit: MemoryFit | None, ctx: TrialContext) -> Trial:
+    run_dir = Path(ctx.run_dir)
+    done = load_trial(run_dir, key)
+    if done is not None:
+        _log().info("%s: completed earlier (trials/%s/trial.json): not run again",
+                    spec.trial_id, key)
+        return done
+    log = trial_dir(run_dir, key) / "engine.log"
+    running, config, diag, remedy = _start(spec, log, ctx)
+    common = dict(trial_id=spec.trial_id, role=spec.role.value, dimension=spec.dimension,
+                  value=spec.value, repeat=spec.repeat, config=config, fit=fit,
+                  diagnosis=diag, remedy=remedy, key=key, changes=spec.changes)
+    if running is None:
+        trial = Trial(**common, engine=None, benchmark=None, objective_value=None,
+                      failed=f"{diag.category.value}: {diag.root_error[:300]}")
+        write_trial(run_dir, key, trial)
+        return trial
+    checks, bench, error = [], None, None
+    with _engine(running):
+        try:
+            if spec.with_contract:
+                checks = verify_contract(running, config.served_model_name)
+            bench = benchmark(running, config.served_model_name, ctx.workload, spec.seed,
+                              str(run_dir), key,
+                              max_input_tokens=ctx.model.native_context_tokens,
+                              tokenizer_path=ctx.tokenizer_path)
+        except (httpx.HTTPError, OSError) as exc:  # the engine stopped answering
+            error = exc
+        died = _died(running)
+    if error is not None and died is None:
+        raise error
+    common.update(engine=running, benchmark=bench, contract=checks)
+    if died is not None:
+        d = diagnose_file(running.log_path, str(config.engine))
+        last = process.tail(Path(running.log_path), 3).replace("\n", " | ")
+        _log().warning("%s: %s; root error: %s", spec.trial_id, died, d.root_error[:200])
+        trial = Trial(**{**common, "diagnosis": d}, objective_value=None,
+                      failed=f"{died}; root error: {d.root_error[:200] or 'none in the log'}; "
+                             f"last log lines: {last[-300:]}")
+    else:
+        ceilings = label_ceilings(ctx.model, ctx.hw, config, bench,
+                                  _mean_context(bench, ctx.workload))
+        if bench.validation_passed is False:  # measured, but the records failed their checks
+            trial = Trial(**common, objective_value=None, ceilings=ceilings,
+                          failed="record validation: " + "; ".join(
+                              bench.validation_failures)[:300])
+        else:
+            trial = Trial(**common, objective_value=objective_value(bench, ctx.workload),
+                          ceilings=ceilings)
+    write_trial(run_dir, key, trial)
+    return trial
+
+
+def _mean_context(bench, workload: Workload) -> int:
+    """Mean tokens in context while decoding: measured prompt length + half the output."""
+    prompts = [lvl.prompt_tokens_mean for lvl in bench.levels if lvl.prompt_tokens_mean]
+    prompt = sum(prompts) / len(prompts) if prompts else workload.input_tokens
+    return int(prompt + workload.output_tokens / 2)
