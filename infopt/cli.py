@@ -116,6 +116,7 @@ def optimize(
         from infopt.hardware.host import inventory
         from infopt.model.profile import profile_model
         from infopt.specs.request_file import parse_request
+        from infopt.specs.traffic import RouteName
 
         data, source = _request_data(target, resume, runs_dir)
         for dotted, value in (
@@ -132,7 +133,7 @@ def optimize(
         if concurrency is not None:  # the target, and the single stream beside it
             _set(data, "workload.target_concurrency", concurrency)
             _set(data, "workload.concurrency_levels", sorted({1, concurrency}))
-        if api_route is not None:
+        if api_route in {r.value for r in RouteName}:  # a bad name is reported once, below
             _set(data, "api.routes", [api_route])
         request = parse_request(data, source)
         # Pre-flight, before Prefect starts: a bad model, a busy port or a missing engine is

@@ -45,6 +45,7 @@ COLUMNS: dict[str, str] = {
     "prompt_tokens": "Int64",
     "prompt_tokens_requested": "Int64",
     "prompt_tokens_cached": "Int64",
+    "prompt_tokens_cache_allowed": "Int64",
     "output_tokens": "Int64",
     "output_tokens_requested": "int64",
     "content_chunks": "int64",
@@ -111,6 +112,7 @@ def records_frame(records: list[RequestRecord]) -> pd.DataFrame:
         rows["prompt_tokens"].append(rec.prompt_tokens)
         rows["prompt_tokens_requested"].append(rec.prompt_tokens_requested)
         rows["prompt_tokens_cached"].append(rec.prompt_tokens_cached)
+        rows["prompt_tokens_cache_allowed"].append(rec.prompt_tokens_cache_allowed)
         rows["output_tokens"].append(rec.output_tokens)
         rows["output_tokens_requested"].append(rec.output_tokens_requested)
         rows["content_chunks"].append(rec.content_chunks)

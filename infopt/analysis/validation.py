@@ -24,7 +24,7 @@ from infopt.specs.base import InfoptError, InputError, Spec
 # Whole-frame checks, in the order they are reported.
 CHECKS = ("ttft_s_non_negative", "e2e_s_non_negative", "tpot_s_non_negative", "ttft_le_e2e",
           "lengths_reached", "stream_complete", "prompt_lengths_exact", "prompt_tokens_positive",
-          "error_rate", "request_id_unique")
+          "error_rate", "request_id_unique", "no_unasked_cache_hits")
 
 
 class RecordValidationError(InfoptError):
@@ -86,6 +86,11 @@ def _expectations(gxe: Any, max_error_rate: float, check_lengths: bool) -> list[
                                                 meta=meta("error_rate")))
     exps.append(gxe.ExpectColumnValuesToBeUnique(column="request_id",
                                                  meta=meta("request_id_unique")))
+    # A prompt served from the engine's cache beyond what the workload declares (template, a
+    # shared prefix) measures the cache, not the workload: e.g. the same prompts sent twice.
+    exps.append(gxe.ExpectColumnPairValuesAToBeGreaterThanB(
+        column_A="prompt_tokens_cache_allowed", column_B="prompt_tokens_cached", or_equal=True,
+        ignore_row_if="either_value_is_missing", meta=meta("no_unasked_cache_hits")))
     return exps
 
 

@@ -42,6 +42,9 @@ class RequestJob:
     forced: dict[str, Any] = field(default_factory=dict)  # fields that force output_tokens
     counting: StreamCounting | None = None  # the engine's running count on every chunk
     prompt_tokens_requested: int | None = None  # set when the prompt length is exact
+    # The most prompt tokens an engine's prefix cache may serve that the workload explains
+    # (chat template + the request's declared shared prefix); None: unknown, not checked.
+    prompt_tokens_cache_allowed: int | None = None
     close_connection: bool = False  # the server closes after a stream: ask for it up front
 
 
@@ -92,7 +95,8 @@ async def send_request(client: httpx.AsyncClient, base_url: str, model: str, job
     url = f"{base_url.rstrip('/')}{driver.path}"
     rec = RequestRecord(request_id=job.request_id, concurrency=job.concurrency, ok=False,
                         output_tokens_requested=job.output_tokens, route=job.route.value,
-                        stream=job.stream, prompt_tokens_requested=job.prompt_tokens_requested)
+                        stream=job.stream, prompt_tokens_requested=job.prompt_tokens_requested,
+                        prompt_tokens_cache_allowed=job.prompt_tokens_cache_allowed)
     headers = {"Connection": "close"} if job.close_connection and job.stream else {}
     t0 = time.perf_counter()
     rec.start_offset_s = t0 - phase_start

@@ -15,6 +15,7 @@ measured once per route with a one-token request, so `usage.prompt_tokens` equal
 from __future__ import annotations
 
 import asyncio
+import secrets
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -44,6 +45,9 @@ Forced = Callable[[int], dict[str, Any]]
 class Prompt:
     text: str
     tokens: int | None  # the whole prompt as the engine will count it; None: approximate
+    # Cached prompt tokens the workload explains (template + declared shared prefix + the
+    # unique head, whose first tokens two requests may share); None: not known, not checked.
+    cache_allowed: int | None = None
 
 
 @dataclass(frozen=True)
@@ -68,9 +72,10 @@ def route_overhead(base_url: str, model: str, route: RouteName, counter: Counter
 
 
 def build_prompts(planned: list[PlannedRequest], seed: int, counter: Counter | None,
-                  overheads: dict[RouteName, int | None]) -> dict[str, Prompt]:
+                  overheads: dict[RouteName, int | None], nonce: str = "") -> dict[str, Prompt]:
     """Prompt per request id: the group's shared prefix (if any), then words unique to the
-    request; exact when a counter and the route's overhead are known."""
+    request; exact when a counter and the route's overhead are known. `nonce` makes the text
+    unique to one run (the same workload file run twice must not hit the first run's cache)."""
     shared_text: dict[int, str] = {}
     out: dict[str, Prompt] = {}
     for req in planned:
@@ -78,19 +83,22 @@ def build_prompts(planned: list[PlannedRequest], seed: int, counter: Counter | N
         if req.prefix_group is not None and req.prefix_tokens > 0:
             g = req.prefix_group
             if g not in shared_text:
-                group = f"shared-prefix-{g}"
+                group = f"{nonce}/shared-prefix-{g}"
                 shared_text[g] = (exact_prompt(group, req.prefix_tokens, counter, seed)[0]
                                   if counter else approximate_prompt(group, req.prefix_tokens,
                                                                      seed)) + "\n"
             head = shared_text[g]
         overhead = overheads.get(req.route)
+        key = f"{nonce}/{req.request_id}"
         if counter is None or overhead is None:
             own = max(1, req.input_tokens - req.prefix_tokens)
-            out[req.request_id] = Prompt(head + approximate_prompt(req.request_id, own, seed), None)
+            out[req.request_id] = Prompt(head + approximate_prompt(key, own, seed), None)
             continue
         target = max(1, req.input_tokens - overhead)
-        text, got = exact_prompt(req.request_id, target, counter, seed, prefix=head)
-        out[req.request_id] = Prompt(head + text, got + overhead)
+        text, got = exact_prompt(key, target, counter, seed, prefix=head)
+        unique_head = text[:text.index(": ") + 2] if ": " in text else ""
+        allowed = overhead + (counter(head) if head else 0) + counter(unique_head)
+        out[req.request_id] = Prompt(head + text, got + overhead, allowed)
     return out
 
 
@@ -157,17 +165,20 @@ def run_schedule(base_url: str, model: str, planned: list[PlannedRequest], concu
                  progress: Callable[[int, int], None] | None = None,
                  counter: Counter | None = None, counting: StreamCounting | None = None,
                  engine_pid: int | None = None, gpu: GpuSampler | None = None,
-                 stream_keepalive: bool = True) -> PhaseResult:
+                 stream_keepalive: bool = True, nonce: str | None = None) -> PhaseResult:
     """Warm-up (discarded), then the measured phase, with the client's event-loop lag, and the
     engine's CPU/memory and the GPUs (when `engine_pid` is given) sampled during it. `gpu`:
     the NVML sampler (default: nvidia-ml-py; tests pass a recorded backend)."""
     overheads = ({route: route_overhead(base_url, model, route, counter, forced)
                   for route in {r.route for r in planned}} if counter else {})
-    prompts = build_prompts(planned, seed, counter, overheads)
+    # A fresh nonce per call unless given: prompts are unique to this run, not only this seed.
+    prompts = build_prompts(planned, seed, counter, overheads,
+                            secrets.token_hex(4) if nonce is None else nonce)
     jobs = {r.request_id: RequestJob(
         request_id=r.request_id, prompt=prompts[r.request_id].text, output_tokens=r.output_tokens,
         concurrency=concurrency, route=r.route, stream=r.stream, forced=forced(r.output_tokens),
         counting=counting, prompt_tokens_requested=prompts[r.request_id].tokens,
+        prompt_tokens_cache_allowed=prompts[r.request_id].cache_allowed,
         close_connection=not stream_keepalive)
         for r in planned}
     warm = [r for r in planned if r.phase is Phase.WARMUP]

@@ -45,6 +45,9 @@ class RequestRecord(Spec):
     prompt_tokens: int | None = None  # from the engine's usage block
     prompt_tokens_requested: int | None = None  # None: the prompt length was approximate
     prompt_tokens_cached: int | None = None  # served from the engine's prefix cache, if reported
+    # What the workload explains of that: the route's template plus a declared shared prefix
+    # (and the unique head's tokens, which may begin alike); None when unknown (not checked).
+    prompt_tokens_cache_allowed: int | None = None
     output_tokens: int | None = None  # from the engine's usage block
     output_tokens_requested: int
     content_chunks: int = 0

@@ -49,7 +49,7 @@ def test_engine_binary_missing(tmp_path, gguf_model):
 
 def test_unknown_engine_name(tmp_path):
     out = _run("optimize", "--engine", "ollama", "--runs-dir", str(tmp_path))
-    _assert_clean_error(out, "'ollama' is not a valid EngineName")
+    _assert_clean_error(out, "engines[0]: 'ollama' is not allowed; allowed: vllm")
 
 
 def test_nothing_written_into_cwd_on_error(tmp_path):
@@ -59,4 +59,18 @@ def test_nothing_written_into_cwd_on_error(tmp_path):
 
 def test_unknown_route_lists_the_routes(tmp_path):
     out = _run("optimize", "--route", "chat", "--runs-dir", str(tmp_path))
-    _assert_clean_error(out, "'chat' is not a valid RouteName", "anthropic_messages")
+    _assert_clean_error(out, "workload.route: 'chat' is not allowed", "anthropic_messages")
+    assert out.stderr.count("is not allowed") == 1  # named once, not once per field
+
+
+def test_bad_target_file_is_one_paragraph_naming_the_field(tmp_path):
+    target = tmp_path / "t.yaml"
+    target.write_text("workload:\n  output_tokens: .inf\n")
+    out = _run("optimize", "--target", str(target), "--runs-dir", str(tmp_path / "runs"))
+    _assert_clean_error(out, "workload.output_tokens: .inf and .nan")
+    assert not (tmp_path / "runs").exists()  # nothing half-written
+
+
+def test_resume_of_an_unknown_run_says_where_it_looked(tmp_path):
+    out = _run("optimize", "--resume", "20990101-000000-dead", "--runs-dir", str(tmp_path))
+    _assert_clean_error(out, "no run '20990101-000000-dead' to resume", str(tmp_path))

@@ -64,6 +64,10 @@ def test_good_frame_passes_with_one_error_at_the_bound():
     ("prompt_lengths_exact", {"prompt_tokens": 41}, "(41.0, 30.0)"),
     ("stream_complete", {"streamed_tokens": 5}, "(5.0, 8.0)"),
     ("request_id_unique", {"request_id": "r50"}, "'r50'"),
+    # 255 of 256 prompt tokens from the cache where the template explains 20: a second run of
+    # the same prompts (measured on llama-server before prompts carried a per-run nonce).
+    ("no_unasked_cache_hits", {"prompt_tokens_cached": 255, "prompt_tokens_cache_allowed": 20},
+     "(20.0, 255.0)"),
 ])
 def test_each_check_fails_when_violated(check, edits, observed):
     df = _good_frame()
@@ -75,6 +79,15 @@ def test_each_check_fails_when_violated(check, edits, observed):
     assert observed in report.failed[0]
     with pytest.raises(RecordValidationError, match=check):
         report.raise_for_failures()
+
+
+def test_cached_tokens_within_the_declared_allowance_pass():
+    df = _good_frame()
+    df.loc[:, "prompt_tokens_cached"] = 20
+    df.loc[:, "prompt_tokens_cache_allowed"] = 20
+    df.loc[10, "prompt_tokens_cache_allowed"] = None  # unknown allowance: not checked
+    df.loc[10, "prompt_tokens_cached"] = 99
+    assert validate_records(df).success
 
 
 def test_error_rate_bound_is_a_parameter():
