@@ -56,6 +56,9 @@ class KvBudget:
     kv_budget_bytes: int
     block_tokens: int  # allocation granularity
     assumptions: tuple[str, ...]
+    # Engines that allocate every sequence's full context up front (llama.cpp's -c cells), in
+    # multiples of this many cells; None: a paged pool sized by the budget.
+    upfront_pad_cells: int | None = None
 
 
 def vllm_default_batched_tokens(memory_bytes: int, device_name: str, is_cpu: bool) -> int:
@@ -142,7 +145,7 @@ def llamacpp(m: ModelInspection, memory_bytes: int, weights_bytes: int, tp: int,
     overhead = LLAMACPP_COMPUTE_BUFFER_BYTES
     return KvBudget(memory_bytes, overhead, memory_bytes - weights_bytes - overhead, 1, (
         "llama.cpp: KV = -c x per-token bytes of -ctk/-ctv, allocated up front",
-        f"compute buffer ~{overhead / GIB:.2f} GiB (estimate)"))
+        f"compute buffer ~{overhead / GIB:.2f} GiB (estimate)"), upfront_pad_cells=LLAMACPP_CTX_PAD)
 
 
 def mlx(m: ModelInspection, memory_bytes: int, weights_bytes: int, tp: int, device: str,
@@ -160,7 +163,9 @@ ALLOCATORS = {"vllm": vllm_gpu, "vllm-cpu": vllm_cpu, "sglang": sglang, "trtllm"
 
 
 def allocator_key(engine: str, device_is_cpu: bool) -> str:
-    return "vllm-cpu" if engine == "vllm" and device_is_cpu else engine
+    """The allocation scheme: an engine's CPU backend where it has its own ("<engine>-cpu")."""
+    cpu = f"{engine}-cpu"
+    return cpu if device_is_cpu and cpu in ALLOCATORS else engine
 
 
 # llama.cpp rounds the KV context up to a multiple of 256 cells (measured here: -c 4000 with
@@ -169,7 +174,11 @@ LLAMACPP_CTX_PAD = 256
 
 
 def llamacpp_kv_cells(n_ctx: int) -> int:
-    return math.ceil(n_ctx / LLAMACPP_CTX_PAD) * LLAMACPP_CTX_PAD
+    return padded_cells(n_ctx, LLAMACPP_CTX_PAD)
+
+
+def padded_cells(n_ctx: int, pad: int) -> int:
+    return math.ceil(n_ctx / pad) * pad
 
 
 def round_to_blocks(kv_budget_bytes: float, bytes_per_token: float, block_tokens: int) -> int:

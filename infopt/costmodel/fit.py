@@ -13,7 +13,7 @@ from infopt.costmodel.allocation import (
     ALLOCATORS,
     EngineKnobs,
     allocator_key,
-    llamacpp_kv_cells,
+    padded_cells,
     round_to_blocks,
 )
 from infopt.costmodel.kv import (
@@ -102,13 +102,13 @@ def plan_fit(r: FitRequest, *, with_alternatives: bool = True) -> MemoryFit:
     state = state_bytes_per_sequence_per_gpu(m, r.kv_dtype, r.context_tokens, r.tp, r.pp)
     per_seq = bpt * r.context_tokens + state
     required = int(per_seq * r.concurrency)
-    if key == "llamacpp":
-        # llama.cpp allocates -c cells (padded to 256) up front: -c = context x slots keeps every
-        # slot at full context. Capacity is that allocation if memory allows it.
-        cells = llamacpp_kv_cells(r.context_tokens * r.concurrency)
+    if pad := budget.upfront_pad_cells:
+        # Allocated up front (llama.cpp: -c cells, padded to 256): -c = context x slots keeps
+        # every slot at full context. Capacity is that allocation if memory allows it.
+        cells = padded_cells(r.context_tokens * r.concurrency, pad)
         required = int(cells * bpt + state * r.concurrency)
         capacity = cells if budget.kv_budget_bytes >= required else \
-            round_to_blocks(budget.kv_budget_bytes, bpt + state / r.context_tokens, 256)
+            round_to_blocks(budget.kv_budget_bytes, bpt + state / r.context_tokens, pad)
     else:
         # Sliding/recurrent state is amortized per token at the requested context.
         capacity = round_to_blocks(budget.kv_budget_bytes, bpt + state / r.context_tokens,
