@@ -27,7 +27,7 @@ from pathlib import Path
 import httpx
 
 from infopt.bootstrap import default_paths
-from infopt.engines import process, vllm
+from infopt.engines import endpoint_for, process, vllm
 from infopt.loadgen.runner import run_schedule
 from infopt.loadgen.schedule import build_schedule
 from infopt.loadgen.tokens import engine_counter
@@ -70,11 +70,10 @@ def ours(base_url: str, seed: int) -> dict[str, float]:
         "output_lengths": {"kind": "fixed", "tokens": OUTPUT_TOKENS},
         "routes": [{"route": "completions"}], "measured_requests": REQUESTS, "seed": seed})
     planned = build_schedule(spec, seed=seed, max_input_tokens=INPUT_TOKENS)
-    a = vllm.ADAPTER
+    ep = endpoint_for("vllm", base_url, "smollm2")
     with httpx.Client(timeout=60) as client:
-        counter = engine_counter(client, base_url, "smollm2", a)
-        phase = run_schedule(base_url, "smollm2", planned, CONCURRENCY, a.forced_length_fields,
-                             seed=seed, counter=counter, counting=a.stream_counting)
+        counter = engine_counter(client, ep)
+        phase = run_schedule(ep, planned, CONCURRENCY, seed=seed, counter=counter)
     recs = [r for r in phase.records if r.ok]
     if len(recs) != REQUESTS or any(not r.length_reached for r in recs):
         raise SystemExit(f"infopt run incomplete: {[r.error for r in phase.records]}")

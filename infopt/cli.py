@@ -395,12 +395,22 @@ def bench(
     """Benchmark any OpenAI-compatible endpoint with a workload file (standalone)."""
     from infopt.loadgen.standalone import run_workload_file
     from infopt.report.bench_text import render_bench
+    from infopt.specs.endpoint import Endpoint
 
-    bar = None if json_out else _ProgressBar()
+    bar = None
     try:
-        result = run_workload_file(endpoint, model, workload, engine=engine, out_dir=out,
-                                   max_input_tokens=max_input_tokens, tokenizer=tokenizer,
-                                   progress=bar)
+        # A named engine brings its wire facts (forced-length fields, per-chunk counts,
+        # keep-alive, tokenize route); an unnamed server gets the generic ones (no per-chunk
+        # counting: an unknown field could be rejected, so chunk counts are assumed, flagged).
+        if engine:
+            from infopt.engines import endpoint_for
+
+            ep = endpoint_for(engine, endpoint, model)
+        else:
+            ep = Endpoint(base_url=endpoint, model=model)
+        bar = None if json_out else _ProgressBar()
+        result = run_workload_file(ep, workload, out_dir=out, max_input_tokens=max_input_tokens,
+                                   tokenizer=tokenizer, progress=bar)
     except InfoptError as exc:
         _fail(exc)
         return

@@ -10,7 +10,7 @@ from prefect.cache_policies import NO_CACHE
 
 from infopt.analysis.records import errors_by_kind, records_frame, save_parquet
 from infopt.analysis.validation import validate_records
-from infopt.engines import adapter_for
+from infopt.engines import endpoint_for
 from infopt.loadgen.benchmark import every_quarter, run_benchmark
 from infopt.loadgen.standalone import run_scenario
 from infopt.loadgen.tokens import prompt_counter
@@ -26,18 +26,15 @@ def benchmark(running: RunningEngine, served_model_name: str, workload: Workload
               run_dir: str, trial_id: str, max_input_tokens: int | None = None,
               tokenizer_path: str | None = None) -> BenchmarkResult:
     logger = get_run_logger()
-    adapter = adapter_for(running.engine)
+    endpoint = endpoint_for(running.engine, running.base_url, served_model_name, running.pid)
     with httpx.Client(timeout=30.0) as client:
         # Prompts of exactly workload.input_tokens, counted by the engine's own tokenizer (or
         # the model's tokenizer.json when the engine has no tokenize route).
-        counter = prompt_counter(client, running.base_url, served_model_name, adapter,
-                                 tokenizer_path)
+        counter = prompt_counter(client, endpoint, tokenizer_path)
         result, records = run_benchmark(
-            running.base_url, served_model_name, workload, adapter.forced_length_fields,
-            seed=seed, progress=lambda msg: logger.info("%s: %s", trial_id, msg),
-            engine_pid=running.pid, counter=counter,
-            counting=adapter.stream_counting, max_input_tokens=max_input_tokens,
-            stream_keepalive=adapter.stream_keepalive)
+            endpoint, workload, seed=seed,
+            progress=lambda msg: logger.info("%s: %s", trial_id, msg), counter=counter,
+            max_input_tokens=max_input_tokens)
     write_records(Path(run_dir), trial_id, records)
     # One row per request as parquet, then the great-expectations suite: a failed validation
     # marks the trial (its numbers are not trusted for the decision).
@@ -78,14 +75,13 @@ def benchmark_scenarios(running: RunningEngine, served_model_name: str,
                                       "seed": seed}) for s in specs]
     out = trial_dir(Path(run_dir), trial_id)
     results = []
+    endpoint = endpoint_for(running.engine, running.base_url, served_model_name, running.pid)
     with httpx.Client(timeout=60.0) as client:
-        counter = prompt_counter(client, running.base_url, served_model_name,
-                                 adapter_for(running.engine), tokenizer_path)
+        counter = prompt_counter(client, endpoint, tokenizer_path)
         for spec in specs:
             logger.info("%s: scenario %s (%s)", trial_id, spec.name, spec.description or "")
-            r = run_scenario(running.base_url, served_model_name, spec, engine=running.engine,
-                             out_dir=out, max_input_tokens=native_context_tokens,
-                             counter=counter, engine_pid=running.pid,
+            r = run_scenario(endpoint, spec, out_dir=out, max_input_tokens=native_context_tokens,
+                             counter=counter,
                              progress=every_quarter(logger.info, f"{trial_id} {spec.name}"))
             lv = r.level
             logger.info("%s %s: TTFT p50 %.0f ms, ITL p50 %.1f ms, %.1f out tok/s%s", trial_id,

@@ -12,6 +12,7 @@ from typing import Any
 
 import httpx
 
+from infopt.specs.endpoint import Endpoint
 from infopt.specs.results import ContractCheck
 
 ROUTE = "/v1/chat/completions"
@@ -84,8 +85,8 @@ def check_streaming(client: httpx.Client, base_url: str, model: str,
                          detail="; ".join(problems) or f"200 SSE, {chunks} chunks, {got} tokens, [DONE]")
 
 
-def check_chat_contract(base_url: str, model: str, forced_length_fields) -> list[ContractCheck]:
-    forced = forced_length_fields(_PROBE_TOKENS)
+def check_chat_contract(endpoint: Endpoint) -> list[ContractCheck]:
+    forced = endpoint.forced_fields(_PROBE_TOKENS)
     with httpx.Client(timeout=60.0) as client:
-        return [check_non_streaming(client, base_url, model, forced),
-                check_streaming(client, base_url, model, forced)]
+        return [check_non_streaming(client, endpoint.base_url, endpoint.model, forced),
+                check_streaming(client, endpoint.base_url, endpoint.model, forced)]

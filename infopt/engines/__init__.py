@@ -9,6 +9,7 @@ from __future__ import annotations
 from infopt.engines import llamacpp, mlx, sglang, trtllm, vllm
 from infopt.engines.base import EngineAdapter, Launch
 from infopt.specs.base import EngineUnavailableError
+from infopt.specs.endpoint import Endpoint, TokenizeRoute
 from infopt.specs.serving import EngineName
 
 ENGINES: dict[EngineName, EngineAdapter] = {
@@ -28,4 +29,16 @@ def adapter_for(name: EngineName | str) -> EngineAdapter:
             f"engine '{name}' has no adapter yet; available: {', '.join(ENGINES)}") from None
 
 
-__all__ = ["ENGINES", "EngineAdapter", "Launch", "adapter_for"]
+def endpoint_for(engine: EngineName | str, base_url: str, model: str,
+                 pid: int | None = None) -> Endpoint:
+    """The Endpoint of a server run by `engine`: its wire facts as data, for code that must
+    not know engines (load generator, contract probes)."""
+    a = adapter_for(engine)
+    tokenize = (TokenizeRoute(a.tokenize_path, a.tokenize_body, a.tokenize_count)
+                if a.tokenize_path and a.tokenize_body and a.tokenize_count else None)
+    return Endpoint(base_url=base_url, model=model, forced_fields=a.forced_length_fields,
+                    stream_counting=a.stream_counting, keepalive=a.stream_keepalive,
+                    tokenize=tokenize, pid=pid, engine=str(a.name))
+
+
+__all__ = ["ENGINES", "EngineAdapter", "Launch", "adapter_for", "endpoint_for"]

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from infopt.specs.endpoint import StreamCounting
 from infopt.specs.serving import EngineName
 
 
@@ -81,15 +82,6 @@ def min_tokens_and_ignore_eos(n: int) -> dict[str, Any]:
     """Exactly n output tokens on servers that take vLLM's sampling extensions (vLLM, SGLang,
     TensorRT-LLM): a floor, a cap, and no stop at the end-of-sequence token."""
     return {"max_tokens": n, "min_tokens": n, "ignore_eos": True}
-
-
-@dataclass(frozen=True)
-class StreamCounting:
-    """An engine's way to put the running output-token count on every streamed chunk: the
-    request fields that switch it on, and where it sits in a chunk's JSON."""
-
-    request_fields: dict[str, Any]
-    read: Callable[[dict[str, Any]], int | None]
 
 
 def _usage_completion_tokens(chunk: dict[str, Any]) -> int | None:

@@ -9,12 +9,11 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Any
 
 import numpy as np
 
 from infopt.analysis.stats import percentiles
-from infopt.engines.base import StreamCounting
+from infopt.specs.endpoint import Endpoint
 from infopt.loadgen.monitor import client_saturated
 from infopt.loadgen.runner import PhaseResult, run_schedule
 from infopt.loadgen.schedule import build_schedule
@@ -86,14 +85,12 @@ def level_spec(workload: Workload, concurrency: int, seed: int) -> TrafficSpec:
         routes=[RouteShare(route=workload.route)], seed=seed)
 
 
-def run_benchmark(base_url: str, model: str, workload: Workload,
-                  forced: Callable[[int], dict[str, Any]], *, seed: int,
-                  progress: Progress | None = None, engine_pid: int | None = None,
-                  counter: Counter | None = None, counting: StreamCounting | None = None,
-                  max_input_tokens: int | None = None, stream_keepalive: bool = True
+def run_benchmark(endpoint: Endpoint, workload: Workload, *, seed: int,
+                  progress: Progress | None = None, counter: Counter | None = None,
+                  max_input_tokens: int | None = None
                   ) -> tuple[BenchmarkResult, list[RequestRecord]]:
-    """Run every concurrency level of `workload`; returns the summary and the measured records.
-    `forced(n)`: the engine's fields that force n output tokens."""
+    """Run every concurrency level of `workload` against `endpoint`; returns the summary and the
+    measured records."""
     levels: list[LevelResult] = []
     all_records: list[RequestRecord] = []
     say = progress or (lambda _msg: None)
@@ -101,9 +98,9 @@ def run_benchmark(base_url: str, model: str, workload: Workload,
         spec = level_spec(workload, conc, seed + i)
         planned = build_schedule(spec, seed=spec.seed,
                                  max_input_tokens=max_input_tokens or workload.input_tokens)
-        phase = run_schedule(base_url, model, planned, conc, forced, seed=spec.seed,
-                             progress=every_quarter(say, f"concurrency {conc}"), counter=counter, counting=counting,
-                             engine_pid=engine_pid, stream_keepalive=stream_keepalive)
+        phase = run_schedule(endpoint, planned, conc, seed=spec.seed,
+                             progress=every_quarter(say, f"concurrency {conc}"),
+                             counter=counter)
         level = with_monitors(summarize_level(phase.records, conc, phase.wall_s), phase)
         levels.append(level)
         if level.client_saturated:

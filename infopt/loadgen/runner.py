@@ -23,7 +23,7 @@ from typing import Any
 
 import httpx
 
-from infopt.engines.base import StreamCounting
+from infopt.specs.endpoint import Endpoint
 from infopt.loadgen.client import RequestJob, send_request
 from infopt.loadgen.monitor import (
     ClientHealth,
@@ -160,15 +160,15 @@ def _phase_jobs(reqs: list[PlannedRequest], jobs: dict[str, RequestJob]
             [(r.send_offset_s or 0.0) - first for r in reqs])
 
 
-def run_schedule(base_url: str, model: str, planned: list[PlannedRequest], concurrency: int,
-                 forced: Forced, *, seed: int, timeout_s: float = 600.0,
+def run_schedule(endpoint: Endpoint, planned: list[PlannedRequest], concurrency: int, *,
+                 seed: int, timeout_s: float = 600.0,
                  progress: Callable[[int, int], None] | None = None,
-                 counter: Counter | None = None, counting: StreamCounting | None = None,
-                 engine_pid: int | None = None, gpu: GpuSampler | None = None,
-                 stream_keepalive: bool = True, nonce: str | None = None) -> PhaseResult:
+                 counter: Counter | None = None, gpu: GpuSampler | None = None,
+                 nonce: str | None = None) -> PhaseResult:
     """Warm-up (discarded), then the measured phase, with the client's event-loop lag, and the
-    engine's CPU/memory and the GPUs (when `engine_pid` is given) sampled during it. `gpu`:
-    the NVML sampler (default: nvidia-ml-py; tests pass a recorded backend)."""
+    server's CPU/memory (when the endpoint names its pid) and the GPUs sampled during it.
+    `gpu`: the NVML sampler (default: nvidia-ml-py; tests pass a recorded backend)."""
+    base_url, model, forced = endpoint.base_url, endpoint.model, endpoint.forced_fields
     overheads = ({route: route_overhead(base_url, model, route, counter, forced)
                   for route in {r.route for r in planned}} if counter else {})
     # A fresh nonce per call unless given: prompts are unique to this run, not only this seed.
@@ -177,9 +177,9 @@ def run_schedule(base_url: str, model: str, planned: list[PlannedRequest], concu
     jobs = {r.request_id: RequestJob(
         request_id=r.request_id, prompt=prompts[r.request_id].text, output_tokens=r.output_tokens,
         concurrency=concurrency, route=r.route, stream=r.stream, forced=forced(r.output_tokens),
-        counting=counting, prompt_tokens_requested=prompts[r.request_id].tokens,
+        counting=endpoint.stream_counting, prompt_tokens_requested=prompts[r.request_id].tokens,
         prompt_tokens_cache_allowed=prompts[r.request_id].cache_allowed,
-        close_connection=not stream_keepalive)
+        close_connection=not endpoint.keepalive)
         for r in planned}
     warm = [r for r in planned if r.phase is Phase.WARMUP]
     if warm:
@@ -188,7 +188,7 @@ def run_schedule(base_url: str, model: str, planned: list[PlannedRequest], concu
                           timeout_s=timeout_s))
     measured_jobs, offsets = _phase_jobs([r for r in planned if r.phase is Phase.MEASURED], jobs)
     probe = LoopLagProbe()
-    with ResourceSampler(engine_pid, gpu=gpu or GpuSampler()) as sampler:
+    with ResourceSampler(endpoint.pid, gpu=gpu or GpuSampler()) as sampler:
         records, wall, _ = asyncio.run(drive(base_url, model, measured_jobs, concurrency,
                                              offsets, timeout_s=timeout_s, on_done=progress,
                                              probe=probe))

@@ -16,50 +16,27 @@ from infopt.analysis.validation import validate_records
 from infopt.loadgen.benchmark import summarize_level, with_monitors
 from infopt.loadgen.runner import run_schedule
 from infopt.loadgen.schedule import build_schedule, summarize_schedule
-from infopt.engines.base import EngineAdapter
+from infopt.specs.endpoint import Endpoint
 from infopt.loadgen.tokens import Counter, hf_counter, prompt_counter
 from infopt.specs.base import InputError
 from infopt.specs.results import BenchResult, ScenarioResult
 from infopt.specs.traffic import TrafficSpec, expand_sweep
 from infopt.specs.traffic_file import load_traffic
 
-GENERIC_FORCED = {"ignore_eos": True}  # vLLM, SGLang, llama.cpp and TRT-LLM all honour it
-
-
-def _adapter(engine: str | None) -> EngineAdapter | None:
-    """The named engine's adapter; None for an unnamed endpoint, which then gets the generic
-    length fields, no per-chunk counting (an unknown field could be rejected: its chunk counts
-    are assumed and flagged) and keep-alive with the stale-connection guard."""
-    if not engine:
-        return None
-    from infopt.engines import adapter_for
-
-    return adapter_for(engine)
-
-
-def _forced(adapter: EngineAdapter | None) -> Callable[[int], dict]:
-    if adapter is not None:
-        return adapter.forced_length_fields
-    return lambda n: {"max_tokens": n, **GENERIC_FORCED}
 
 
 def _concurrency(spec: TrafficSpec) -> int:
     return getattr(spec.arrival, "concurrency", None) or spec.peak_active_generations
 
 
-def run_scenario(endpoint: str, model: str, spec: TrafficSpec, *, engine: str | None,
-                 out_dir: Path | None, max_input_tokens: int,
-                 progress: Callable[[int, int], None] | None = None,
-                 counter: Counter | None = None, engine_pid: int | None = None
-                 ) -> ScenarioResult:
+def run_scenario(endpoint: Endpoint, spec: TrafficSpec, *, out_dir: Path | None,
+                 max_input_tokens: int, progress: Callable[[int, int], None] | None = None,
+                 counter: Counter | None = None) -> ScenarioResult:
     planned = build_schedule(spec, seed=spec.seed, max_input_tokens=max_input_tokens)
     summary = summarize_schedule([r for r in planned if r.phase.value == "measured"])
     conc = _concurrency(spec)
-    a = _adapter(engine)
-    phase = run_schedule(endpoint, model, planned, conc, _forced(a), seed=spec.seed,
-                         progress=progress, counter=counter, engine_pid=engine_pid,
-                         counting=a.stream_counting if a else None,
-                         stream_keepalive=a.stream_keepalive if a else True)
+    phase = run_schedule(endpoint, planned, conc, seed=spec.seed, progress=progress,
+                         counter=counter)
     records, wall = phase.records, phase.wall_s
     level = with_monitors(summarize_level(records, conc, wall), phase)
     df = records_frame(records)
@@ -80,9 +57,8 @@ def run_scenario(endpoint: str, model: str, spec: TrafficSpec, *, engine: str | 
         errors_by_kind=errors_by_kind(df), records_path=path)
 
 
-def run_workload_file(endpoint: str, model: str, workload_path: str, *, engine: str | None,
-                      out_dir: str | None, max_input_tokens: int,
-                      progress: Callable[[int, int], None] | None = None,
+def run_workload_file(endpoint: Endpoint, workload_path: str, *, out_dir: str | None,
+                      max_input_tokens: int, progress: Callable[[int, int], None] | None = None,
                       tokenizer: str | None = None) -> BenchResult:
     spec = load_traffic(workload_path)
     out = Path(out_dir).expanduser() if out_dir else None
@@ -90,28 +66,29 @@ def run_workload_file(endpoint: str, model: str, workload_path: str, *, engine: 
         raise InputError(f"--tokenizer {tokenizer}: no tokenizer.json there; give the file "
                          "or the model folder that holds it")
     with httpx.Client(timeout=60.0) as client:
-        counter = prompt_counter(client, endpoint, model, _adapter(engine), tokenizer)
-        return _run_all(spec, endpoint, model, workload_path, engine=engine, out=out,
+        counter = prompt_counter(client, endpoint, tokenizer)
+        return _run_all(spec, endpoint, workload_path, out=out,
                         max_input_tokens=max_input_tokens, progress=progress, counter=counter)
 
 
-def _run_all(spec: TrafficSpec, endpoint: str, model: str, workload_path: str, *,
-             engine: str | None, out: Path | None, max_input_tokens: int,
+def _run_all(spec: TrafficSpec, endpoint: Endpoint, workload_path: str, *,
+             out: Path | None, max_input_tokens: int,
              progress: Callable[[int, int], None] | None, counter: Counter | None
              ) -> BenchResult:
     results: list[ScenarioResult] = []
     stopped = None
     sweep = spec.arrival.kind == "sweep"
     for child in expand_sweep(spec) if sweep else [spec]:
-        r = run_scenario(endpoint, model, child, engine=engine, out_dir=out,
-                         max_input_tokens=max_input_tokens, progress=progress, counter=counter)
+        r = run_scenario(endpoint, child, out_dir=out, max_input_tokens=max_input_tokens,
+                         progress=progress, counter=counter)
         results.append(r)
         if child.cooldown_s:  # let the engine drain and settle before the next scenario
             time.sleep(child.cooldown_s)
         if sweep and spec.arrival.stop_at_first_slo_violation and r.slo_violated:
             stopped = f"stopped at {child.name}: first SLO violation"
             break
-    result = BenchResult(endpoint=endpoint, model=model, workload=str(workload_path),
+    result = BenchResult(endpoint=endpoint.base_url, model=endpoint.model,
+                         workload=str(workload_path),
                          scenarios=results, stopped_early=stopped)
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import httpx
 
-from infopt.engines.base import EngineAdapter
+from infopt.specs.endpoint import Endpoint
 from infopt.specs.base import InputError
 
 Counter = Callable[[str], int]
@@ -28,26 +28,25 @@ _WORDS = ("time people year way day man thing woman life child world school stat
           "service friend father power hour game line end member law car city community name").split()
 
 
-def engine_counter(client: httpx.Client, base_url: str, model: str, adapter: EngineAdapter
-                   ) -> Counter | None:
-    """A token counter through `adapter`'s tokenize route; None if the engine has none."""
-    if not (adapter.tokenize_path and adapter.tokenize_body and adapter.tokenize_count):
+def engine_counter(client: httpx.Client, endpoint: Endpoint) -> Counter | None:
+    """A token counter through the endpoint's tokenize route; None if it has none."""
+    route = endpoint.tokenize
+    if route is None:
         return None
-    url = f"{base_url.rstrip('/')}{adapter.tokenize_path}"
+    url = f"{endpoint.base_url.rstrip('/')}{route.path}"
 
     def counter(text: str) -> int:
-        r = client.post(url, json=adapter.tokenize_body(model, text))
+        r = client.post(url, json=route.body(endpoint.model, text))
         r.raise_for_status()
-        return adapter.tokenize_count(r.json())
+        return route.count(r.json())
     return counter
 
 
-def prompt_counter(client: httpx.Client, base_url: str, model: str,
-                   adapter: EngineAdapter | None, tokenizer_path: str | Path | None
-                   ) -> Counter | None:
-    """The engine's own tokenizer route when it has one (the truth), else the model's
+def prompt_counter(client: httpx.Client, endpoint: Endpoint,
+                   tokenizer_path: str | Path | None) -> Counter | None:
+    """The server's own tokenizer route when it has one (the truth), else the model's
     tokenizer.json, else None (approximate prompts, marked as such in the records)."""
-    counter = engine_counter(client, base_url, model, adapter) if adapter is not None else None
+    counter = engine_counter(client, endpoint)
     if counter is None and tokenizer_path is not None:
         counter = hf_counter(tokenizer_path)
     return counter

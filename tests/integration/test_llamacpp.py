@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from infopt.contract.chat import check_chat_contract
-from infopt.engines import llamacpp, process
+from infopt.engines import endpoint_for, llamacpp, process
 from infopt.loadgen.benchmark import run_benchmark
 from infopt.loadgen.tokens import engine_counter
 from infopt.specs.base import EngineStartError, EngineUnavailableError, InputError
@@ -43,7 +43,7 @@ def test_started_on_localhost_with_version_and_log(server):
 
 
 def test_chat_contract_stream_and_non_stream(server):
-    checks = check_chat_contract(server.base_url, "smollm2", llamacpp.ADAPTER.forced_length_fields)
+    checks = check_chat_contract(endpoint_for("llamacpp", server.base_url, "smollm2"))
     assert [c.stream for c in checks] == [False, True]
     assert all(c.ok for c in checks), [c.detail for c in checks]
 
@@ -51,12 +51,10 @@ def test_chat_contract_stream_and_non_stream(server):
 def test_benchmark_forces_lengths_and_runs_concurrently(server):
     wl = Workload(input_tokens=48, output_tokens=12, concurrency_levels=[1, 2],
                   target_concurrency=2, requests_per_level=4, cooldown_s=0.5)
-    a = llamacpp.ADAPTER
+    ep = endpoint_for("llamacpp", server.base_url, "smollm2", server.pid)
     with httpx.Client(timeout=30) as client:
-        counter = engine_counter(client, server.base_url, "smollm2", a)
-        result, records = run_benchmark(server.base_url, "smollm2", wl, a.forced_length_fields,
-                                        seed=1, engine_pid=server.pid, counter=counter,
-                                        counting=a.stream_counting)
+        counter = engine_counter(client, ep)
+        result, records = run_benchmark(ep, wl, seed=1, counter=counter)
     assert len(records) == 8 and all(r.ok for r in records)
     assert all(r.output_tokens == 12 for r in records)  # usage says the forced length was reached
     # Exact prompts: usage.prompt_tokens is the requested whole-prompt length, template included.
@@ -176,7 +174,7 @@ def test_hf_tokenizer_json_counts_like_llama_servers_tokenizer(server, hf_model)
 
     hf = hf_counter(hf_model)
     with httpx.Client(timeout=30) as client:
-        engine = engine_counter(client, server.base_url, "smollm2", llamacpp.ADAPTER)
+        engine = engine_counter(client, endpoint_for("llamacpp", server.base_url, "smollm2"))
         texts = [exact_prompt(f"r{n}", n, hf, seed=0)[0] for n in (5, 40, 300)]
         texts += ["Hello, world!", "naïve café — 東京 🚀", "  two  spaces\nand a newline"]
         assert [hf(t) for t in texts] == [engine(t) for t in texts]

@@ -10,7 +10,7 @@ from pathlib import Path
 import openai
 import pytest
 
-from infopt.engines import process, vllm
+from infopt.engines import endpoint_for, process, vllm
 
 pytestmark = [pytest.mark.integration, pytest.mark.vllm, pytest.mark.timeout(600)]
 
@@ -60,12 +60,10 @@ def test_vllm_batches_concurrent_requests_with_exact_prompts(vllm_server):
     wl = Workload(input_tokens=64, output_tokens=16, concurrency_levels=[1, 4],
                   target_concurrency=4, requests_per_level=8)
     with httpx.Client(timeout=30) as client:
-        counter = engine_counter(client, vllm_server.base_url, "smollm2", vllm.ADAPTER)
+        ep = endpoint_for("vllm", vllm_server.base_url, "smollm2", vllm_server.pid)
+        counter = engine_counter(client, ep)
         assert counter("hello world") == 2
-        result, records = run_benchmark(vllm_server.base_url, "smollm2", wl,
-                                        vllm.ADAPTER.forced_length_fields, seed=3,
-                                        counter=counter, engine_pid=vllm_server.pid,
-                                        counting=vllm.ADAPTER.stream_counting)
+        result, records = run_benchmark(ep, wl, seed=3, counter=counter)
     assert all(r.ok and r.output_tokens == 16 for r in records)
     # usage.prompt_tokens is exactly the requested whole prompt (the chat template's tokens
     # were measured once and taken off the content).
