@@ -316,7 +316,9 @@ def plan(
     """Memory fit at full context x concurrency, and roofline ceilings, without launching."""
     from infopt.costmodel.allocation import EngineKnobs
     from infopt.costmodel.fit import FitRequest
-    from infopt.costmodel.inputs import default_engine, resolve_device
+    from infopt.costmodel.inputs import resolve_device
+    from infopt.engines.routing import route_for
+    from infopt.specs.model import ModelFormat
     from infopt.costmodel.plan import make_plan, with_path
     from infopt.costmodel.weights import BF16
     from infopt.engines.support import kv_options
@@ -331,7 +333,10 @@ def plan(
             hw = inventory()  # measures host bandwidth and GEMM rate (~3 s)
         device, detected, is_cpu = resolve_device(gpu, hw)
         count = gpu_count if gpu_count is not None else (detected or tp * pp if not is_cpu else 1)
-        eng = engine or default_engine(is_cpu, concurrency)
+        q = insp.quantization
+        fmt = ModelFormat.GGUF if q is not None and q.method.value == "gguf" else ModelFormat.HF
+        eng = engine or route_for(gpu=not is_cpu, apple=False, fmt=fmt,
+                                  target_concurrency=concurrency)[0].engine.value
         req = FitRequest(
             model=insp, device=device, gpu_count=count, engine=eng,
             context_tokens=context or insp.native_context_tokens, concurrency=concurrency,

@@ -1,5 +1,6 @@
-"""Resolve `infopt plan` inputs: the device (a catalog GPU, the detected GPUs, or this host's CPU)
-and the default engine for it. Errors say what to pass instead."""
+"""Resolve `infopt plan` inputs: the device (a catalog GPU, the detected GPUs, or this host's
+CPU). Errors say what to pass instead. The engine comes from infopt.engines.routing.route_for,
+the same rule the flow routes by."""
 
 from __future__ import annotations
 
@@ -31,9 +32,3 @@ def resolve_device(gpu: str | None, hw: HardwareInventory | None
     return device_from_host(hw), 0, True
 
 
-def default_engine(is_cpu: bool, concurrency: int) -> str:
-    """Routing defaults (backend-routing.md): CPU -> llama.cpp; NVIDIA -> vLLM for many users,
-    SGLang for one (with vLLM as the comparator)."""
-    if is_cpu:
-        return "llamacpp"
-    return "vllm" if concurrency > 1 else "sglang"

@@ -159,5 +159,7 @@ class EngineAdapter:
     # the native one first, then the engine's 8-bit type (llama.cpp: q8_0; the others: fp8).
     kv_dtype_knobs: tuple[str, ...] = ("kv_cache_dtype",)
     kv_dtypes: tuple[str, str] = ("auto", "fp8")
+    # Where its issues are filed: issue-first troubleshooting searches these, in this order.
+    upstream_repos: tuple[str, ...] = ()
     # Knob values that need particular CPU instructions when the engine runs on a CPU.
     cpu_kernel_requirements: tuple[CpuKernelRequirement, ...] = ()

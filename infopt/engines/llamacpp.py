@@ -167,6 +167,7 @@ ADAPTER = EngineAdapter(
     # bootstrap builds it for the host's own ISA (GGML_NATIVE).
     kv_dtype_knobs=("cache_type_k", "cache_type_v"),
     control_config=control_config,
+    upstream_repos=("ggml-org/llama.cpp",),
     baseline_config=baseline_config,
     kv_dtypes=("f16", "q8_0"),
 )

@@ -133,6 +133,7 @@ ADAPTER = EngineAdapter(
     kv_from_log=kv_from_log,
     memory_shape=memory_shape,
     control_config=control_config,
+    upstream_repos=("ml-explore/mlx-lm",),
     baseline_config=baseline_config,
     doc_url="https://github.com/ml-explore/mlx-lm/blob/v0.31.3/mlx_lm/SERVER.md",
 )

@@ -20,19 +20,28 @@ class RouteChoice(Spec):
 
 
 def route(hw: HardwareInventory, model: ModelProfile, target_concurrency: int) -> list[RouteChoice]:
-    arch = hw.host.architecture
-    if not hw.has_gpu and arch in ("arm64",) and hw.host.os.startswith("Darwin"):
+    """The routed engines for this machine and checkpoint (the flow's view)."""
+    apple = hw.host.architecture in ("arm64",) and hw.host.os.startswith("Darwin")
+    return route_for(gpu=hw.has_gpu, apple=apple, fmt=model.format,
+                     target_concurrency=target_concurrency, no_gpu=hw.gpu_probe)
+
+
+def route_for(*, gpu: bool, apple: bool, fmt: ModelFormat, target_concurrency: int,
+              no_gpu: str = "no GPU detected") -> list[RouteChoice]:
+    """The one routing rule, from the facts it needs: the flow (via route()) and `infopt plan`
+    (a catalog GPU, or this host) both ask it."""
+    if not gpu and apple:
         return [RouteChoice(engine=EngineName.MLX, reason="Apple Silicon: MLX-LM first"),
                 RouteChoice(engine=EngineName.LLAMACPP, reason="Apple Silicon: llama.cpp/GGUF "
                             "for API coverage or model support")]
-    if not hw.has_gpu:
+    if not gpu:
         choices = [RouteChoice(engine=EngineName.LLAMACPP,
-                               reason=f"no GPU ({hw.gpu_probe}): CPU route, llama.cpp first")]
-        if model.format is ModelFormat.HF:
+                               reason=f"no GPU ({no_gpu}): CPU route, llama.cpp first")]
+        if fmt is ModelFormat.HF:
             choices.append(RouteChoice(engine=EngineName.VLLM, reason="vLLM CPU build as "
                                        "comparator for an HF checkpoint"))
         return choices
-    if model.format is ModelFormat.GGUF:
+    if fmt is ModelFormat.GGUF:
         return [RouteChoice(engine=EngineName.LLAMACPP, reason="GGUF checkpoint: llama.cpp "
                             "serves it natively (vLLM/SGLang need an HF checkpoint)")]
     if target_concurrency > 1:

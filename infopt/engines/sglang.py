@@ -205,6 +205,7 @@ ADAPTER = EngineAdapter(
     kv_from_log=kv_from_log,
     memory_shape=memory_shape,
     control_config=control_config,
+    upstream_repos=("sgl-project/sglang",),
     baseline_config=baseline_config,
     doc_url="https://docs.sglang.io/advanced_features/server_arguments.html",
     container_image="lmsysorg/sglang:v0.5.23",

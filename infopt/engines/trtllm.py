@@ -200,6 +200,7 @@ ADAPTER = EngineAdapter(
     kv_from_log=kv_from_log,
     memory_shape=memory_shape,
     control_config=control_config,
+    upstream_repos=("NVIDIA/TensorRT-LLM",),
     baseline_config=baseline_config,
     doc_url="https://nvidia.github.io/TensorRT-LLM/commands/trtllm-serve/trtllm-serve.html",
     container_image="nvcr.io/nvidia/tensorrt-llm/release:1.2.0",

@@ -139,6 +139,7 @@ ADAPTER = EngineAdapter(
     kv_from_log=kv_from_log,
     memory_shape=memory_shape,
     control_config=control_config,
+    upstream_repos=("vllm-project/vllm",),
     baseline_config=baseline_config,
     doc_url="https://docs.vllm.ai/en/latest/configuration/engine_args.html",
     container_image="vllm/vllm-openai:v0.32.0",

@@ -19,14 +19,16 @@ import httpx
 from infopt.specs.diagnosis import IssueMatch
 
 DEFAULT_API = "https://api.github.com"
-# The engines' upstream repositories, searched in this order.
-ENGINE_REPOS = {
-    "vllm": ["vllm-project/vllm"],
-    "sglang": ["sgl-project/sglang"],
-    "trtllm": ["NVIDIA/TensorRT-LLM"],
-    "llamacpp": ["ggml-org/llama.cpp"],
-    "mlx": ["ml-explore/mlx-lm"],
-}
+
+
+def upstream_repos(engine: str) -> list[str]:
+    """The engine's upstream repositories (adapter data); every engine's for an unknown one."""
+    from infopt.engines import ENGINES
+
+    for name, adapter in ENGINES.items():
+        if name.value == engine:
+            return list(adapter.upstream_repos)
+    return [r for a in ENGINES.values() for r in a.upstream_repos]
 
 
 @dataclass(frozen=True)
@@ -73,7 +75,7 @@ def search_issues(root_error: str, engine: str, *, base_url: str | None = None,
     if token:
         headers["Authorization"] = f"Bearer {token}"
     matches: list[IssueMatch] = []
-    repos = ENGINE_REPOS.get(engine, [r for rs in ENGINE_REPOS.values() for r in rs])
+    repos = upstream_repos(engine)
     try:
         with httpx.Client(base_url=base, headers=headers, timeout=timeout_s) as client:
             for repo in repos:

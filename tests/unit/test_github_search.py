@@ -50,3 +50,11 @@ def test_offline_means_catalog_only():
     assert out.matches == [] and out.status.startswith("offline:") and "catalog only" in out.status
     d = diagnose_text(KV_ERROR, "vllm", search=True, github_url=f"http://127.0.0.1:{port}")
     assert d.search.startswith("offline:")
+
+
+def test_each_engine_names_its_upstream_repository():
+    from infopt.troubleshoot.github import upstream_repos
+
+    assert upstream_repos("vllm") == ["vllm-project/vllm"]
+    assert upstream_repos("llamacpp") == ["ggml-org/llama.cpp"]
+    assert len(upstream_repos("unknown")) == 5  # an unknown engine: every engine's
