@@ -8,7 +8,8 @@ clone on a machine that already built them reuses them and a fresh machine build
 Each step writes a ``.complete`` marker only after it succeeded; a crash mid-step leaves no
 marker, so the next run redoes that step from a clean directory.
 
-Recipes and timings come from ../shared/notes/engines.md (verified on 2 cores, 2026-11-29).
+Recipes and timings come from the project's engine notes (notes/engines.md in the shared
+folder; verified on 2 cores, 2026-11-29).
 """
 
 from __future__ import annotations

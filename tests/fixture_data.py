@@ -1,4 +1,4 @@
-"""Paths of the fixture data shipped in tests/fixtures/ (a clone has no ../shared beside it).
+"""Paths of the fixture data shipped in tests/fixtures/ (a clone has no shared folder beside it).
 
 The model configs were copied from the project's shared data folder on 2026-12-01 with their
 SOURCES.txt (upstream repo, path and commit for each file). Tests that need a fixture fail,

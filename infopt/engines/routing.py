@@ -1,6 +1,6 @@
 """Route a (hardware, model) pair to an ordered list of engine candidates, with reasons.
 
-Rules from ../shared/reference/skill/inference-optimizer/backend-routing.md and the
+Rules from the shared reference notes (inference-optimizer/backend-routing.md) and the
 specification's "Select candidates": no usable GPU / GGUF -> llama.cpp first; NVIDIA with many
 users -> vLLM; one user -> SGLang with vLLM as comparator; Apple -> MLX-LM; never Ollama.
 Issue 3 deepens this (legacy GPUs, compute capability, checkpoint formats).

