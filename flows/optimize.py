@@ -81,7 +81,7 @@ def _candidates(dim: TuningDimension, baseline, model, hw, workload: Workload):
     pruned, with the reason), and the fit of each kept value."""
     configs, pruned = runnable_candidates(
         {str(v): with_knob(baseline, dim.knob, v) for v in dim.values},
-        None if hw.gpus else hw.host.isa_features)
+        hw.engine_cpu_isa)
     base_value = str(getattr(baseline, dim.knob))
     if base_value not in configs:
         raise InfoptError("the baseline configuration cannot run on this machine: " + pruned[0])
@@ -140,6 +140,12 @@ def _median_trial(trials: list[Trial], value: str) -> Trial:
     measured = sorted((t for t in trials if t.value == value and t.role != "control"
                        and t.objective_value is not None), key=lambda t: t.objective_value)
     return measured[len(measured) // 2]
+
+
+def _control_command(trials: list[Trial], adapter, control) -> str:
+    """The command the control trial ran; rendered on a placeholder port if none started."""
+    ran = next((t.engine.command for t in trials if t.role == "control" and t.engine), None)
+    return ran or adapter.build_launch(control, adapter.locate(), 8000).command
 
 
 def _scenarios(request: OptimizeRequest, winner: Trial, model, run_dir: Path):
@@ -226,7 +232,7 @@ def optimize(request: OptimizeRequest | None = None, run_id: str | None = None,
         pruned=pruned, contract=base_trial.contract, trials=trials, tuning=outcome,
         winner_trial_id=winner.trial_id, winner_config=winner.config,
         winner_command=winner.engine.command, control_config=control,
-        control_command=adapter.build_launch(control, adapter.locate(), 8000).command,
+        control_command=_control_command(trials, adapter, control),
         baseline_config=baseline, gain_vs_control=gain,
         winner_deployment=render_deployment(winner.config, port=8000, gpus=len(hw.gpus),
                                             name=f"infopt-{run_id}".lower()),

@@ -37,7 +37,6 @@ def device_from_host(hw: HardwareInventory) -> DeviceBudget:
         bandwidth_bytes_per_s=None, dense_flops_per_s={},
         calibrated_bandwidth_bytes_per_s=bw.median_bytes_per_s if bw else None,
         calibrated_flops_per_s={"any": gemm_flops_per_s} if gemm_flops_per_s else {},
-        # The engines' CPU kernels matter only when they run on this CPU (no GPU).
-        cpu_isa_features=None if hw.gpus else list(h.isa_features),
+        cpu_isa_features=hw.engine_cpu_isa,
         source="host: measured memory-copy bandwidth and fp32 GEMM rate (numpy); no vendor "
                "peak for this CPU, so no theoretical envelope")

@@ -77,9 +77,10 @@ def build_prompts(planned: list[PlannedRequest], seed: int, counter: Counter | N
     request; exact when a counter and the route's overhead are known. `nonce` makes the text
     unique to one run (the same workload file run twice must not hit the first run's cache)."""
     shared_text: dict[int, str] = {}
+    shared_tokens: dict[int, int] = {}  # counted once per group, not once per request
     out: dict[str, Prompt] = {}
     for req in planned:
-        head = ""
+        head, head_tokens = "", 0
         if req.prefix_group is not None and req.prefix_tokens > 0:
             g = req.prefix_group
             if g not in shared_text:
@@ -88,6 +89,9 @@ def build_prompts(planned: list[PlannedRequest], seed: int, counter: Counter | N
                                   if counter else approximate_prompt(group, req.prefix_tokens,
                                                                      seed)) + "\n"
             head = shared_text[g]
+            if counter is not None and g not in shared_tokens:
+                shared_tokens[g] = counter(head)
+            head_tokens = shared_tokens.get(g, 0)
         overhead = overheads.get(req.route)
         key = f"{nonce}/{req.request_id}"
         if counter is None or overhead is None:
@@ -97,7 +101,7 @@ def build_prompts(planned: list[PlannedRequest], seed: int, counter: Counter | N
         target = max(1, req.input_tokens - overhead)
         text, got = exact_prompt(key, target, counter, seed, prefix=head)
         unique_head = text[:text.index(": ") + 2] if ": " in text else ""
-        allowed = overhead + (counter(head) if head else 0) + counter(unique_head)
+        allowed = overhead + head_tokens + counter(unique_head)
         out[req.request_id] = Prompt(head + text, got + overhead, allowed)
     return out
 

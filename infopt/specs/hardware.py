@@ -61,3 +61,9 @@ class HardwareInventory(Spec):
     @property
     def has_gpu(self) -> bool:
         return bool(self.gpus)
+
+    @property
+    def engine_cpu_isa(self) -> list[str] | None:
+        """The ISA the engines' CPU kernels run on, or None when they run on a GPU (then no CPU
+        kernel limit applies: infopt.engines.support)."""
+        return None if self.gpus else list(self.host.isa_features)

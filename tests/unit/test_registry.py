@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -57,16 +58,13 @@ def test_a_live_optimizers_engine_is_left_alone():
         registry.forget(engine.pid)
 
 
-def test_a_recycled_engine_pid_is_not_killed(monkeypatch):
+def test_a_recycled_engine_pid_is_not_killed():
     engine = _sleeper()
     try:
         path = registry.record(engine.pid, "sleep 60")
-        entry = path.read_text().replace('"owner_pid": ' + str(os.getpid()), '"owner_pid": 1')
-        # Owner pid 1 with the wrong start time: dead owner; engine start time altered: the
-        # pid now belongs to another process, which must survive.
-        import json
-
-        data = json.loads(entry)
+        # The owner's start time no longer matches (its pid was reused: the owner is gone), and
+        # neither does the engine's: that pid now belongs to another process, which must live.
+        data = json.loads(path.read_text())
         data.update(owner_start_ticks=-1, engine_start_ticks=-1)
         path.write_text(json.dumps(data))
         assert registry.reap_stale() == []
