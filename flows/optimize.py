@@ -157,7 +157,7 @@ def _scenarios(request: OptimizeRequest, winner: Trial, model, run_dir: Path):
     try:
         return benchmark_scenarios(
             running, winner.config.served_model_name, model.native_context_tokens,
-            request.workload.target_concurrency, request.scenario_requests, request.seed,
+            request.workload.peak_active_generations, request.scenario_requests, request.seed,
             str(run_dir), "t-scenarios", None if "all" in request.scenarios
             else request.scenarios, tokenizer_path=_tokenizer_path(model))
     finally:
@@ -172,7 +172,7 @@ def optimize(request: OptimizeRequest | None = None, run_id: str | None = None,
     already has completed trials (a resumed or re-run flow) re-runs none of them."""
     logger = get_run_logger()
     request = request or OptimizeRequest()
-    workload = request.workload
+    workload = request.tuning_workload()
     _check_scenarios(request.scenarios)
     for stale in registry.reap_stale():
         logger.warning("ended engine group %d left by a killed optimizer: %s", stale.pgid,

@@ -46,6 +46,10 @@ def _main() -> None:
                     fg=typer.colors.YELLOW)
 
 
+def _fixed(tokens: int | None) -> dict | None:
+    return None if tokens is None else {"kind": "fixed", "tokens": tokens}
+
+
 def _set(tree: dict, dotted: str, value) -> None:
     """tree[a][b] = value for 'a.b', creating the mappings on the way."""
     *parents, leaf = dotted.split(".")
@@ -89,13 +93,20 @@ def optimize(
     prefect_home: Annotated[str | None, typer.Option(help="PREFECT_HOME for this run")] = None,
     port: Annotated[int | None, typer.Option(help="engine port on 127.0.0.1; default: a free "
                                              "one")] = None,
-    requests: Annotated[int | None, typer.Option(help="measured requests per concurrency "
-                                                 "level (default 12)")] = None,
+    requests: Annotated[int | None, typer.Option(help="measured requests per scenario of the "
+                                                 "workload (workload.measured_requests)")] = None,
     repeats: Annotated[int | None, typer.Option(help="runs per candidate (default 3)")] = None,
-    input_tokens: Annotated[int | None, typer.Option(help="default 128")] = None,
-    output_tokens: Annotated[int | None, typer.Option(help="default 64")] = None,
-    concurrency: Annotated[int | None, typer.Option(help="target concurrency (default 4)")] = None,
-    objective: Annotated[str | None, typer.Option(help="throughput or latency")] = None,
+    input_tokens: Annotated[int | None, typer.Option(help="fixed prompt length, tokens "
+                                                     "(default 128)")] = None,
+    output_tokens: Annotated[int | None, typer.Option(help="fixed, forced output length, "
+                                                      "tokens (default 64)")] = None,
+    concurrency: Annotated[int | None, typer.Option(help="peak active generations: the target "
+                                                    "load, measured beside a single stream "
+                                                    "(default 1)")] = None,
+    objective: Annotated[str | None, typer.Option(help="goodput (needs workload.slos), "
+                                                  "throughput or latency; default: goodput "
+                                                  "with SLOs, else latency for one user, else "
+                                                  "throughput")] = None,
     api_route: Annotated[str | None, typer.Option(
         "--route", help="API route the tuning levels use: chat_completions, completions, "
                         "responses, anthropic_messages")] = None,
@@ -119,20 +130,28 @@ def optimize(
         from infopt.specs.traffic import RouteName
 
         data, source = _request_data(target, resume, runs_dir)
+        if "workload" not in data:  # flags below adjust the default workload, not replace it
+            from infopt.specs.workload import interactive_traffic
+
+            data["workload"] = interactive_traffic().model_dump(mode="json")
         for dotted, value in (
                 ("model.path", model), ("engines", [engine] if engine else None),
-                ("port", port), ("workload.requests_per_level", requests),
-                ("budgets.repeats", repeats), ("workload.input_tokens", input_tokens),
-                ("workload.output_tokens", output_tokens), ("workload.objective", objective),
-                ("workload.route", api_route), ("scenario_requests", scenario_requests),
+                ("port", port), ("workload.measured_requests", requests),
+                ("budgets.repeats", repeats), ("objective", objective),
+                ("workload.input_lengths", _fixed(input_tokens)),
+                ("workload.output_lengths", _fixed(output_tokens)),
+                ("workload.routes", [{"route": api_route}] if api_route else None),
+                ("scenario_requests", scenario_requests),
                 ("scenarios", None if scenarios is None else
                  [] if scenarios.strip() in ("", "none") else
                  [x.strip() for x in scenarios.split(",")])):
             if value is not None:
                 _set(data, dotted, value)
-        if concurrency is not None:  # the target, and the single stream beside it
-            _set(data, "workload.target_concurrency", concurrency)
-            _set(data, "workload.concurrency_levels", sorted({1, concurrency}))
+        if concurrency is not None:  # the target load, and the single stream beside it
+            _set(data, "workload.peak_active_generations", concurrency)
+            _set(data, "workload.arrival", {"kind": "closed_loop", "concurrency": 1}
+                 if concurrency == 1 else {"kind": "sweep", "over": "concurrency",
+                                           "values": sorted({1, concurrency})})
         if api_route in {r.value for r in RouteName}:  # a bad name is reported once, below
             _set(data, "api.routes", [api_route])
         request = parse_request(data, source)
@@ -141,7 +160,7 @@ def optimize(
         profile = profile_model(request.model.path or str(default_paths().gguf))
         if request.port is not None:
             check_port_free("127.0.0.1", request.port)
-        select_available(route(inventory(), profile, request.workload.target_concurrency),
+        select_available(route(inventory(), profile, request.workload.peak_active_generations),
                          request.engines, lambda n: adapter_for(n).locate())
         from flows.optimize import optimize as optimize_flow
 

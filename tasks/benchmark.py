@@ -1,4 +1,5 @@
-"""Benchmark a running engine on the workload; per-request records go to the trial folder."""
+"""Measure a running engine (the trial's workload, or the standard scenarios) through the one
+`measure` path; per-request records and parquet go to the trial's folder."""
 
 from __future__ import annotations
 
@@ -8,11 +9,9 @@ import httpx
 from prefect import get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
-from infopt.analysis.records import errors_by_kind, records_frame, save_parquet
-from infopt.analysis.validation import validate_records
 from infopt.engines import endpoint_for
-from infopt.loadgen.benchmark import every_quarter, run_benchmark
-from infopt.loadgen.standalone import run_scenario
+from infopt.loadgen.measure import measure, measure_workload
+from infopt.loadgen.summary import every_quarter
 from infopt.loadgen.tokens import prompt_counter
 from infopt.specs.scenarios import standard_scenarios
 from infopt.report.rundir import trial_dir, write_records
@@ -22,36 +21,39 @@ from infopt.specs.workload import Workload
 
 
 @task(name="benchmark", cache_policy=NO_CACHE)
-def benchmark(running: RunningEngine, served_model_name: str, workload: Workload, seed: int,
-              run_dir: str, trial_id: str, max_input_tokens: int | None = None,
+def benchmark(running: RunningEngine, served_model_name: str, workload: Workload, run_dir: str,
+              trial_id: str, max_input_tokens: int,
               tokenizer_path: str | None = None) -> BenchmarkResult:
+    """Every scenario of the workload through `measure`; records and parquet in the trial's
+    folder. A scenario whose records fail validation marks the trial (not trusted)."""
     logger = get_run_logger()
     endpoint = endpoint_for(running.engine, running.base_url, served_model_name, running.pid)
     with httpx.Client(timeout=30.0) as client:
-        # Prompts of exactly workload.input_tokens, counted by the engine's own tokenizer (or
-        # the model's tokenizer.json when the engine has no tokenize route).
+        # Exact prompt lengths, counted by the engine's own tokenizer (or the model's
+        # tokenizer.json when the engine has no tokenize route).
         counter = prompt_counter(client, endpoint, tokenizer_path)
-        result, records = run_benchmark(
-            endpoint, workload, seed=seed,
-            progress=lambda msg: logger.info("%s: %s", trial_id, msg), counter=counter,
-            max_input_tokens=max_input_tokens)
+        result, records = measure_workload(
+            endpoint, workload, out_dir=trial_dir(Path(run_dir), trial_id),
+            max_input_tokens=max_input_tokens, counter=counter,
+            say=lambda msg: logger.info("%s: %s", trial_id, msg))
     write_records(Path(run_dir), trial_id, records)
-    # One row per request as parquet, then the great-expectations suite: a failed validation
-    # marks the trial (its numbers are not trusted for the decision).
-    df = records_frame(records)
-    parquet = save_parquet(df, trial_dir(Path(run_dir), trial_id) / "requests.parquet")
-    check = validate_records(df)
-    result = result.model_copy(update={
-        "validation_passed": check.success, "validation_failures": check.failed,
-        "errors_by_kind": errors_by_kind(df), "records_path": str(parquet)})
-    if not check.success:
-        logger.warning("%s: record validation FAILED: %s", trial_id, check.failure_message())
-    for lvl in result.levels:
-        logger.info(
-            "%s c=%d: TTFT p50 %.1f ms, ITL p50 %.1f ms, %.1f out tok/s, %d errors, %d short",
-            trial_id, lvl.concurrency, (lvl.ttft_s.p50 or 0) * 1e3, (lvl.itl_s.p50 or 0) * 1e3,
-            lvl.output_tokens_per_s, lvl.errors, lvl.lengths_not_reached)
+    for s in result.scenarios:
+        _log_scenario(logger, trial_id, s)
+    if not result.validation_passed:
+        logger.warning("%s: record validation FAILED: %s", trial_id,
+                       "; ".join(result.validation_failures))
     return result
+
+
+def _log_scenario(logger, trial_id: str, s: ScenarioResult) -> None:
+    lv = s.level
+    good = ("" if s.goodput_requests_per_s is None else
+            f", goodput {s.goodput_requests_per_s:.2f} req/s"
+            f"{' (SLO missed)' if s.slo_violated else ''}")
+    logger.info("%s %s: TTFT p50 %.0f ms, ITL p50 %.1f ms, %.1f out tok/s, %d errors, %d short%s%s",
+                trial_id, s.name, (lv.ttft_s.p50 or 0) * 1e3, (lv.itl_s.p50 or 0) * 1e3,
+                lv.output_tokens_per_s, lv.errors, lv.lengths_not_reached, good,
+                "" if s.validation_passed else " (VALIDATION FAILED)")
 
 
 @task(name="benchmark-scenarios", cache_policy=NO_CACHE)
@@ -80,13 +82,10 @@ def benchmark_scenarios(running: RunningEngine, served_model_name: str,
         counter = prompt_counter(client, endpoint, tokenizer_path)
         for spec in specs:
             logger.info("%s: scenario %s (%s)", trial_id, spec.name, spec.description or "")
-            r = run_scenario(endpoint, spec, out_dir=out, max_input_tokens=native_context_tokens,
-                             counter=counter,
-                             progress=every_quarter(logger.info, f"{trial_id} {spec.name}"))
-            lv = r.level
-            logger.info("%s %s: TTFT p50 %.0f ms, ITL p50 %.1f ms, %.1f out tok/s%s", trial_id,
-                        spec.name, (lv.ttft_s.p50 or 0) * 1e3, (lv.itl_s.p50 or 0) * 1e3,
-                        lv.output_tokens_per_s, "" if r.validation_passed else
-                        " (VALIDATION FAILED)")
+            r, _ = measure(endpoint, spec, out_dir=out, max_input_tokens=native_context_tokens,
+                           counter=counter,
+                           progress=every_quarter(logger.info, f"{trial_id} {spec.name}"),
+                           say=logger.warning)
+            _log_scenario(logger, trial_id, r)
             results.append(r)
     return results

@@ -132,9 +132,8 @@ def run_trial(spec: TrialSpec, key: str, fit: MemoryFit | None, ctx: TrialContex
         try:
             if spec.with_contract:
                 checks = verify_contract(running, config.served_model_name)
-            bench = benchmark(running, config.served_model_name, ctx.workload, spec.seed,
-                              str(run_dir), key,
-                              max_input_tokens=ctx.model.native_context_tokens,
+            bench = benchmark(running, config.served_model_name, ctx.workload, str(run_dir),
+                              key, max_input_tokens=ctx.model.native_context_tokens,
                               tokenizer_path=ctx.tokenizer_path)
         except (httpx.HTTPError, OSError) as exc:  # the engine stopped answering
             error = exc
@@ -151,20 +150,21 @@ def run_trial(spec: TrialSpec, key: str, fit: MemoryFit | None, ctx: TrialContex
                              f"last log lines: {last[-300:]}")
     else:
         ceilings = label_ceilings(ctx.model, ctx.hw, config, bench,
-                                  _mean_context(bench, ctx.workload))
+                                  _mean_context(bench))
         if bench.validation_passed is False:  # measured, but the records failed their checks
             trial = Trial(**common, objective_value=None, ceilings=ceilings,
                           failed="record validation: " + "; ".join(
                               bench.validation_failures)[:300])
         else:
-            trial = Trial(**common, objective_value=objective_value(bench, ctx.workload),
+            trial = Trial(**common, objective_value=objective_value(bench),
                           ceilings=ceilings)
     write_trial(run_dir, key, trial)
     return trial
 
 
-def _mean_context(bench, workload: Workload) -> int:
-    """Mean tokens in context while decoding: measured prompt length + half the output."""
-    prompts = [lvl.prompt_tokens_mean for lvl in bench.levels if lvl.prompt_tokens_mean]
-    prompt = sum(prompts) / len(prompts) if prompts else workload.input_tokens
-    return int(prompt + workload.output_tokens / 2)
+def _mean_context(bench) -> int:
+    """Mean tokens in context while decoding: measured prompt length + half the scheduled
+    output, over the workload's scenarios."""
+    prompts = [s.level.prompt_tokens_mean or s.input_tokens_mean or 0 for s in bench.scenarios]
+    outputs = [s.output_tokens_mean or 0 for s in bench.scenarios]
+    return int(sum(prompts) / len(prompts) + sum(outputs) / len(outputs) / 2)

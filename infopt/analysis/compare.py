@@ -5,8 +5,7 @@ objective value per repeated trial) with a percentile bootstrap of the differenc
 verdict says "b_better"/"a_better" only when the whole confidence interval lies on one side of
 zero (or of a practical margin), so a gain inside the measurement noise is "no_difference".
 The resampling is vectorized (one index matrix per chunk) and seeded.
-
-`goodput` counts the requests that meet every SLO, per second of the measured phase.
+SLOs and goodput are judged in one place: `infopt.analysis.slo`.
 """
 
 from __future__ import annotations
@@ -136,92 +135,6 @@ def bootstrap_diff(a: Sequence[float], b: Sequence[float], *, higher_is_better: 
         higher_is_better=higher_is_better, verdict=verdict, n_a=int(xa.size),
         n_b=int(xb.size), n_resamples=n_resamples, seed=seed,
         low_sample=min(xa.size, xb.size) < MIN_SAMPLES_FOR_BOOTSTRAP)
-
-
-# --- SLOs and goodput -----------------------------------------------------------------------
-
-SloMetric = Literal["ttft_s", "e2e_s", "itl_s", "tpot_s"]
-# Per-request value of each SLO metric in the records frame. ITL is judged per request on its
-# median gap, so one slow chunk does not fail a request that streamed smoothly otherwise.
-_SLO_COLUMN: dict[str, str] = {"ttft_s": "ttft_s", "e2e_s": "e2e_s", "itl_s": "itl_p50_s",
-                               "tpot_s": "tpot_s"}
-# Metrics a successful request may lack (one content chunk / one output token: no gap to
-# judge); such a request meets them. A successful request always has ttft_s and e2e_s.
-_VACUOUS_WHEN_MISSING = frozenset({"itl_s", "tpot_s"})
-
-
-class Slo(Spec):
-    """`percentile` percent of requests must have `metric` <= `max_s` (e.g. p95 TTFT <= 0.5 s)."""
-
-    metric: SloMetric
-    percentile: float  # in percent: 95, not 0.95
-    max_s: float
-
-
-class SloAttainment(Spec):
-    slo: Slo
-    attained: float  # fraction of all requests (failed ones included) meeting the SLO
-    met: bool  # attained >= percentile / 100
-
-
-def _slo(item: Slo | tuple[str, float, float]) -> Slo:
-    if isinstance(item, Slo):
-        slo = item
-    else:
-        try:
-            metric, percentile, max_s = item
-            slo = Slo(metric=metric, percentile=percentile, max_s=max_s)  # type: ignore[arg-type]
-        except (ValueError, TypeError) as exc:  # pydantic's ValidationError is a ValueError
-            raise InputError(f"bad SLO {item!r}: give (metric, percentile, max_s) with metric "
-                             f"one of {sorted(_SLO_COLUMN)}") from exc
-    if not 1.0 <= slo.percentile <= 100.0:
-        raise InputError(f"SLO percentile {slo.percentile}: give it in percent (95, not 0.95)")
-    if not slo.max_s > 0:
-        raise InputError(f"SLO max_s {slo.max_s}: give a positive bound in seconds")
-    return slo
-
-
-def _meets(df: pd.DataFrame, slo: Slo) -> np.ndarray:
-    values = df[_SLO_COLUMN[slo.metric]].to_numpy(dtype=float, na_value=np.nan)
-    ok = df["ok"].to_numpy(dtype=bool)
-    within = values <= slo.max_s  # NaN compares False
-    if slo.metric in _VACUOUS_WHEN_MISSING:
-        within |= np.isnan(values)
-    return ok & within
-
-
-def slo_attainment(df: pd.DataFrame,
-                   slos: Sequence[Slo | tuple[str, float, float]]) -> list[SloAttainment]:
-    """Per SLO, the fraction of requests in a `records_frame` that meet it."""
-    out = []
-    for slo in map(_slo, slos):
-        attained = float(_meets(df, slo).mean()) if len(df) else 0.0
-        out.append(SloAttainment(slo=slo, attained=attained,
-                                 met=attained >= slo.percentile / 100.0 - 1e-12))
-    return out
-
-
-def goodput(df: pd.DataFrame, slos: Sequence[Slo | tuple[str, float, float]],
-            duration_s: float) -> float:
-    """Requests per second that succeeded and met every SLO, over the measured phase.
-
-    A request is good when it succeeded and, for each SLO, its own value is within `max_s`
-    (TTFT, E2E and TPOT per request; ITL as the request's median gap). The percentile gates the
-    level: if fewer than `percentile` % of all requests meet some SLO, the configuration does
-    not hold that SLO at this load and the goodput is 0.0 (DistServe's definition, Zhong et al.
-    2024, counts only rates at which the attainment target holds).
-    """
-    if not duration_s > 0 or math.isinf(duration_s):
-        raise InputError(f"duration_s={duration_s}: give the measured phase's wall time (> 0 s)")
-    parsed = [_slo(s) for s in slos]
-    if len(df) == 0:
-        return 0.0
-    if not all(a.met for a in slo_attainment(df, parsed)):
-        return 0.0
-    good = df["ok"].to_numpy(dtype=bool, copy=True)  # &= below must not write into df
-    for slo in parsed:
-        good &= _meets(df, slo)
-    return float(good.sum()) / duration_s
 
 
 # --- repeated measurements ------------------------------------------------------------------

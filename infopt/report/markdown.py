@@ -10,6 +10,8 @@ from infopt.specs.results import (
     Trial,
     TuningOutcome,
 )
+from infopt.report.workload_text import describe_workload
+from infopt.specs.workload import OBJECTIVE_UNIT, Objective
 
 GIB = 2**30
 
@@ -23,9 +25,9 @@ def _pct(p: Percentiles) -> str:
     return f"{_ms(p.p50)} / {_ms(p.p95)}{flag}"
 
 
-def _level_row(t: Trial, lvl: LevelResult) -> str:
+def _level_row(t: Trial, name: str, lvl: LevelResult) -> str:
     reached = _checks(t.benchmark.validation_passed if t.benchmark else None, lvl)
-    return (f"| {t.trial_id} | {t.value or t.role} | {lvl.concurrency} | {lvl.requests} | "
+    return (f"| {t.trial_id} | {t.value or t.role} | {name} | {lvl.requests} | "
             f"{lvl.errors} | {_pct(lvl.ttft_s)} | {_pct(lvl.itl_s)} | "
             f"{lvl.output_tokens_per_s:.1f} | {reached} |")
 
@@ -43,7 +45,7 @@ def _comparison_lines(t: TuningOutcome) -> list[str]:
 
 
 def _unit(objective: str) -> str:
-    return "output tokens/s" if objective == "throughput" else "s median ITL"
+    return OBJECTIVE_UNIT[Objective(objective)]
 
 
 def _control_lines(r: OptimizationReport) -> list[str]:
@@ -103,6 +105,28 @@ def _scenario_lines(r: OptimizationReport) -> list[str]:
                      f"| {lv.errors} | {_pct(lv.ttft_s)} | {_pct(lv.itl_s)} | {tpot} | "
                      f"{lv.output_tokens_per_s:.1f} | {lv.total_tokens_per_s:.1f} | "
                      f"{_checks(s.validation_passed, lv)} |")
+    return lines
+
+
+def _slo_lines(r: OptimizationReport) -> list[str]:
+    """The winner's SLOs per scenario (definitions: docs/metrics.md)."""
+    winner = next(t for t in r.trials if t.trial_id == r.winner_trial_id)
+    judged = [s for s in (winner.benchmark.scenarios if winner.benchmark else []) if s.slos]
+    if not judged:
+        return []
+    lines = ["", "### SLOs of the winner (measured)", "",
+             "A run meets an SLO when its value at the percentile (ITL: over all token gaps; "
+             "a failed request counts as +inf) is within the bound; goodput counts requests "
+             "that meet every SLO themselves, per second (docs/metrics.md).", "",
+             "| scenario | SLO | observed | samples | met | requests within | goodput req/s |",
+             "|---|---|---|---|---|---|---|"]
+    for s in judged:
+        for x in s.slos:
+            lines.append(f"| {s.name} | {x.metric} p{x.percentile} <= {x.max_s * 1e3:g} ms | "
+                         f"{'∞ (failures)' if x.observed_s is None else _ms(x.observed_s) + ' ms'}"
+                         f" | {x.samples} | {'yes' if x.met else '**no**'} | "
+                         f"{x.requests_meeting_fraction:.0%} | "
+                         f"{s.goodput_requests_per_s:.3g} |")
     return lines
 
 
@@ -212,10 +236,8 @@ def render_markdown(r: OptimizationReport) -> str:
         "",
         *(_control_lines(r)),
         f"Winner: trial `{r.winner_trial_id}`; objective **{w.objective.value}** = "
-        f"{winner.objective_value:.2f} "
-        + ("output tokens/s at concurrency " + str(w.target_concurrency)
-           if w.objective.value == "throughput" else "s median ITL single stream")
-        + " (measured).",
+        f"{winner.objective_value:.4g} {OBJECTIVE_UNIT[w.objective]} (measured, scenario "
+        f"`{w.target_scenario}`).",
         "",
     ]
     if r.tuning:
@@ -242,7 +264,7 @@ def render_markdown(r: OptimizationReport) -> str:
         "Output tokens/s is the aggregate over the measured phase. \"client-bound\" marks a "
         "level where the load generator's event-loop lag (p99) exceeded 10% of the median ITL.",
         "",
-        "| trial | value | concurrency | requests | errors | TTFT ms | ITL ms | out tok/s | "
+        "| trial | value | scenario | requests | errors | TTFT ms | ITL ms | out tok/s | "
         "checks |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
@@ -251,7 +273,8 @@ def render_markdown(r: OptimizationReport) -> str:
             lines.append(f"| {t.trial_id} | {t.value or t.role} | — | — | — | — | — | — | "
                          f"failed: {t.failed} |")
             continue
-        lines += [_level_row(t, lvl) for lvl in t.benchmark.levels]
+        lines += [_level_row(t, s.name, s.level) for s in t.benchmark.scenarios]
+    lines += _slo_lines(r)
     lines += _scenario_lines(r)
     lines += _troubleshooting_lines(r)
     lines += _ceiling_lines(r)
@@ -278,9 +301,8 @@ def render_markdown(r: OptimizationReport) -> str:
         f"- GPUs: {len(r.hardware.gpus)} — {r.hardware.gpu_probe}.",
         _bandwidth_line(r),
         _model_line(r),
-        f"- Workload `{w.name}`: ~{w.input_tokens} input tokens (approximate), "
-        f"{w.output_tokens} output tokens (forced), concurrency levels {w.concurrency_levels}, "
-        f"{w.requests_per_level} measured requests per level after warm-up.",
+        f"- Workload {describe_workload(w)} Metric definitions (TTFT, ITL, TPOT, E2E, "
+        "goodput): docs/metrics.md.",
         "- Routing: " + "; ".join(r.routing),
         "",
     ]

@@ -7,12 +7,12 @@ from __future__ import annotations
 
 from enum import StrEnum
 
-from pydantic import Field, model_validator
+from pydantic import Field, ValidationError, model_validator
 
 from .base import Spec
 from .serving import EngineName, KnobValue
-from .traffic import RouteName
-from .workload import Workload
+from .traffic import RouteName, TrafficSpec
+from .workload import Objective, Workload, default_objective, interactive_traffic
 
 
 class ModelTarget(Spec):
@@ -66,7 +66,12 @@ class OptimizeRequest(Spec):
     model: ModelTarget = Field(default_factory=ModelTarget)
     # Engines allowed, in preference order; None = the routed order for this hardware.
     engines: list[EngineName] | None = Field(None, min_length=1)
-    workload: Workload = Field(default_factory=Workload)
+    # The traffic, in the language of `infopt bench` workload files (a target file may also
+    # name such a file); default: one active user chatting (a vague request).
+    workload: TrafficSpec = Field(default_factory=interactive_traffic)
+    # None: goodput when workload.slos are given, else latency for one active user, else
+    # throughput at peak_active_generations (infopt.specs.workload.default_objective).
+    objective: Objective | None = None
     # Standard scenarios the winner is measured on: "all", names, or [] for none.
     scenarios: list[str] = Field(default_factory=lambda: ["all"], max_length=8)
     scenario_requests: int | None = Field(4, ge=1, le=10_000)
@@ -88,10 +93,21 @@ class OptimizeRequest(Spec):
 
     @model_validator(mode="after")
     def _consistent(self) -> "OptimizeRequest":
-        if self.workload.route not in self.api.routes:
-            raise ValueError(f"workload.route {self.workload.route.value!r} is not among the "
-                             f"required api.routes {[r.value for r in self.api.routes]}: tune on "
-                             "a route the clients use")
+        if unused := [r.route.value for r in self.workload.routes
+                      if r.route not in self.api.routes]:
+            raise ValueError(f"workload.routes {unused} are not among the required api.routes "
+                             f"{[r.value for r in self.api.routes]}: tune on routes the clients "
+                             "use, or add them to api.routes")
         if self.model.revision and not self.model.hub_id:
             raise ValueError("model.revision pins a hub revision: give model.hub_id too")
+        try:  # the objective must be measurable on this traffic
+            self.tuning_workload()
+        except ValidationError as exc:
+            raise ValueError("; ".join(e["msg"].removeprefix("Value error, ")
+                                       for e in exc.errors())) from None
         return self
+
+    def tuning_workload(self) -> Workload:
+        """The traffic with its objective resolved: what every trial measures and is judged on."""
+        return Workload(traffic=self.workload,
+                        objective=self.objective or default_objective(self.workload))

@@ -13,7 +13,7 @@ from pydantic import ValidationError
 
 from .base import InputError
 from .request import OptimizeRequest
-from .traffic_file import format_validation_error
+from .traffic_file import format_validation_error, load_traffic, resolve_traces
 
 MAX_FILE_BYTES = 1 << 20  # a target file is a page of YAML, not a data set
 
@@ -74,10 +74,15 @@ def parse_request(data: Any, source: str) -> OptimizeRequest:
         raise InputError(f"{source}: {bad}: .inf and .nan are not numbers a request can use; "
                          "give a finite value")
     try:
-        return OptimizeRequest.model_validate(data)
+        request = OptimizeRequest.model_validate(data)
     except ValidationError as exc:
         raise InputError(f"{source}: invalid request:\n"
                          + format_validation_error(exc, OptimizeRequest)) from None
+    try:  # every length trace is read now, before an engine starts, not mid-run
+        traffic = resolve_traces(request.workload, Path.cwd())
+    except InputError as exc:
+        raise InputError(f"{source}: workload.{exc}") from None
+    return request.model_copy(update={"workload": traffic})
 
 
 def read_request_data(path: str | Path) -> dict[str, Any]:
@@ -96,6 +101,25 @@ def read_request_data(path: str | Path) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise InputError(f"{p}: expected a mapping of request fields (model, workload, "
                          f"budgets, ...), got {type(data).__name__}")
+    return _resolve_workload(data, p.parent)
+
+
+def _resolve_workload(data: dict[str, Any], base: Path) -> dict[str, Any]:
+    """`workload: FILE` is an `infopt bench` workload file (read and checked here); trace paths
+    in an inline workload are relative to the target file, as in a workload file."""
+    w = data.get("workload")
+    if isinstance(w, str):
+        path = Path(w).expanduser()
+        spec = load_traffic(path if path.is_absolute() else base / path)
+        return {**data, "workload": spec.model_dump(mode="json")}
+    if isinstance(w, dict):
+        w = dict(w)
+        for field in ("input_lengths", "output_lengths", "lengths_trace"):
+            d = w.get(field)
+            if isinstance(d, dict) and isinstance(d.get("path"), str) and d["path"] \
+                    and not Path(d["path"]).is_absolute():
+                w[field] = {**d, "path": str(base / d["path"])}
+        return {**data, "workload": w}
     return data
 
 

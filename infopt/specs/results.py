@@ -129,34 +129,65 @@ class LevelResult(Spec):
     gpu_memory_used_peak_bytes: int | None = None
 
 
+class SloResult(Spec):
+    """One SLO judged on one measured scenario (infopt.analysis.slo; docs/metrics.md)."""
+
+    metric: str  # SloMetric value: ttft, itl, tpot, e2e
+    percentile: int
+    max_s: float
+    observed_s: float | None  # the run's value at the percentile; None: no sample or +inf
+    samples: int  # what the percentile is over (ITL: token gaps; else requests)
+    met: bool
+    requests_meeting_fraction: float  # measured requests whose own value is within max_s
+
+
+class ScenarioResult(Spec):
+    """One measured traffic spec (a concurrency level, a sweep value, a standard scenario):
+    what `infopt.loadgen.measure.measure` returns, for `infopt bench` and trials alike."""
+
+    name: str
+    arrival: str
+    input_tokens_mean: float | None = None  # scheduled prompt tokens (mean)
+    output_tokens_mean: float | None = None
+    level: LevelResult
+    slos: list[SloResult] = Field(default_factory=list)
+    goodput_requests_per_s: float | None  # None: the traffic states no SLOs
+    slo_violated: bool | None  # some SLO not met; None without SLOs
+    validation_passed: bool
+    validation_failures: list[str]
+    errors_by_kind: dict[str, int]
+    records_path: str | None
+
+
 class BenchmarkResult(Spec):
+    """A trial's measurement: every scenario of the request's workload (one per sweep value)."""
+
     workload: Workload
-    levels: list[LevelResult]
-    # great-expectations checks of the per-request records (None: not validated).
-    validation_passed: bool | None = None
-    validation_failures: list[str] = Field(default_factory=list)
-    errors_by_kind: dict[str, int] = Field(default_factory=dict)
-    records_path: str | None = None  # per-request parquet
+    scenarios: list[ScenarioResult]
+
+    @property
+    def levels(self) -> list[LevelResult]:
+        return [s.level for s in self.scenarios]
+
+    @property
+    def validation_passed(self) -> bool:
+        return all(s.validation_passed for s in self.scenarios)
+
+    @property
+    def validation_failures(self) -> list[str]:
+        return [f"{s.name}: {f}" for s in self.scenarios for f in s.validation_failures]
+
+    def scenario(self, name: str) -> ScenarioResult:
+        for s in self.scenarios:
+            if s.name == name:
+                return s
+        raise KeyError(f"no scenario {name!r}")
 
     def level(self, concurrency: int) -> LevelResult:
         for lvl in self.levels:
             if lvl.concurrency == concurrency:
                 return lvl
         raise KeyError(f"no level with concurrency {concurrency}")
-
-
-class ScenarioResult(Spec):
-    name: str
-    arrival: str
-    input_tokens_mean: float | None = None  # scheduled prompt tokens (mean)
-    output_tokens_mean: float | None = None
-    level: LevelResult
-    goodput_requests_per_s: float | None
-    slo_violated: bool | None
-    validation_passed: bool
-    validation_failures: list[str]
-    errors_by_kind: dict[str, int]
-    records_path: str | None
 
 
 class BenchResult(Spec):

@@ -5,10 +5,9 @@ list of requests to send. Units live in names: `_tokens` are model tokens, `_s` 
 `_per_s` events per second. `infopt.specs.traffic_file.load_traffic` reads a YAML file; the
 standard scenarios are in `infopt.specs.scenarios`.
 
-Goodput, as the SLOs below define it: a measured request is *good* when it meets every SLO's
-`max_s` (TTFT: its time to first token; ITL: its mean gap between tokens; E2E: its end-to-end
-time); goodput = good requests per second of the measured window. A run *meets* an SLO when the
-SLO's percentile of that metric over the measured requests is at most `max_s`.
+The SLO model (TTFT, ITL, TPOT, E2E; goodput; when a run meets an SLO) is defined once, in
+docs/metrics.md, and computed once, in `infopt.analysis.slo`: `infopt bench`, the optimizer's
+trials and the reports all read it from there.
 """
 
 from __future__ import annotations
@@ -25,6 +24,13 @@ from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from .base import InputError, Spec
 
+# Scale guards: a value beyond these is a typo (a missing decimal point), not a load a single
+# load generator can drive; the message says so instead of scheduling it.
+MAX_CONCURRENCY = 4096  # simultaneous requests from one client process
+MAX_RATE_PER_S = 10_000.0  # open-loop arrivals per second
+MAX_WINDOW_S = 7 * 86400.0  # a measured window, burst interval or cool-down, s
+MAX_WARMUP_REQUESTS = 100_000
+
 # --- arrivals --------------------------------------------------------------------------------
 
 
@@ -32,21 +38,21 @@ class ClosedLoop(Spec):
     """`concurrency` workers; each sends its next request when its previous one ends."""
 
     kind: Literal["closed_loop"] = "closed_loop"
-    concurrency: int = Field(..., ge=1)
+    concurrency: int = Field(..., ge=1, le=MAX_CONCURRENCY)
 
 
 class PoissonArrival(Spec):
     """Open loop: exponential inter-arrival times with mean 1 / rate_per_s."""
 
     kind: Literal["poisson"] = "poisson"
-    rate_per_s: float = Field(..., gt=0)
+    rate_per_s: float = Field(..., gt=0, le=MAX_RATE_PER_S)
 
 
 class ConstantArrival(Spec):
     """Open loop: one request exactly every 1 / rate_per_s seconds."""
 
     kind: Literal["constant"] = "constant"
-    rate_per_s: float = Field(..., gt=0)
+    rate_per_s: float = Field(..., gt=0, le=MAX_RATE_PER_S)
 
 
 class BurstArrival(Spec):
@@ -54,9 +60,9 @@ class BurstArrival(Spec):
     together (within_burst_rate_per_s None) or spaced 1 / within_burst_rate_per_s apart."""
 
     kind: Literal["bursts"] = "bursts"
-    burst_size: int = Field(..., ge=1)
-    burst_interval_s: float = Field(..., gt=0)
-    within_burst_rate_per_s: float | None = Field(None, gt=0)
+    burst_size: int = Field(..., ge=1, le=MAX_CONCURRENCY)
+    burst_interval_s: float = Field(..., gt=0, le=MAX_WINDOW_S)
+    within_burst_rate_per_s: float | None = Field(None, gt=0, le=MAX_RATE_PER_S)
 
     @model_validator(mode="after")
     def _bursts_do_not_overlap(self) -> "BurstArrival":
@@ -77,7 +83,7 @@ class SweepArrival(Spec):
 
     kind: Literal["sweep"] = "sweep"
     over: Literal["concurrency", "rate"]
-    values: list[float] = Field(..., min_length=1)
+    values: list[float] = Field(..., min_length=1, max_length=64)
     rate_arrival: Literal["poisson", "constant"] = "poisson"
     stop_at_first_slo_violation: bool = False
 
@@ -86,6 +92,10 @@ class SweepArrival(Spec):
     def _values_ascending(cls, values: list[float], info: ValidationInfo) -> list[float]:
         if any(v <= 0 for v in values):
             raise ValueError("values must all be > 0")
+        cap = MAX_CONCURRENCY if info.data.get("over") == "concurrency" else MAX_RATE_PER_S
+        if any(v > cap for v in values):
+            raise ValueError(f"values must each be at most {cap:g} (got {max(values):g}): a "
+                             "larger sweep value is a typo, not a load this tool can drive")
         if any(b <= a for a, b in zip(values, values[1:])):
             raise ValueError(f"values must be strictly increasing (a sweep is ordered), got "
                              f"{values}")
@@ -263,15 +273,19 @@ class RouteShare(Spec):
 
 
 class SloMetric(StrEnum):
-    TTFT = "ttft"  # time to first token, s
-    ITL = "itl"  # a request's mean gap between output tokens, s
-    E2E = "e2e"  # request sent to last token, s
+    # Definitions: docs/metrics.md (one place; bench, tuning and reports all use them).
+    TTFT = "ttft"  # request sent -> first output token, s
+    ITL = "itl"  # gap between consecutive output tokens of a stream, s
+    TPOT = "tpot"  # a request's (E2E - TTFT) / (output tokens - 1), s
+    E2E = "e2e"  # request sent -> last output token, s
 
 
 class Slo(Spec):
+    """`metric` at `percentile` must be at most `max_s` (e.g. TTFT p95 <= 0.5 s)."""
+
     metric: SloMetric
     percentile: Literal[50, 90, 95, 99]
-    max_s: float = Field(..., gt=0)
+    max_s: float = Field(..., gt=0, le=86400)
 
 
 # --- the spec --------------------------------------------------------------------------------
@@ -293,13 +307,16 @@ class TrafficSpec(Spec):
     slos: list[Slo] = Field(default_factory=list)
     # The user's peak simultaneous *active generations* (not registered users). One active user
     # is the specification's provisional assumption when the workload is vague.
-    peak_active_generations: int = Field(1, ge=1)
+    peak_active_generations: int = Field(1, ge=1, le=MAX_CONCURRENCY)
     warmup_requests: int | None = Field(
-        None, ge=0, description="discarded first requests; default = the concurrency")
+        None, ge=0, le=MAX_WARMUP_REQUESTS,
+        description="discarded first requests; default = the concurrency")
     measured_requests: int | None = Field(None, ge=1, le=MAX_SCHEDULED_REQUESTS)
-    duration_s: float | None = Field(None, gt=0, description="measured window (open loop)")
-    cooldown_s: float = Field(0.0, ge=0, description="idle pause after the measured requests")
-    seed: int = Field(0, ge=0)
+    duration_s: float | None = Field(None, gt=0, le=MAX_WINDOW_S,
+                                     description="measured window (open loop)")
+    cooldown_s: float = Field(0.0, ge=0, le=3600,
+                              description="idle pause after the measured requests, s")
+    seed: int = Field(0, ge=0, le=2**32 - 1)
 
     @model_validator(mode="before")
     @classmethod
@@ -334,6 +351,8 @@ class TrafficSpec(Spec):
         keys = [(s.metric, s.percentile) for s in self.slos]
         if len(set(keys)) != len(keys):
             raise ValueError("slos: each (metric, percentile) pair may appear once")
+        if problem := _slo_contradiction(self):
+            raise ValueError(f"slos: {problem}")
         return self
 
     def warmup_count(self) -> int:
@@ -352,6 +371,32 @@ class TrafficSpec(Spec):
         if self.lengths_trace is not None:
             out["lengths_trace.path"] = self.lengths_trace.path
         return out
+
+
+_STREAM_ONLY = (SloMetric.TTFT, SloMetric.ITL, SloMetric.TPOT)
+
+
+def _slo_contradiction(spec: TrafficSpec) -> str | None:
+    """Why these SLOs cannot be judged on this traffic, or cannot all bind; None if they can."""
+    timed = [s for s in spec.slos if s.metric in _STREAM_ONLY]
+    if timed and not any(r.stream for r in spec.routes):
+        return (f"{timed[0].metric.value} is only measured on streamed responses, but no route "
+                "in the mix streams; set stream: true on a route or drop that SLO")
+    gaps = [s for s in spec.slos if s.metric in (SloMetric.ITL, SloMetric.TPOT)]
+    out = spec.output_lengths
+    if gaps and isinstance(out, FixedLengths) and out.tokens < 2:
+        return (f"{gaps[0].metric.value} needs at least 2 output tokens per request (a gap "
+                "between tokens), but output_lengths is fixed at 1; raise it or drop that SLO")
+    bound = {(s.metric, s.percentile): s.max_s for s in spec.slos}
+    for (metric, pct), ttft_max in bound.items():
+        e2e_max = bound.get((SloMetric.E2E, pct))
+        if metric is SloMetric.TTFT and e2e_max is not None and ttft_max >= e2e_max:
+            # Every request's E2E is at least its TTFT, so the E2E bound already implies a
+            # tighter TTFT bound: the user meant something else.
+            return (f"ttft p{pct} <= {ttft_max:g} s can never bind beside e2e p{pct} <= "
+                    f"{e2e_max:g} s (a request's E2E includes its TTFT); give a TTFT bound "
+                    "below the E2E bound")
+    return None
 
 
 def expand_sweep(spec: TrafficSpec) -> list[TrafficSpec]:

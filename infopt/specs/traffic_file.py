@@ -37,10 +37,10 @@ def load_traffic(path: str | Path) -> TrafficSpec:
         spec = TrafficSpec.model_validate(data)
     except ValidationError as exc:
         raise InputError(f"{p}: invalid workload:\n" + format_validation_error(exc)) from None
-    return _resolve_traces(spec, p.parent)
+    return resolve_traces(spec, p.parent)
 
 
-def _resolve_traces(spec: TrafficSpec, base: Path) -> TrafficSpec:
+def resolve_traces(spec: TrafficSpec, base: Path) -> TrafficSpec:
     update: dict[str, Any] = {}
     for field, columns in (("input_lengths", ("input_tokens",)),
                            ("output_lengths", ("output_tokens",)),

@@ -1,55 +1,153 @@
-"""The traffic the optimize flow tunes for: closed-loop concurrency levels at fixed lengths.
+"""What a run tunes for: the traffic, in the language `infopt bench` reads (a `TrafficSpec`:
+arrivals, length distributions or traces, prefix reuse, route mix, SLOs, peak active
+generations), and the objective, read at the target load.
 
-Each level runs as a closed-loop `TrafficSpec` through the load generator (exact prompt lengths,
-warm-up, cool-down); richer traffic shapes are measured on the winner as scenarios.
+Every trial measures each scenario of the traffic (one per value of a concurrency sweep) through
+the same `measure(endpoint, traffic)` path as `infopt bench`. The target load is
+`peak_active_generations`: for a closed loop, the scenario at that concurrency; for an open loop
+(Poisson, constant, bursts), the traffic itself. A rate sweep has no single target load: it
+finds the highest sustainable rate, which is `infopt bench`'s job.
 """
 
 from __future__ import annotations
 
 from enum import StrEnum
 
-from pydantic import Field, model_validator
+from pydantic import model_validator
 
 from .base import Spec
-from .traffic import RouteName
+from .traffic import (
+    ClosedLoop,
+    FixedLengths,
+    RouteName,
+    RouteShare,
+    SweepArrival,
+    TrafficSpec,
+    expand_sweep,
+)
 
 
 class Objective(StrEnum):
-    # Aggregate output tokens/s at the target concurrency (higher is better).
+    # Good requests/s under the traffic's SLOs at the target load (higher is better).
+    GOODPUT = "goodput"
+    # Aggregate output tokens/s at the target load (higher is better).
     THROUGHPUT = "throughput"
-    # Median inter-token latency of a single stream (lower is better).
+    # Median ITL of a single stream (lower is better): one active user, interactive.
     LATENCY = "latency"
 
 
+HIGHER_IS_BETTER = {Objective.GOODPUT: True, Objective.THROUGHPUT: True,
+                    Objective.LATENCY: False}
+
+
+def default_objective(traffic: TrafficSpec) -> Objective:
+    """Goodput when SLOs are given; else single-stream latency for one active user (the
+    specification's default for a vague request); else throughput at the peak."""
+    if traffic.slos:
+        return Objective.GOODPUT
+    return Objective.LATENCY if traffic.peak_active_generations == 1 else Objective.THROUGHPUT
+
+
+def interactive_traffic() -> TrafficSpec:
+    """A vague request's workload: one active user chatting (the specification's provisional
+    assumption), prompts and answers of a short chat turn."""
+    return TrafficSpec(name="interactive", arrival=ClosedLoop(concurrency=1),
+                       input_lengths=FixedLengths(tokens=128),
+                       output_lengths=FixedLengths(tokens=64),
+                       peak_active_generations=1, measured_requests=8, cooldown_s=1.0)
+
+
+def _closed_concurrencies(traffic: TrafficSpec) -> list[int] | None:
+    """The concurrency of each scenario for a closed loop or a concurrency sweep; else None."""
+    a = traffic.arrival
+    if isinstance(a, ClosedLoop):
+        return [a.concurrency]
+    if isinstance(a, SweepArrival) and a.over == "concurrency":
+        return [int(v) for v in a.values]
+    return None
+
+
 class Workload(Spec):
-    name: str = Field("chat", pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
-    input_tokens: int = Field(128, ge=1, le=10_000_000, description="whole prompt, template "
-                              "included (exact when the engine has a tokenizer route)")
-    output_tokens: int = Field(64, ge=2, le=1_000_000,
-                               description="forced with ignore_eos + max_tokens")
-    concurrency_levels: list[int] = Field(default_factory=lambda: [1, 4], min_length=1,
-                                          max_length=16)
-    target_concurrency: int = Field(4, ge=1, le=4096)
-    requests_per_level: int = Field(12, ge=1, le=100_000,
-                                    description="measured requests per concurrency level")
-    warmup_requests: int | None = Field(
-        None, ge=0, le=10_000,
-        description="discarded requests before each level; default = the level")
-    cooldown_s: float = Field(1.0, ge=0, le=3600, description="idle pause after each level, s")
-    route: RouteName = Field(RouteName.CHAT_COMPLETIONS,
-                             description="the API route the levels are measured on (streamed)")
-    objective: Objective = Objective.THROUGHPUT
+    traffic: TrafficSpec
+    objective: Objective
 
     @model_validator(mode="after")
-    def _target_is_measured(self) -> "Workload":
-        if any(not 1 <= c <= 4096 for c in self.concurrency_levels):
-            raise ValueError("concurrency_levels must each be between 1 and 4096")
-        if self.target_concurrency not in self.concurrency_levels:
-            raise ValueError(f"target_concurrency {self.target_concurrency} must be one of "
-                             f"concurrency_levels {self.concurrency_levels}")
-        if self.objective is Objective.LATENCY and 1 not in self.concurrency_levels:
-            raise ValueError("objective 'latency' needs concurrency level 1 (single stream)")
+    def _objective_is_measurable(self) -> "Workload":
+        t, a = self.traffic, self.traffic.arrival
+        if isinstance(a, SweepArrival) and a.over == "rate":
+            raise ValueError(
+                "workload.arrival: a rate sweep finds the highest sustainable rate (run it with "
+                "`infopt bench`); a run tunes at one target load: give a poisson or constant "
+                "arrival at the target rate_per_s, or sweep over concurrency")
+        levels = _closed_concurrencies(t)
+        if levels is not None and t.peak_active_generations not in levels:
+            raise ValueError(
+                f"workload.peak_active_generations {t.peak_active_generations} is the target "
+                f"load, but the closed loop runs at {levels}: add it to the sweep's values or "
+                "set peak_active_generations to one of them")
+        if self.objective is Objective.GOODPUT and not t.slos:
+            raise ValueError("objective goodput counts requests that meet the SLOs: give "
+                             "workload.slos, or choose throughput or latency")
+        if self.objective is Objective.LATENCY and 1 not in (levels or []):
+            raise ValueError("objective latency is the ITL of a single stream: the workload "
+                             "needs a closed loop at concurrency 1 (alone or in a concurrency "
+                             "sweep)")
+        if self.objective is Objective.LATENCY and not all(r.stream for r in t.routes):
+            raise ValueError("objective latency is measured on streamed responses: set "
+                             "stream: true on every workload route")
         return self
 
-    def warmup_for(self, concurrency: int) -> int:
-        return concurrency if self.warmup_requests is None else self.warmup_requests
+    @property
+    def target_concurrency(self) -> int:
+        return self.traffic.peak_active_generations
+
+    @property
+    def higher_is_better(self) -> bool:
+        return HIGHER_IS_BETTER[self.objective]
+
+    @property
+    def routes(self) -> list[RouteName]:
+        return [r.route for r in self.traffic.routes]
+
+    def scenarios(self) -> list[TrafficSpec]:
+        """What each trial measures, in order; sweep values get consecutive seeds so no two
+        scenarios send the same lengths."""
+        return [s.model_copy(update={"seed": self.traffic.seed + i})
+                for i, s in enumerate(expand_sweep(self.traffic))]
+
+    def _at(self, concurrency: int) -> str:
+        if isinstance(self.traffic.arrival, SweepArrival):
+            return f"{self.traffic.name}@c{concurrency}"
+        return self.traffic.name
+
+    @property
+    def target_scenario(self) -> str:
+        """The scenario the objective is read from (latency: the single stream)."""
+        if self.objective is Objective.LATENCY:
+            return self._at(1)
+        if _closed_concurrencies(self.traffic) is None:
+            return self.traffic.name
+        return self._at(self.target_concurrency)
+
+
+# How each objective's value reads in reports (its unit and where it is measured).
+OBJECTIVE_UNIT = {Objective.GOODPUT: "good requests/s under the SLOs at the target load",
+                  Objective.THROUGHPUT: "output tokens/s at the target load",
+                  Objective.LATENCY: "s median ITL of a single stream"}
+
+
+def fixed_levels(*, input_tokens: int, output_tokens: int, levels: list[int], target: int,
+                 requests: int, objective: Objective = Objective.THROUGHPUT,
+                 name: str = "chat", route: RouteName = RouteName.CHAT_COMPLETIONS,
+                 warmup_requests: int | None = None, cooldown_s: float = 0.0,
+                 seed: int = 0) -> Workload:
+    """Fixed lengths at closed-loop concurrency levels (one level, or a sweep): the shape the
+    CLI's --concurrency/--input-tokens flags and the tests build."""
+    arrival = (ClosedLoop(concurrency=levels[0]) if len(levels) == 1 else
+               SweepArrival(over="concurrency", values=[float(v) for v in levels]))
+    traffic = TrafficSpec(
+        name=name, arrival=arrival, input_lengths=FixedLengths(tokens=input_tokens),
+        output_lengths=FixedLengths(tokens=output_tokens), peak_active_generations=target,
+        measured_requests=requests, warmup_requests=warmup_requests, cooldown_s=cooldown_s,
+        routes=[RouteShare(route=route)], seed=seed)
+    return Workload(traffic=traffic, objective=objective)

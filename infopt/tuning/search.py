@@ -16,7 +16,7 @@ from infopt.specs.hardware import HardwareInventory
 from infopt.specs.model import ModelProfile
 from infopt.specs.results import BenchmarkResult, ControlGain, Trial, TuningOutcome
 from infopt.specs.serving import AnyServingConfig, EngineName
-from infopt.specs.workload import Objective, Workload
+from infopt.specs.workload import HIGHER_IS_BETTER, Objective, Workload
 
 
 class TuningDimension(Spec):
@@ -64,14 +64,19 @@ def runnable_candidates(configs: dict[str, AnyServingConfig], cpu_isa: list[str]
     return kept, left_out
 
 
-def objective_value(bench: BenchmarkResult, workload: Workload) -> float | None:
-    if workload.objective is Objective.THROUGHPUT:
-        return bench.level(workload.target_concurrency).output_tokens_per_s
-    return bench.level(1).itl_s.p50
+def objective_value(bench: BenchmarkResult) -> float | None:
+    """The workload's objective, read from its target scenario (docs/metrics.md)."""
+    w = bench.workload
+    s = bench.scenario(w.target_scenario)
+    if w.objective is Objective.THROUGHPUT:
+        return s.level.output_tokens_per_s
+    if w.objective is Objective.GOODPUT:
+        return s.goodput_requests_per_s
+    return s.level.itl_s.p50
 
 
 def higher_is_better(objective: Objective) -> bool:
-    return objective is Objective.THROUGHPUT
+    return HIGHER_IS_BETTER[objective]
 
 
 def decide(trials: list[Trial], knob: str, baseline_value: str, objective: Objective, *,

@@ -7,13 +7,14 @@ import json
 import shlex
 import statistics
 
+import pandas as pd
 import pytest
 
 from infopt.bootstrap import default_paths
 from infopt.engines import process
 from infopt.specs.request import Budgets, ModelTarget, OptimizeRequest
 from infopt.specs.results import OptimizationReport
-from infopt.specs.workload import Workload
+from infopt.specs.workload import fixed_levels
 from tests.hubserver import FakeHub
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
@@ -27,13 +28,13 @@ def report_and_dir(prefect_api, tmp_path_factory):
     if not gguf.exists():
         pytest.fail("bundled model missing: run `make engines`")
     runs = tmp_path_factory.mktemp("runs")
-    wl = Workload(input_tokens=48, output_tokens=16, concurrency_levels=[1, 2],
-                  target_concurrency=2, requests_per_level=4)
+    wl = fixed_levels(input_tokens=48, output_tokens=16, levels=[1, 2], target=2, requests=4,
+                      cooldown_s=1.0)
     with FakeHub() as hub:  # the shortlist stage talks to the real hub client over real HTTP
         request = OptimizeRequest(
             model=ModelTarget(path=str(gguf), hub_id="HuggingFaceTB/SmolLM2-135M-Instruct",
                               hub_endpoint=hub.endpoint),
-            workload=wl, budgets=Budgets(repeats=2), scenarios=["short", "single-stream"],
+            workload=wl.traffic, objective=wl.objective, budgets=Budgets(repeats=2), scenarios=["short", "single-stream"],
             scenario_requests=2)
         report = optimize(request=request, runs_dir=str(runs))
     return report, runs / report.run_id
@@ -165,7 +166,8 @@ def test_records_saved_as_parquet_and_validated(report_and_dir):
     for t in report.trials:
         b = t.benchmark
         assert b.validation_passed is True and b.validation_failures == []
-        df = load_parquet(b.records_path)
+        assert [s.name for s in b.scenarios] == ["chat@c1", "chat@c2"]
+        df = pd.concat([load_parquet(s.records_path) for s in b.scenarios])
         assert len(df) == sum(lvl.requests for lvl in b.levels)
         assert (df["output_tokens"] == df["output_tokens_requested"]).all()
         # Exact prompts through llama-server's tokenizer: 48 tokens, chat template included.

@@ -11,7 +11,7 @@ from infopt.engines import process
 from infopt.specs.diagnosis import FailureCategory
 from infopt.specs.request import Budgets, ModelTarget, OptimizeRequest, TuneOverride
 from infopt.specs.serving import LlamaCppConfig
-from infopt.specs.workload import Workload
+from infopt.specs.workload import fixed_levels
 from tests.githubserver import FakeGitHub
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
@@ -28,10 +28,10 @@ def gguf():
 def test_quantized_v_cache_without_flash_attn_is_remedied(prefect_api, gguf, tmp_path):
     from flows.optimize import optimize
 
-    wl = Workload(input_tokens=32, output_tokens=8, concurrency_levels=[1], target_concurrency=1,
-                  requests_per_level=2)
+    wl = fixed_levels(input_tokens=32, output_tokens=8, levels=[1], target=1, requests=2)
     request = OptimizeRequest(
-        model=ModelTarget(path=str(gguf)), workload=wl, budgets=Budgets(repeats=1),
+        model=ModelTarget(path=str(gguf)), workload=wl.traffic,
+        objective=wl.objective, budgets=Budgets(repeats=1),
         tune=TuneOverride(knob="cache_type_v", values=["f16", "q8_0"],
                           base_overrides={"flash_attn": "off"}),
         scenarios=[])  # not this test's subject (full context takes minutes)
@@ -61,7 +61,7 @@ def test_failure_without_remedy_is_recorded_not_raised(prefect_api, gguf, tmp_pa
     spec = TrialSpec(trial_id="t99-bogus", role=TrialRole.TUNING, changes=[],
                      config=LlamaCppConfig(model_path=str(bogus), ctx_per_slot_tokens=512))
     ctx = TrialContext(run_dir=str(tmp_path), model=profile_model(str(gguf)),
-                       hw=inventory(measure_bandwidth=False), workload=Workload(),
+                       hw=inventory(measure_bandwidth=False), workload=OptimizeRequest().tuning_workload(),
                        tokenizer_path=None, github_search=False, github_url=None)
 
     @flow

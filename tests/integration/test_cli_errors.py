@@ -59,15 +59,16 @@ def test_nothing_written_into_cwd_on_error(tmp_path):
 
 def test_unknown_route_lists_the_routes(tmp_path):
     out = _run("optimize", "--route", "chat", "--runs-dir", str(tmp_path))
-    _assert_clean_error(out, "workload.route: 'chat' is not allowed", "anthropic_messages")
+    _assert_clean_error(out, "workload.routes[0].route: 'chat' is not allowed",
+                        "anthropic_messages")
     assert out.stderr.count("is not allowed") == 1  # named once, not once per field
 
 
 def test_bad_target_file_is_one_paragraph_naming_the_field(tmp_path):
     target = tmp_path / "t.yaml"
-    target.write_text("workload:\n  output_tokens: .inf\n")
+    target.write_text("workload:\n  output_lengths: {kind: fixed, tokens: .inf}\n")
     out = _run("optimize", "--target", str(target), "--runs-dir", str(tmp_path / "runs"))
-    _assert_clean_error(out, "workload.output_tokens: .inf and .nan")
+    _assert_clean_error(out, "workload.output_lengths.tokens: .inf and .nan")
     assert not (tmp_path / "runs").exists()  # nothing half-written
 
 

@@ -22,8 +22,9 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
 INFOPT = str(Path(sys.executable).with_name("infopt"))
 TARGET = """
 name: durability
-workload: {{input_tokens: 32, output_tokens: {out}, concurrency_levels: [1],
-           target_concurrency: 1, requests_per_level: {requests}, cooldown_s: 0}}
+workload: {{name: durability, input_lengths: {{kind: fixed, tokens: 32}},
+           output_lengths: {{kind: fixed, tokens: {out}}}, measured_requests: {requests}}}
+objective: throughput
 scenarios: []
 budgets: {{repeats: {repeats}}}
 github_search: false

@@ -14,11 +14,11 @@ import pytest
 
 from infopt.contract.chat import check_chat_contract
 from infopt.engines import endpoint_for, llamacpp, process
-from infopt.loadgen.benchmark import run_benchmark
+from infopt.loadgen.measure import measure_workload
 from infopt.loadgen.tokens import engine_counter
 from infopt.specs.base import EngineStartError, EngineUnavailableError, InputError
 from infopt.specs.serving import LlamaCppConfig
-from infopt.specs.workload import Workload
+from infopt.specs.workload import fixed_levels
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 
@@ -49,12 +49,13 @@ def test_chat_contract_stream_and_non_stream(server):
 
 
 def test_benchmark_forces_lengths_and_runs_concurrently(server):
-    wl = Workload(input_tokens=48, output_tokens=12, concurrency_levels=[1, 2],
-                  target_concurrency=2, requests_per_level=4, cooldown_s=0.5)
+    wl = fixed_levels(input_tokens=48, output_tokens=12, levels=[1, 2], target=2, requests=4,
+                      cooldown_s=0.5, seed=1)
     ep = endpoint_for("llamacpp", server.base_url, "smollm2", server.pid)
     with httpx.Client(timeout=30) as client:
         counter = engine_counter(client, ep)
-        result, records = run_benchmark(ep, wl, seed=1, counter=counter)
+        result, records = measure_workload(ep, wl, out_dir=None, max_input_tokens=8192,
+                                           counter=counter)
     assert len(records) == 8 and all(r.ok for r in records)
     assert all(r.output_tokens == 12 for r in records)  # usage says the forced length was reached
     # Exact prompts: usage.prompt_tokens is the requested whole-prompt length, template included.

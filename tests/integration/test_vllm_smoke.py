@@ -53,17 +53,18 @@ def test_vllm_batches_concurrent_requests_with_exact_prompts(vllm_server):
     a measurement for `make bench-vllm`, not a test.)"""
     import httpx
 
-    from infopt.loadgen.benchmark import run_benchmark
+    from infopt.loadgen.measure import measure_workload
     from infopt.loadgen.tokens import engine_counter
-    from infopt.specs.workload import Workload
+    from infopt.specs.workload import fixed_levels
 
-    wl = Workload(input_tokens=64, output_tokens=16, concurrency_levels=[1, 4],
-                  target_concurrency=4, requests_per_level=8)
+    wl = fixed_levels(input_tokens=64, output_tokens=16, levels=[1, 4], target=4, requests=8,
+                      seed=3)
     with httpx.Client(timeout=30) as client:
         ep = endpoint_for("vllm", vllm_server.base_url, "smollm2", vllm_server.pid)
         counter = engine_counter(client, ep)
         assert counter("hello world") == 2
-        result, records = run_benchmark(ep, wl, seed=3, counter=counter)
+        result, records = measure_workload(ep, wl, out_dir=None, max_input_tokens=2048,
+                                           counter=counter)
     assert all(r.ok and r.output_tokens == 16 for r in records)
     # usage.prompt_tokens is exactly the requested whole prompt (the chat template's tokens
     # were measured once and taken off the content).

@@ -2,11 +2,8 @@
 import numpy as np
 import pytest
 
-from infopt.analysis.compare import (Slo, bootstrap_diff, goodput, slo_attainment,
-                                     summarize_repeats)
-from infopt.analysis.records import records_frame
+from infopt.analysis.compare import bootstrap_diff, summarize_repeats
 from infopt.specs.base import InputError
-from infopt.specs.results import RequestRecord
 
 
 # --- bootstrap_diff ---------------------------------------------------------------------------
@@ -109,76 +106,6 @@ def test_bootstrap_rejects_bad_input():
         bootstrap_diff([1.0, 2.0], [1.0, 2.0], higher_is_better=True, seed=0, stat="p42")
     with pytest.raises(InputError, match="confidence"):
         bootstrap_diff([1.0, 2.0], [1.0, 2.0], higher_is_better=True, seed=0, ci=95)
-
-
-# --- goodput ----------------------------------------------------------------------------------
-
-def _rec(i, ttft, e2e, itl=(0.02, 0.02, 0.02), ok=True, out=4):
-    if not ok:
-        return RequestRecord(request_id=f"r{i}", concurrency=2, ok=False, error="http_500",
-                             output_tokens_requested=4)
-    return RequestRecord(request_id=f"r{i}", concurrency=2, ok=True, prompt_tokens=10,
-                         output_tokens=out, output_tokens_requested=4, ttft_s=ttft, e2e_s=e2e,
-                         itl_s=list(itl), content_chunks=len(itl) + 1)
-
-
-def _frame():
-    # 10 requests over 5 s: 8 fast, one with slow TTFT, one failed.
-    recs = [_rec(i, 0.1, 0.3) for i in range(8)]
-    recs.append(_rec(8, 0.9, 1.1))
-    recs.append(_rec(9, None, None, ok=False))
-    return records_frame(recs)
-
-
-def test_goodput_counts_requests_meeting_every_slo_by_hand():
-    df = _frame()
-    # TTFT <= 0.5 s for 8 of 10 (the failed one never meets an SLO) -> attainment 0.8.
-    assert goodput(df, [("ttft_s", 80, 0.5)], duration_s=5.0) == pytest.approx(8 / 5)
-    # Every successful request meets e2e <= 2 s: 9 good / 5 s.
-    assert goodput(df, [("e2e_s", 90, 2.0)], duration_s=5.0) == pytest.approx(9 / 5)
-    # Both: 8 good.
-    assert goodput(df, [("ttft_s", 50, 0.5), ("e2e_s", 50, 2.0)], 5.0) == pytest.approx(8 / 5)
-    # No SLO: every successful request counts.
-    assert goodput(df, [], 5.0) == pytest.approx(9 / 5)
-
-
-def test_goodput_is_zero_when_the_percentile_target_is_missed():
-    # p90 TTFT <= 0.5 s, but only 80 % of requests meet it: the SLO does not hold at this load.
-    assert goodput(_frame(), [("ttft_s", 90, 0.5)], duration_s=5.0) == 0.0
-    att = slo_attainment(_frame(), [Slo(metric="ttft_s", percentile=90, max_s=0.5)])
-    assert att[0].attained == pytest.approx(0.8) and not att[0].met
-
-
-def test_goodput_itl_is_judged_on_each_requests_median_gap():
-    # One request with a single slow gap (median still 0.02) and one with slow gaps throughout.
-    recs = [_rec(0, 0.1, 0.5, itl=(0.02, 0.02, 0.02)), _rec(1, 0.1, 0.5, itl=(0.02, 0.02, 0.4)),
-            _rec(2, 0.1, 0.5, itl=(0.2, 0.2, 0.2)), _rec(3, 0.1, 0.1, itl=(), out=1)]
-    df = records_frame(recs)
-    # Request 3 streamed one chunk: no gap, so it meets the ITL SLO; request 2 misses it.
-    assert goodput(df, [("itl_s", 75, 0.05)], duration_s=2.0) == pytest.approx(3 / 2)
-    # TPOT = (e2e - ttft) / (out - 1) = 0.4 / 3 for 0-2; request 3 has one token (no TPOT).
-    assert goodput(df, [("tpot_s", 100, 0.14)], duration_s=2.0) == pytest.approx(4 / 2)
-    assert goodput(df, [("tpot_s", 100, 0.13)], duration_s=2.0) == 0.0
-
-
-def test_goodput_rejects_bad_slos_and_durations():
-    df = _frame()
-    with pytest.raises(InputError, match="percent"):
-        goodput(df, [("ttft_s", 0.95, 0.5)], 5.0)
-    with pytest.raises(InputError, match="metric"):
-        goodput(df, [("ttfb_s", 95, 0.5)], 5.0)
-    with pytest.raises(InputError, match="positive"):
-        goodput(df, [("ttft_s", 95, 0.0)], 5.0)
-    with pytest.raises(InputError, match="wall time"):
-        goodput(df, [], 0.0)
-    assert goodput(records_frame([]), [("ttft_s", 95, 0.5)], 5.0) == 0.0
-
-
-def test_goodput_does_not_modify_the_frame():
-    df = _frame()
-    before = df.copy()
-    goodput(df, [("ttft_s", 50, 0.5)], 5.0)
-    assert df.equals(before)
 
 
 # --- summarize_repeats ------------------------------------------------------------------------

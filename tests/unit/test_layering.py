@@ -7,7 +7,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
-MODULES = ("infopt.loadgen.runner", "infopt.loadgen.benchmark", "infopt.loadgen.standalone",
+MODULES = ("infopt.loadgen.runner", "infopt.loadgen.summary", "infopt.loadgen.standalone",
            "infopt.loadgen.tokens", "infopt.contract.chat", "infopt.costmodel.fit",
            "infopt.costmodel.plan", "infopt.costmodel.roofline")
 

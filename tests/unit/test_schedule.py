@@ -4,6 +4,7 @@ from collections import Counter
 
 import numpy as np
 import pytest
+from pydantic import ValidationError
 
 from infopt.loadgen.schedule import Phase, build_schedule, sample_lengths, summarize_schedule
 from infopt.specs.base import InputError
@@ -93,10 +94,21 @@ def test_duration_bounds_open_loop_measured_window():
 
 
 def test_absurd_duration_is_an_input_error():
-    spec = _spec(arrival={"kind": "constant", "rate_per_s": 1e6}, measured_requests=None,
-                 duration_s=3600)
+    # Each bound alone is plausible (10,000/s; 2 days), together 1.7e9 requests.
+    spec = _spec(arrival={"kind": "constant", "rate_per_s": 1e4}, measured_requests=None,
+                 duration_s=2 * 86400)
     with pytest.raises(InputError, match="shorten it or set measured_requests"):
         build_schedule(spec, seed=0, max_input_tokens=BIG)
+
+
+@pytest.mark.parametrize("field,value", [
+    ("arrival", {"kind": "poisson", "rate_per_s": 1e6}),
+    ("arrival", {"kind": "closed_loop", "concurrency": 10_000}),
+    ("warmup_requests", 10**7), ("cooldown_s", 1e5), ("duration_s", 1e9),
+    ("peak_active_generations", 10**6)])
+def test_absurd_sizes_are_refused_where_the_spec_is_read(field, value):
+    with pytest.raises(ValidationError, match="less than or equal"):
+        _spec(**{field: value})
 
 
 def test_uniform_lengths_bounds_and_mean():

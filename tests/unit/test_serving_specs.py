@@ -2,7 +2,7 @@ import pytest
 from pydantic import ValidationError
 
 from infopt.specs.serving import LlamaCppConfig, VllmConfig, with_knob
-from infopt.specs.workload import Objective, Workload
+from infopt.specs.workload import Objective, fixed_levels
 
 
 def test_with_knob_revalidates_and_keeps_type():
@@ -31,8 +31,12 @@ def test_bad_knob_value_is_rejected():
 
 
 def test_workload_validation_names_the_field():
-    with pytest.raises(ValidationError, match="target_concurrency"):
-        Workload(concurrency_levels=[1, 2], target_concurrency=4)
+    with pytest.raises(ValidationError, match="peak_active_generations 4 is the target load"):
+        fixed_levels(input_tokens=8, output_tokens=8, levels=[1, 2], target=4, requests=4)
     with pytest.raises(ValidationError, match="single stream"):
-        Workload(concurrency_levels=[4], target_concurrency=4, objective=Objective.LATENCY)
-    assert Workload().warmup_for(4) == 4
+        fixed_levels(input_tokens=8, output_tokens=8, levels=[4], target=4, requests=4,
+                     objective=Objective.LATENCY)
+    w = fixed_levels(input_tokens=8, output_tokens=8, levels=[1, 4], target=4, requests=4)
+    # Each level warms every slot once: the sweep's closed loops warm up their concurrency.
+    assert [s.warmup_count() for s in w.scenarios()] == [1, 4]
+    assert [s.seed for s in w.scenarios()] == [0, 1]  # no two scenarios send the same lengths

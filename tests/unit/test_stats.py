@@ -1,7 +1,7 @@
 import pytest
 
 from infopt.analysis.stats import median_and_spread, percentiles
-from infopt.loadgen.benchmark import summarize_level
+from infopt.loadgen.summary import summarize_level
 from infopt.specs.results import RequestRecord
 
 

@@ -101,8 +101,8 @@ def test_closed_choices_list_allowed_values(tmp_path):
     assert ("routes[0].route: 'chat' is not allowed; allowed: chat_completions, completions, "
             "responses, anthropic_messages") in msg
     assert "slos[0].percentile: 97 is not allowed; allowed: 50, 90, 95, 99" in msg
-    msg = _error(tmp_path, MINIMAL + "slos: [{metric: tpot, percentile: 95, max_s: 1}]\n")
-    assert "slos[0].metric: 'tpot' is not allowed; allowed: ttft, itl, e2e" in msg
+    msg = _error(tmp_path, MINIMAL + "slos: [{metric: tbt, percentile: 95, max_s: 1}]\n")
+    assert "slos[0].metric: 'tbt' is not allowed; allowed: ttft, itl, tpot, e2e" in msg
 
 
 def test_range_errors_name_the_field_and_value(tmp_path):

@@ -8,7 +8,8 @@ from infopt.engines import llamacpp, vllm
 from infopt.engines.base import ServingTarget
 from infopt.specs.results import Trial
 from infopt.specs.trial import TrialRole, changes_from, trial_key
-from infopt.specs.workload import Objective, Workload
+from infopt.specs.request import OptimizeRequest
+from infopt.specs.workload import Objective
 from infopt.tuning.plan import plan_trials
 from infopt.tuning.search import control_gain
 
@@ -49,11 +50,12 @@ def test_no_separate_control_when_the_defaults_are_the_baseline():
 
 def test_trial_key_changes_with_anything_that_changes_the_measurement():
     spec = plan_trials(CONTROL, BASE, "parallel_slots", [1], repeats=1, seed=0)[1]
-    wl = Workload()
+    wl = OptimizeRequest().tuning_workload()
     key = trial_key(spec, wl, "v1", "sha256:aa")
     assert key.startswith(spec.trial_id + "-") and key == trial_key(spec, wl, "v1", "sha256:aa")
     others = {trial_key(spec, wl, "v2", "sha256:aa"), trial_key(spec, wl, "v1", "sha256:bb"),
-              trial_key(spec, wl.model_copy(update={"output_tokens": 65}), "v1", "sha256:aa"),
+              trial_key(spec, wl.model_copy(update={"traffic": wl.traffic.model_copy(
+                  update={"measured_requests": 9})}), "v1", "sha256:aa"),
               trial_key(spec.model_copy(update={"seed": 1}), wl, "v1", "sha256:aa"),
               trial_key(spec.model_copy(update={"config": spec.config.model_copy(
                   update={"threads": 1})}), wl, "v1", "sha256:aa")}

@@ -1,6 +1,8 @@
+import pytest
+
 from infopt.specs.results import Trial
 from infopt.specs.serving import LlamaCppConfig
-from infopt.specs.workload import Objective, Workload
+from infopt.specs.workload import Objective, fixed_levels
 from infopt.tuning.search import decide, first_dimension
 
 CFG = LlamaCppConfig(model_path="/m.gguf", ctx_per_slot_tokens=8192)
@@ -54,9 +56,9 @@ def test_decision_is_the_bootstrap_interval_of_the_difference():
 
 
 def test_dimension_values_reach_the_target_concurrency():
-    dim = first_dimension(CFG, Workload(concurrency_levels=[1, 4], target_concurrency=4))
+    dim = first_dimension(CFG, fixed_levels(input_tokens=128, output_tokens=64, levels=[1, 4], target=4, requests=4))
     assert dim.knob == "parallel_slots" and dim.values == [1, 2, 4]
-    dim = first_dimension(CFG, Workload(concurrency_levels=[1, 6], target_concurrency=6))
+    dim = first_dimension(CFG, fixed_levels(input_tokens=128, output_tokens=64, levels=[1, 6], target=6, requests=4))
     assert dim.values == [1, 2, 4, 6]
 
 
@@ -77,7 +79,7 @@ def test_baseline_and_dimension_for_every_engine():
         cpu_model="c", architecture="x86_64", logical_cpus=8, physical_cores=8, usable_cpus=8,
         cgroup_cpu_limit=None, isa_features=[], ram_total_bytes=1, ram_available_bytes=1,
         os="Linux", kernel="6"), gpus=[], gpu_probe="t")
-    wl = Workload(concurrency_levels=[1, 8], target_concurrency=8)
+    wl = fixed_levels(input_tokens=128, output_tokens=64, levels=[1, 8], target=8, requests=4)
     knobs = {}
     for engine in EngineName:
         target = serving_target(prof, hw, served_name="q", port=None)
@@ -109,14 +111,49 @@ def test_llamacpp_control_is_the_bare_command_and_differs_from_the_baseline():
 
 
 def test_each_workload_level_is_a_closed_loop_traffic_spec_on_the_workload_route():
-    from infopt.loadgen.benchmark import level_spec
     from infopt.specs.traffic import RouteName
 
-    wl = Workload(concurrency_levels=[1, 4], target_concurrency=4, requests_per_level=6,
-                  route=RouteName.COMPLETIONS, cooldown_s=0.5)
-    spec = level_spec(wl, 4, seed=3)
+    wl = fixed_levels(input_tokens=128, output_tokens=64, levels=[1, 4], target=4, requests=6,
+                      route=RouteName.COMPLETIONS, cooldown_s=0.5)
+    spec = wl.scenarios()[1]
     assert spec.arrival.concurrency == 4 and spec.measured_requests == 6
     assert spec.warmup_count() == 4  # at least the level's concurrency
     assert [r.route for r in spec.routes] == [RouteName.COMPLETIONS] and spec.routes[0].stream
     assert (spec.input_lengths.tokens, spec.output_lengths.tokens) == (128, 64)
-    assert spec.cooldown_s == 0.5 and spec.name == "chat@c4"
+    assert spec.cooldown_s == 0.5 and spec.name == "chat@c4" == wl.target_scenario
+
+
+def _scenario(name: str, conc: int, gap_s: float, wall_s: float, slos=()):
+    from infopt.analysis.slo import evaluate_slos
+    from infopt.loadgen.summary import summarize_level
+    from infopt.specs.results import RequestRecord, ScenarioResult
+
+    recs = [RequestRecord(request_id=f"{name}-{i}", concurrency=conc, ok=True, prompt_tokens=8,
+                          output_tokens=5, output_tokens_requested=5, ttft_s=0.1,
+                          e2e_s=0.1 + 4 * gap_s, itl_s=[gap_s] * 4, content_chunks=5)
+            for i in range(4)]
+    judged, good = evaluate_slos(recs, list(slos), wall_s)
+    return ScenarioResult(name=name, arrival="closed_loop",
+                          level=summarize_level(recs, conc, wall_s), slos=judged,
+                          goodput_requests_per_s=good, slo_violated=None, validation_passed=True,
+                          validation_failures=[], errors_by_kind={}, records_path=None)
+
+
+@pytest.mark.parametrize("objective,expected", [
+    (Objective.THROUGHPUT, 20 / 2.0),  # c4 scenario: 4 requests x 5 tokens in 2 s
+    (Objective.LATENCY, 0.03),  # the single stream's median gap
+    (Objective.GOODPUT, 4 / 2.0),  # at c4 all 4 requests' gaps (0.08 s) are within 0.1 s
+])
+def test_the_objective_is_read_from_its_target_scenario(objective, expected):
+    from infopt.specs.results import BenchmarkResult
+    from infopt.specs.traffic import Slo
+    from infopt.tuning.search import objective_value
+
+    from infopt.specs.workload import Workload
+
+    slo = Slo(metric="itl", percentile=50, max_s=0.1)
+    plain = fixed_levels(input_tokens=8, output_tokens=5, levels=[1, 4], target=4, requests=4)
+    wl = Workload(traffic=plain.traffic.model_copy(update={"slos": [slo]}), objective=objective)
+    bench = BenchmarkResult(workload=wl, scenarios=[
+        _scenario("chat@c1", 1, 0.03, 1.0, [slo]), _scenario("chat@c4", 4, 0.08, 2.0, [slo])])
+    assert objective_value(bench) == pytest.approx(expected)

@@ -1,0 +1,81 @@
+"""The one measurement path: `measure(endpoint, traffic)` -> schedule -> run -> records ->
+parquet -> validation -> summary with SLOs and goodput. `infopt bench` (each scenario of a
+workload file), the optimizer's trials (each scenario of the request's workload) and the
+standard scenarios on the winner all go through it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from infopt.analysis.records import errors_by_kind, records_frame, save_parquet
+from infopt.analysis.slo import evaluate_slos
+from infopt.analysis.validation import validate_records
+from infopt.loadgen.summary import every_quarter, summarize_level, with_monitors
+from infopt.loadgen.runner import run_schedule
+from infopt.loadgen.schedule import build_schedule, summarize_schedule
+from infopt.loadgen.tokens import Counter
+from infopt.specs.endpoint import Endpoint
+from infopt.specs.results import BenchmarkResult, RequestRecord, ScenarioResult
+from infopt.specs.traffic import TrafficSpec
+from infopt.specs.workload import Workload
+
+Say = Callable[[str], None]
+
+
+def concurrency_of(spec: TrafficSpec) -> int:
+    """Closed loop: its workers; open loop: the declared peak (the sender's pool size)."""
+    return getattr(spec.arrival, "concurrency", None) or spec.peak_active_generations
+
+
+def measure(endpoint: Endpoint, spec: TrafficSpec, *, out_dir: Path | None,
+            max_input_tokens: int, progress: Callable[[int, int], None] | None = None,
+            counter: Counter | None = None, say: Say | None = None
+            ) -> tuple[ScenarioResult, list[RequestRecord]]:
+    """Measure one (non-sweep) traffic spec against `endpoint`. `out_dir`: where the
+    per-request parquet goes (None: nowhere). `say` gets warnings (a saturated client)."""
+    planned = build_schedule(spec, seed=spec.seed, max_input_tokens=max_input_tokens)
+    summary = summarize_schedule([r for r in planned if r.phase.value == "measured"])
+    conc = concurrency_of(spec)
+    phase = run_schedule(endpoint, planned, conc, seed=spec.seed, progress=progress,
+                         counter=counter)
+    records, wall = phase.records, phase.wall_s
+    level = with_monitors(summarize_level(records, conc, wall), phase)
+    if level.client_saturated and say is not None:
+        say(f"{spec.name}: WARNING client event-loop lag p99 "
+            f"{phase.client.loop_lag_p99_s * 1e3:.1f} ms: the load generator may be the "
+            "bottleneck")
+    df = records_frame(records)
+    path = None
+    if out_dir is not None:
+        path = str(save_parquet(df, out_dir / f"{spec.name}.requests.parquet"))
+    check = validate_records(df)
+    slos, good = evaluate_slos(records, spec.slos, wall)
+    return ScenarioResult(
+        name=spec.name, arrival=spec.arrival.kind, level=level,
+        input_tokens_mean=summary.input_tokens_mean, output_tokens_mean=summary.output_tokens_mean,
+        slos=slos, goodput_requests_per_s=good,
+        slo_violated=not all(s.met for s in slos) if slos else None,
+        validation_passed=check.success, validation_failures=check.failed,
+        errors_by_kind=errors_by_kind(df), records_path=path), records
+
+
+def measure_workload(endpoint: Endpoint, workload: Workload, *, out_dir: Path | None,
+                     max_input_tokens: int, counter: Counter | None = None,
+                     say: Say | None = None) -> tuple[BenchmarkResult, list[RequestRecord]]:
+    """Every scenario of the workload, in order, with its cool-down between them."""
+    talk = say or (lambda _msg: None)
+    results, all_records = [], []
+    specs = workload.scenarios()
+    for i, spec in enumerate(specs):
+        result, records = measure(endpoint, spec, out_dir=out_dir,
+                                  max_input_tokens=max_input_tokens,
+                                  progress=every_quarter(talk, spec.name), counter=counter,
+                                  say=talk)
+        results.append(result)
+        all_records.extend(records)
+        if spec.cooldown_s and i + 1 < len(specs):
+            time.sleep(spec.cooldown_s)  # let the engine drain before the next scenario
+    return BenchmarkResult(workload=workload, scenarios=results), all_records
