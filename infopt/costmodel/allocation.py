@@ -1,17 +1,7 @@
-"""How each engine turns device memory into a KV-cache budget, as data + small pure functions.
-
-vLLM (GPU, V1, read from vllm/v1/worker/gpu_worker.py determine_available_memory, 0.32):
-    kv = total x gpu_memory_utilization - (weights + non-torch + activation peak)
-         - CUDA-graph estimate (subtracted since v0.21 unless --enforce-eager)
-    then whole blocks of `block_size` tokens (16 on GPU).
-vLLM (CPU backend): kv = VLLM_CPU_KVCACHE_SPACE exactly, in blocks of 128 tokens
-    (checked: 1 GiB / 23,040 B -> 364 blocks x 128 = 46,592 tokens, the logged figure).
-SGLang: kv = total x mem_fraction_static - weights - CUDA context, one token per cell
-    (python/sglang/srt/model_executor/model_runner.py profile_max_num_token).
-TensorRT-LLM: kv = free memory after weights and activations x free_gpu_memory_fraction (0.9),
-    blocks of 32 tokens (tokens_per_block default).
-llama.cpp: kv = n_ctx x per-token bytes of the chosen -ctk/-ctv types, fixed by -c; the fit
-    check adds weights and a compute buffer.
+"""The vocabulary of KV-cache budgets (KvBudget, EngineKnobs) and the shared overhead estimates.
+Each engine's own allocation rule is a function in its adapter module (EngineAdapter.kv_allocator,
+passed to the fit as FitRequest.kv.allocate: the cost model imports no engine);see each adapter's
+kv_allocator for the rule it encodes and the upstream source it was read from.
 
 Overheads not read from the checkpoint (CUDA context, activation peak, CUDA graphs) are
 estimates, labelled as such in `assumptions`; the upstream startup-log cases measure their error.
@@ -90,82 +80,18 @@ def activation_peak_bytes(m: ModelInspection, batched_tokens: int, max_num_seqs:
     return int(batched_tokens * per_token + logits)
 
 
-def vllm_gpu(m: ModelInspection, memory_bytes: int, weights_bytes: int, tp: int, device: str,
-             k: EngineKnobs) -> KvBudget:
-    batched = k.max_num_batched_tokens or vllm_default_batched_tokens(memory_bytes, device, False)
-    seqs = k.max_num_seqs or (1024 if batched >= 8192 else 256)
-    act = activation_peak_bytes(m, batched, seqs, tp)
-    ctx = CUDA_CONTEXT_BYTES + (NCCL_BYTES if tp > 1 else 0)
-    graphs = 0 if k.enforce_eager else CUDA_GRAPH_BYTES
-    budget = int(memory_bytes * k.gpu_memory_utilization)
-    overhead = act + ctx + graphs
-    return KvBudget(budget, overhead, budget - weights_bytes - overhead, 16, (
-        f"vLLM: budget = {k.gpu_memory_utilization:g} x device memory (gpu_memory_utilization)",
-        f"activation peak ~{act / GIB:.2f} GiB for max_num_batched_tokens={batched}, "
-        f"max_num_seqs={seqs} (estimate)",
-        f"CUDA context{' + NCCL' if tp > 1 else ''} ~{ctx / GIB:.2f} GiB (estimate)",
-        "CUDA graphs: none (--enforce-eager)" if k.enforce_eager else
-        f"CUDA graphs ~{graphs / GIB:.2f} GiB, subtracted by vLLM >= 0.21 (estimate)",
-        "blocks of 16 tokens"))
 
 
-def vllm_cpu(m: ModelInspection, memory_bytes: int, weights_bytes: int, tp: int, device: str,
-             k: EngineKnobs) -> KvBudget:
-    space = k.cpu_kvcache_space_bytes or 4 * GIB
-    return KvBudget(space, 0, space, 128, (
-        f"vLLM CPU: KV space = VLLM_CPU_KVCACHE_SPACE = {space / GIB:g} GiB"
-        + ("" if k.cpu_kvcache_space_bytes else " (assumed; set it explicitly)"),
-        "blocks of 128 tokens (CPU backend)"))
 
 
-def sglang(m: ModelInspection, memory_bytes: int, weights_bytes: int, tp: int, device: str,
-           k: EngineKnobs) -> KvBudget:
-    budget = int(memory_bytes * k.mem_fraction_static)
-    ctx = CUDA_CONTEXT_BYTES + (NCCL_BYTES if tp > 1 else 0)
-    return KvBudget(budget, ctx, budget - weights_bytes - ctx, 1, (
-        f"SGLang: static memory = {k.mem_fraction_static:g} x device memory (mem_fraction_static)",
-        f"CUDA context ~{ctx / GIB:.2f} GiB (estimate)", "token-granular KV pool"))
 
 
-def trtllm(m: ModelInspection, memory_bytes: int, weights_bytes: int, tp: int, device: str,
-           k: EngineKnobs) -> KvBudget:
-    ctx = CUDA_CONTEXT_BYTES + (NCCL_BYTES if tp > 1 else 0)
-    act = activation_peak_bytes(m, k.max_num_batched_tokens or 8192, k.max_num_seqs or 256, tp)
-    free = memory_bytes - weights_bytes - ctx - act
-    kv = int(free * k.free_gpu_memory_fraction)
-    return KvBudget(memory_bytes, ctx + act, kv, 32, (
-        f"TensorRT-LLM: KV = {k.free_gpu_memory_fraction:g} x free memory after weights "
-        "and activations (free_gpu_memory_fraction)",
-        f"activations ~{act / GIB:.2f} GiB, context ~{ctx / GIB:.2f} GiB (estimates)",
-        "blocks of 32 tokens"))
 
 
-def llamacpp(m: ModelInspection, memory_bytes: int, weights_bytes: int, tp: int, device: str,
-             k: EngineKnobs) -> KvBudget:
-    overhead = LLAMACPP_COMPUTE_BUFFER_BYTES
-    return KvBudget(memory_bytes, overhead, memory_bytes - weights_bytes - overhead, 1, (
-        "llama.cpp: KV = -c x per-token bytes of -ctk/-ctv, allocated up front",
-        f"compute buffer ~{overhead / GIB:.2f} GiB (estimate)"), upfront_pad_cells=LLAMACPP_CTX_PAD)
 
 
-def mlx(m: ModelInspection, memory_bytes: int, weights_bytes: int, tp: int, device: str,
-        k: EngineKnobs) -> KvBudget:
-    # MLX grows its KV cache on demand in unified memory; macOS lets the GPU wire roughly 75%
-    # of RAM by default (iogpu.wired_limit_mb), the practical budget. Estimate.
-    budget = int(memory_bytes * 0.75)
-    return KvBudget(budget, 0, budget - weights_bytes, 1, (
-        "MLX: KV grows on demand in unified memory; budget ~75% of RAM (default GPU wired "
-        "limit, estimate)",))
 
 
-ALLOCATORS = {"vllm": vllm_gpu, "vllm-cpu": vllm_cpu, "sglang": sglang, "trtllm": trtllm,
-              "llamacpp": llamacpp, "mlx": mlx}
-
-
-def allocator_key(engine: str, device_is_cpu: bool) -> str:
-    """The allocation scheme: an engine's CPU backend where it has its own ("<engine>-cpu")."""
-    cpu = f"{engine}-cpu"
-    return cpu if device_is_cpu and cpu in ALLOCATORS else engine
 
 
 # llama.cpp rounds the KV context up to a multiple of 256 cells (measured here: -c 4000 with

@@ -6,13 +6,12 @@ RoPE scaling on its own.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 
 from infopt.costmodel.allocation import (
-    ALLOCATORS,
     EngineKnobs,
-    allocator_key,
+    KvBudget,
     padded_cells,
     round_to_blocks,
 )
@@ -38,6 +37,11 @@ class KvOptions:
     native: str = "auto"
     eight_bit: str = "fp8"
     refused: Mapping[str, str] = field(default_factory=dict)
+    # The engine's allocation rule (EngineAdapter.kv_allocator) and its CPU backend's own, if
+    # any: (model, memory bytes, weights bytes per device, tp, device name, EngineKnobs) ->
+    # KvBudget. Which one applies is the fit's choice (EngineKnobs.device_is_cpu).
+    allocate: Callable[..., KvBudget] | None = None
+    allocate_cpu: Callable[..., KvBudget] | None = None
 
 
 @dataclass(frozen=True)
@@ -88,16 +92,16 @@ def plan_fit(r: FitRequest, *, with_alternatives: bool = True) -> MemoryFit:
     validate(r)
     m, dev = r.model, r.device
     is_cpu = r.knobs.device_is_cpu
-    key = allocator_key(r.engine, is_cpu)
-    if key not in ALLOCATORS:
-        raise InputError(f"no memory model for engine '{r.engine}'; known: "
-                         f"{', '.join(sorted(ALLOCATORS))}")
+    if r.kv.allocate is None:
+        raise InputError(f"no memory model for engine '{r.engine}': pass FitRequest.kv from "
+                         "infopt.engines.support.kv_options (the adapter's allocation rule)")
     shards = r.tp * r.pp
     w_total = weights_bytes(m, r.weight_path, r.exact_weights_bytes)
     # Weights split evenly over TP x PP ranks (embeddings/head replicate or split by engine;
     # an even split is the first-order assumption).
     w_gpu = int(w_total / shards)
-    budget = ALLOCATORS[key](m, dev.memory_bytes, w_gpu, r.tp, dev.name, r.knobs)
+    allocate = r.kv.allocate_cpu if is_cpu and r.kv.allocate_cpu else r.kv.allocate
+    budget = allocate(m, dev.memory_bytes, w_gpu, r.tp, dev.name, r.knobs)
     bpt = kv_bytes_per_token_per_gpu(m, r.kv_dtype, r.tp, r.pp)
     state = state_bytes_per_sequence_per_gpu(m, r.kv_dtype, r.context_tokens, r.tp, r.pp)
     per_seq = bpt * r.context_tokens + state

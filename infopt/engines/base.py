@@ -159,6 +159,11 @@ class EngineAdapter:
     # the native one first, then the engine's 8-bit type (llama.cpp: q8_0; the others: fp8).
     kv_dtype_knobs: tuple[str, ...] = ("kv_cache_dtype",)
     kv_dtypes: tuple[str, str] = ("auto", "fp8")
+    # How it turns device memory into a KV budget: (model, memory bytes, weights bytes per
+    # device, tp, device name, EngineKnobs) -> costmodel.allocation.KvBudget; the CPU backend's
+    # own rule where it has one. Handed to the fit as data (FitRequest.kv.allocate).
+    kv_allocator: Callable[..., Any] | None = None
+    kv_allocator_cpu: Callable[..., Any] | None = None
     # Where its issues are filed: issue-first troubleshooting searches these, in this order.
     upstream_repos: tuple[str, ...] = ()
     # Knob values that need particular CPU instructions when the engine runs on a CPU.

@@ -12,7 +12,13 @@ import subprocess
 from functools import cache
 
 from infopt.bootstrap import default_paths
-from infopt.costmodel.allocation import EngineKnobs
+from infopt.costmodel.allocation import (
+    EngineKnobs,
+    GIB,
+    KvBudget,
+    LLAMACPP_COMPUTE_BUFFER_BYTES,
+    LLAMACPP_CTX_PAD,
+)
 from infopt.engines.base import (
     EngineAdapter,
     Launch,
@@ -21,6 +27,7 @@ from infopt.engines.base import (
     StreamCounting,
     locate_executable,
 )
+from infopt.specs.inspection import ModelInspection
 from infopt.specs.plan import KvObservation
 from infopt.specs.serving import EngineName, LlamaCppConfig
 
@@ -132,7 +139,18 @@ def baseline_config(t: ServingTarget) -> LlamaCppConfig:
                           ctx_per_slot_tokens=t.native_context_tokens)
 
 
+def kv_allocation(m: ModelInspection, memory_bytes: int, weights_bytes: int, tp: int, device: str,
+             k: EngineKnobs) -> KvBudget:
+    """llama.cpp: n_ctx x per-token bytes of the -ctk/-ctv types, allocated up front by -c
+    (padded to 256 cells); the fit adds weights and a compute buffer."""
+    overhead = LLAMACPP_COMPUTE_BUFFER_BYTES
+    return KvBudget(memory_bytes, overhead, memory_bytes - weights_bytes - overhead, 1, (
+        "llama.cpp: KV = -c x per-token bytes of -ctk/-ctv, allocated up front",
+        f"compute buffer ~{overhead / GIB:.2f} GiB (estimate)"), upfront_pad_cells=LLAMACPP_CTX_PAD)
+
+
 ADAPTER = EngineAdapter(
+    kv_allocator=kv_allocation,
     name=EngineName.LLAMACPP,
     # The knob capping how many requests run at once: the first tuning dimension.
     concurrency_knob="parallel_slots",

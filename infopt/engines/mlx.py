@@ -28,7 +28,11 @@ import re
 import subprocess
 from functools import cache
 
-from infopt.costmodel.allocation import EngineKnobs
+from infopt.specs.inspection import ModelInspection
+from infopt.costmodel.allocation import (
+    EngineKnobs,
+    KvBudget,
+)
 from infopt.engines.base import EngineAdapter, Launch, MemoryShape, locate_executable
 from infopt.specs.serving import EngineName, MlxConfig
 
@@ -111,7 +115,18 @@ def control_config(t: ServingTarget) -> MlxConfig:
 baseline_config = control_config
 
 
+def kv_allocation(m: ModelInspection, memory_bytes: int, weights_bytes: int, tp: int, device: str,
+        k: EngineKnobs) -> KvBudget:
+    # MLX grows its KV cache on demand in unified memory; macOS lets the GPU wire roughly 75%
+    # of RAM by default (iogpu.wired_limit_mb), the practical budget. Estimate.
+    budget = int(memory_bytes * 0.75)
+    return KvBudget(budget, 0, budget - weights_bytes, 1, (
+        "MLX: KV grows on demand in unified memory; budget ~75% of RAM (default GPU wired "
+        "limit, estimate)",))
+
+
 ADAPTER = EngineAdapter(
+    kv_allocator=kv_allocation,
     name=EngineName.MLX,
     # The knob capping how many requests run at once: the first tuning dimension.
     concurrency_knob="decode_concurrency",

@@ -27,7 +27,13 @@ import re
 import subprocess
 from functools import cache
 
-from infopt.costmodel.allocation import EngineKnobs
+from infopt.costmodel.allocation import (
+    CUDA_CONTEXT_BYTES,
+    EngineKnobs,
+    GIB,
+    KvBudget,
+    NCCL_BYTES,
+)
 from infopt.engines.base import (
     CONTINUOUS_USAGE,
     CpuKernelRequirement,
@@ -38,6 +44,7 @@ from infopt.engines.base import (
     locate_executable,
     min_tokens_and_ignore_eos,
 )
+from infopt.specs.inspection import ModelInspection
 from infopt.specs.plan import KvObservation
 from infopt.specs.serving import EngineName, SglangConfig
 
@@ -184,7 +191,19 @@ def control_config(t: ServingTarget) -> SglangConfig:
 baseline_config = control_config
 
 
+def kv_allocation(m: ModelInspection, memory_bytes: int, weights_bytes: int, tp: int, device: str,
+           k: EngineKnobs) -> KvBudget:
+    """SGLang: total x mem_fraction_static - weights - CUDA context, one token per cell
+    (python/sglang/srt/model_executor/model_runner.py profile_max_num_token)."""
+    budget = int(memory_bytes * k.mem_fraction_static)
+    ctx = CUDA_CONTEXT_BYTES + (NCCL_BYTES if tp > 1 else 0)
+    return KvBudget(budget, ctx, budget - weights_bytes - ctx, 1, (
+        f"SGLang: static memory = {k.mem_fraction_static:g} x device memory (mem_fraction_static)",
+        f"CUDA context ~{ctx / GIB:.2f} GiB (estimate)", "token-granular KV pool"))
+
+
 ADAPTER = EngineAdapter(
+    kv_allocator=kv_allocation,
     name=EngineName.SGLANG,
     # The knob capping how many requests run at once: the first tuning dimension.
     concurrency_knob="max_running_requests",

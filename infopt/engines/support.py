@@ -66,10 +66,12 @@ def unsupported_kv_dtype(engine: str, kv_dtype: str,
 
 
 def kv_options(engine: str, cpu_isa: Sequence[str] | None) -> KvOptions:
-    """The adapter's KV types for the fit, with those this CPU cannot run and why."""
+    """The adapter's KV facts for the fit: its types, those this CPU cannot run and why, and
+    its allocation rules (its CPU backend's own where it has one). `cpu_isa` None: a GPU run."""
     a = adapter_for(engine)
     names = set(a.kv_dtypes) | {v for req in a.cpu_kernel_requirements
                                 if req.knob in a.kv_dtype_knobs for v in req.values}
     refused = {k: u[0].reason for k in sorted(names)
                if (u := unsupported_kv_dtype(engine, k, cpu_isa))}
-    return KvOptions(native=a.kv_dtypes[0], eight_bit=a.kv_dtypes[1], refused=refused)
+    return KvOptions(native=a.kv_dtypes[0], eight_bit=a.kv_dtypes[1], refused=refused,
+                     allocate=a.kv_allocator, allocate_cpu=a.kv_allocator_cpu)

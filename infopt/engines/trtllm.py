@@ -37,7 +37,14 @@ from typing import Any
 
 import yaml
 
-from infopt.costmodel.allocation import EngineKnobs
+from infopt.costmodel.allocation import (
+    CUDA_CONTEXT_BYTES,
+    EngineKnobs,
+    GIB,
+    KvBudget,
+    NCCL_BYTES,
+    activation_peak_bytes,
+)
 from infopt.engines.base import (
     CONTINUOUS_USAGE,
     EngineAdapter,
@@ -47,6 +54,7 @@ from infopt.engines.base import (
     locate_executable,
     min_tokens_and_ignore_eos,
 )
+from infopt.specs.inspection import ModelInspection
 from infopt.specs.plan import KvObservation
 from infopt.specs.serving import EngineName, TrtllmConfig
 
@@ -178,7 +186,23 @@ def control_config(t: ServingTarget) -> TrtllmConfig:
 baseline_config = control_config
 
 
+def kv_allocation(m: ModelInspection, memory_bytes: int, weights_bytes: int, tp: int, device: str,
+           k: EngineKnobs) -> KvBudget:
+    """TensorRT-LLM: free memory after weights and activations x free_gpu_memory_fraction
+    (0.9), in blocks of 32 tokens (tokens_per_block default)."""
+    ctx = CUDA_CONTEXT_BYTES + (NCCL_BYTES if tp > 1 else 0)
+    act = activation_peak_bytes(m, k.max_num_batched_tokens or 8192, k.max_num_seqs or 256, tp)
+    free = memory_bytes - weights_bytes - ctx - act
+    kv = int(free * k.free_gpu_memory_fraction)
+    return KvBudget(memory_bytes, ctx + act, kv, 32, (
+        f"TensorRT-LLM: KV = {k.free_gpu_memory_fraction:g} x free memory after weights "
+        "and activations (free_gpu_memory_fraction)",
+        f"activations ~{act / GIB:.2f} GiB, context ~{ctx / GIB:.2f} GiB (estimates)",
+        "blocks of 32 tokens"))
+
+
 ADAPTER = EngineAdapter(
+    kv_allocator=kv_allocation,
     name=EngineName.TRTLLM,
     # The knob capping how many requests run at once: the first tuning dimension.
     concurrency_knob="max_batch_size",

@@ -14,7 +14,16 @@ import subprocess
 from functools import cache
 
 from infopt.bootstrap import default_paths
-from infopt.costmodel.allocation import EngineKnobs
+from infopt.costmodel.allocation import (
+    CUDA_CONTEXT_BYTES,
+    CUDA_GRAPH_BYTES,
+    EngineKnobs,
+    GIB,
+    KvBudget,
+    NCCL_BYTES,
+    activation_peak_bytes,
+    vllm_default_batched_tokens,
+)
 from infopt.engines.base import (
     CONTINUOUS_USAGE,
     CpuKernelRequirement,
@@ -25,6 +34,7 @@ from infopt.engines.base import (
     locate_executable,
     min_tokens_and_ignore_eos,
 )
+from infopt.specs.inspection import ModelInspection
 from infopt.specs.plan import KvObservation
 from infopt.specs.serving import EngineName, VllmConfig
 
@@ -122,7 +132,41 @@ def control_config(t: ServingTarget) -> VllmConfig:
 baseline_config = control_config  # the defaults already serve the full native context
 
 
+def vllm_gpu_kv(m: ModelInspection, memory_bytes: int, weights_bytes: int, tp: int, device: str,
+             k: EngineKnobs) -> KvBudget:
+    """vLLM GPU (V1; vllm/v1/worker/gpu_worker.py determine_available_memory, 0.32): total x
+    gpu_memory_utilization - (weights + non-torch + activation peak) - the CUDA-graph estimate
+    (subtracted since v0.21 unless --enforce-eager), in whole blocks of 16 tokens."""
+    batched = k.max_num_batched_tokens or vllm_default_batched_tokens(memory_bytes, device, False)
+    seqs = k.max_num_seqs or (1024 if batched >= 8192 else 256)
+    act = activation_peak_bytes(m, batched, seqs, tp)
+    ctx = CUDA_CONTEXT_BYTES + (NCCL_BYTES if tp > 1 else 0)
+    graphs = 0 if k.enforce_eager else CUDA_GRAPH_BYTES
+    budget = int(memory_bytes * k.gpu_memory_utilization)
+    overhead = act + ctx + graphs
+    return KvBudget(budget, overhead, budget - weights_bytes - overhead, 16, (
+        f"vLLM: budget = {k.gpu_memory_utilization:g} x device memory (gpu_memory_utilization)",
+        f"activation peak ~{act / GIB:.2f} GiB for max_num_batched_tokens={batched}, "
+        f"max_num_seqs={seqs} (estimate)",
+        f"CUDA context{' + NCCL' if tp > 1 else ''} ~{ctx / GIB:.2f} GiB (estimate)",
+        "CUDA graphs: none (--enforce-eager)" if k.enforce_eager else
+        f"CUDA graphs ~{graphs / GIB:.2f} GiB, subtracted by vLLM >= 0.21 (estimate)",
+        "blocks of 16 tokens"))
+
+def vllm_cpu_kv(m: ModelInspection, memory_bytes: int, weights_bytes: int, tp: int, device: str,
+             k: EngineKnobs) -> KvBudget:
+    """vLLM CPU backend: exactly VLLM_CPU_KVCACHE_SPACE, in blocks of 128 tokens (checked:
+    1 GiB / 23,040 B -> 364 blocks x 128 = 46,592 tokens, the logged figure)."""
+    space = k.cpu_kvcache_space_bytes or 4 * GIB
+    return KvBudget(space, 0, space, 128, (
+        f"vLLM CPU: KV space = VLLM_CPU_KVCACHE_SPACE = {space / GIB:g} GiB"
+        + ("" if k.cpu_kvcache_space_bytes else " (assumed; set it explicitly)"),
+        "blocks of 128 tokens (CPU backend)"))
+
+
 ADAPTER = EngineAdapter(
+    kv_allocator=vllm_gpu_kv,
+    kv_allocator_cpu=vllm_cpu_kv,
     name=EngineName.VLLM,
     # The knob capping how many requests run at once: the first tuning dimension.
     concurrency_knob="max_num_seqs",

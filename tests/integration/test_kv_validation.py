@@ -55,7 +55,8 @@ def test_llamacpp_kv_buffer_matches_prediction(llama_server, gguf_model, tmp_pat
     fit = plan_fit(FitRequest(model=m, device=HOST, gpu_count=1, engine="llamacpp",
                               context_tokens=ctx_per_slot, concurrency=slots,
                               kv_dtype=cache_type, weight_path=BF16,
-                              knobs=EngineKnobs(device_is_cpu=True)))
+                              knobs=EngineKnobs(device_is_cpu=True),
+                              kv=kv_options("llamacpp", [])))
     assert fit.kv_capacity_tokens == n_ctx and fit.required_kv_bytes_per_gpu == int(predicted)
 
 

@@ -11,6 +11,7 @@ from infopt.costmodel.allocation import EngineKnobs, round_to_blocks
 from infopt.costmodel.fit import FitRequest, plan_fit
 from infopt.costmodel.kv import kv_bytes_per_token_per_gpu, state_bytes_per_sequence_per_gpu
 from infopt.costmodel.roofline import ceiling_ratio, decode_row, step_floor
+from infopt.engines.support import kv_options
 from infopt.costmodel.weights import BF16, expected_experts_touched, named_path, weights_bytes
 from infopt.model.classify import classify_config
 from infopt.specs.base import InputError
@@ -114,6 +115,7 @@ def _fit(model, **kw):
     base = dict(model=model, device=H100, gpu_count=1, engine="vllm", context_tokens=8192,
                 concurrency=1, kv_dtype="auto", weight_path=BF16)
     base.update(kw)
+    base.setdefault("kv", kv_options(base["engine"], None))
     return plan_fit(FitRequest(**base))
 
 
@@ -172,7 +174,8 @@ def test_plan_answers_for_every_config_on_several_gpus(name, gpu):
     tp = 8 if heads % 8 == 0 else 4
     r = with_path(FitRequest(model=m, device=dev, gpu_count=8, engine="vllm",
                              context_tokens=m.native_context_tokens, concurrency=4,
-                             kv_dtype="auto", weight_path=BF16, tp=tp), None)
+                             kv_dtype="auto", weight_path=BF16, tp=tp,
+                             kv=kv_options("vllm", None)), None)
     plan = make_plan(r)
     d = plan.model_dump(mode="json")
     for key in ("weights_bytes_per_gpu", "kv_bytes_per_token_per_gpu", "kv_capacity_tokens",

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from infopt.engines.support import kv_options
 from infopt.costmodel.allocation import EngineKnobs, round_to_blocks
 from infopt.costmodel.fit import FitRequest, plan_fit
 from infopt.costmodel.kv import kv_bytes_per_token_per_gpu
@@ -133,7 +134,8 @@ def end_to_end_errors() -> list[tuple[str, int, int, float]]:
                              case["max_model_len"] or 4096, m.native_context_tokens),
                          concurrency=1, kv_dtype=case["kv_cache_dtype"],
                          weight_path=path_from_quantization(m.quantization, None),
-                         tp=case["tp"], pp=case["pp"], knobs=knobs)
+                         tp=case["tp"], pp=case["pp"], knobs=knobs,
+                         kv=kv_options(case["engine"], None))
         fit = plan_fit(req, with_alternatives=False)
         if logged == 0:  # a failed start: both agree when we also predict no KV room
             err = 0.0 if fit.kv_capacity_tokens == 0 else float("inf")
@@ -164,5 +166,5 @@ def test_failed_startups_are_predicted_not_to_fit():
             model=m, device=_device(case), gpu_count=1, engine="vllm",
             context_tokens=case["max_model_len"], concurrency=1, kv_dtype="auto",
             weight_path=path_from_quantization(m.quantization, None),
-            knobs=_knobs(case, m)))
+            knobs=_knobs(case, m), kv=kv_options("vllm", None)))
         assert not fit.fits and fit.gap_bytes > 0 and fit.alternatives, cid

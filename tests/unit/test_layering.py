@@ -8,6 +8,7 @@ import subprocess
 import sys
 
 MODULES = ("infopt.loadgen.runner", "infopt.loadgen.summary", "infopt.loadgen.standalone",
+           "infopt.loadgen.measure", "infopt.analysis.slo", "infopt.costmodel.allocation",
            "infopt.loadgen.tokens", "infopt.contract.chat", "infopt.costmodel.fit",
            "infopt.costmodel.plan", "infopt.costmodel.roofline")
 
@@ -19,3 +20,34 @@ def test_no_engine_is_imported_by_loadgen_contract_or_costmodel():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          timeout=120)
     assert out.returncode == 0, out.stdout + out.stderr
+
+
+def test_every_engine_brings_its_kv_allocation_rule_as_data():
+    from infopt.engines import adapter_for
+    from infopt.specs.serving import EngineName
+
+    for engine in EngineName:
+        a = adapter_for(engine)
+        assert callable(a.kv_allocator), engine
+    # Only vLLM has a CPU backend with its own rule (a fixed VLLM_CPU_KVCACHE_SPACE).
+    assert [e.value for e in EngineName if adapter_for(e).kv_allocator_cpu] == ["vllm"]
+
+
+def test_a_fit_without_the_engines_rule_says_where_to_get_it():
+    import pytest
+
+    from infopt.costmodel.fit import FitRequest, KvOptions, plan_fit
+    from infopt.costmodel.weights import BF16
+    from infopt.model.classify import classify_config
+    from infopt.specs.base import InputError
+    from infopt.specs.plan import DeviceBudget
+    from tests.fixture_data import MODEL_CONFIGS
+    import json
+
+    m = classify_config(json.loads((MODEL_CONFIGS / "Qwen__Qwen3-8B.json").read_text()),
+                        model="q")
+    dev = DeviceBudget(name="d", memory_bytes=2**36, bandwidth_bytes_per_s=1e12,
+                       dense_flops_per_s={}, source="t")
+    with pytest.raises(InputError, match="pass FitRequest.kv from infopt.engines.support"):
+        plan_fit(FitRequest(model=m, device=dev, gpu_count=1, engine="x", context_tokens=128,
+                            concurrency=1, kv_dtype="auto", weight_path=BF16, kv=KvOptions()))
