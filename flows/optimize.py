@@ -25,11 +25,10 @@ from infopt.specs.request import OptimizeRequest
 from infopt.specs.results import OptimizationReport, Trial, TuningOutcome
 from infopt.specs.scenarios import ScenarioName
 from infopt.specs.serving import with_knob
-from infopt.specs.trial import TrialSpec, trial_key
+from infopt.specs.trial import TrialSpec, TuningDimension, trial_key
 from infopt.specs.workload import Workload
 from infopt.tuning.plan import plan_trials
 from infopt.tuning.search import (
-    TuningDimension,
     baseline_config,
     control_config,
     control_gain,
@@ -187,7 +186,8 @@ def optimize(request: OptimizeRequest | None = None, run_id: str | None = None,
     # Establish the target.
     hw = inventory_host()
     model = profile_model_task(request.model.path or str(default_paths().gguf))
-    shortlist = (shortlist_task(request.model.hub_id, hw, request.model.hub_endpoint)
+    shortlist = (shortlist_task(request.model.hub_id, hw, request.model.hub_endpoint,
+                                target_concurrency=workload.target_concurrency)
                  if request.model.hub_id else None)
     routes = route(hw, model, workload.target_concurrency)
     chosen, skipped = select_available(routes, request.engines,

@@ -266,6 +266,8 @@ def shortlist(
                                           "searched (default 4, per the specification)")] = 4,
     device: Annotated[str | None, typer.Option(help="cuda:CC (e.g. cuda:9.0), cpu or metal; "
                                                "default: this machine")] = None,
+    concurrency: Annotated[int, typer.Option(min=1, max=4096, help="peak active generations: "
+                                             "ties go to the engine routed first for it")] = 1,
     credentials_block: Annotated[str | None, typer.Option()] = None,
     json_out: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
@@ -282,7 +284,8 @@ def shortlist(
             target = device_from_inventory(inventory(measure_bandwidth=False))
         result = build_shortlist(model, device=target, cache_dir=default_cache_dir(),
                                  revision=revision, endpoint=endpoint,
-                                 token=_hub_token(credentials_block), max_weight_bits=max_bits)
+                                 token=_hub_token(credentials_block), max_weight_bits=max_bits,
+                                 target_concurrency=concurrency)
     except InfoptError as exc:
         _fail(exc)
         return

@@ -35,11 +35,12 @@ def profile_model_task(model_path: str) -> ModelProfile:
 
 @task(name="shortlist-checkpoints")
 def shortlist_task(base_model: str, hardware: HardwareInventory, endpoint: str | None,
-                   max_weight_bits: int = 4) -> Shortlist:
+                   max_weight_bits: int = 4, target_concurrency: int = 1) -> Shortlist:
     """Quantized variants of the exact hub model, verified from metadata (no weights fetched)."""
     sl = build_shortlist(base_model, device=device_from_inventory(hardware),
                          cache_dir=default_cache_dir(), endpoint=endpoint, token=resolve_token(),
-                         max_weight_bits=max_weight_bits)
+                         max_weight_bits=max_weight_bits,
+                         target_concurrency=target_concurrency)
     get_run_logger().info("shortlist for %s: %d candidates, %d rejected", base_model,
                           len(sl.candidates), len(sl.rejected))
     return sl

@@ -13,6 +13,10 @@ from typing import Any
 
 from infopt.specs.endpoint import StreamCounting
 from infopt.specs.serving import EngineName
+from infopt.specs.trial import TuningDimension
+
+# Running-request caps tried below the target: powers of two, then the target itself.
+_CAP_STEPS = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 
 
 def locate_executable(env_var: str, default: Path | None, *, missing: str, invalid: str,
@@ -168,3 +172,10 @@ class EngineAdapter:
     upstream_repos: tuple[str, ...] = ()
     # Knob values that need particular CPU instructions when the engine runs on a CPU.
     cpu_kernel_requirements: tuple[CpuKernelRequirement, ...] = ()
+
+    def scheduling_dimension(self, target_concurrency: int) -> TuningDimension:
+        """Scheduling/batching, the first dimension on a fixed checkpoint: the running-request
+        cap from one stream up to the target load (powers of two, then the target)."""
+        values = sorted({v for v in _CAP_STEPS if v < target_concurrency} | {target_concurrency})
+        return TuningDimension(knob=self.concurrency_knob, values=values,
+                               why=self.concurrency_knob_why)

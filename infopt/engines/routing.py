@@ -53,6 +53,19 @@ def route_for(*, gpu: bool, apple: bool, fmt: ModelFormat, target_concurrency: i
             RouteChoice(engine=EngineName.VLLM, reason="comparator for a single user")]
 
 
+def engine_order(*, gpu: bool, apple: bool, target_concurrency: int) -> list[EngineName]:
+    """Every engine in route_for's order on this kind of device: its HF-checkpoint routes, then
+    its GGUF ones, then the engines it never routes to there. The shortlist breaks ranking ties
+    with it, so plan, shortlist and the flow share one routing rule."""
+    order: list[EngineName] = []
+    for fmt in (ModelFormat.HF, ModelFormat.GGUF):
+        for choice in route_for(gpu=gpu, apple=apple, fmt=fmt,
+                                target_concurrency=target_concurrency):
+            if choice.engine not in order:
+                order.append(choice.engine)
+    return order + [e for e in EngineName if e not in order]
+
+
 def select_available(routes: list[RouteChoice], allowed: EngineName | list[EngineName] | None,
                      is_available) -> tuple[EngineName, list[str]]:
     """The first routed (or allowed, in the user's order) engine that `is_available(name)`

@@ -23,6 +23,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from infopt.engines.routing import engine_order
 from infopt.model.hub import (
     DEFAULT_TIMEOUT_S,
     HubAccessError,
@@ -64,18 +65,13 @@ KNOWN_QUANTIZERS: dict[str, str] = {
     "mlx-community": "https://github.com/ml-explore/mlx-lm",  # the README's model source
     "ggml-org": "https://github.com/ggml-org/llama.cpp",  # `-hf ggml-org/...` examples
 }
-# Engine order per device when tiers tie: backend-routing.md (NVIDIA -> vLLM first, SGLang as the
-# comparator; CPU and legacy -> llama.cpp; Apple -> MLX-LM, llama.cpp as the GGUF alternative).
-ENGINE_PREFERENCE: dict[DeviceKind, list[EngineName]] = {
-    DeviceKind.CUDA: [EngineName.VLLM, EngineName.SGLANG, EngineName.TRTLLM, EngineName.LLAMACPP],
-    DeviceKind.CPU: [EngineName.LLAMACPP, EngineName.VLLM],
-    DeviceKind.METAL: [EngineName.MLX, EngineName.LLAMACPP],
-}
+
 _TIER_RANK = {KernelTier.NATIVE: 0, KernelTier.OPTIMIZED: 1, KernelTier.FALLBACK: 2}
 _PROVENANCE_RANK = {Provenance.OFFICIAL: 0, Provenance.KNOWN_QUANTIZER: 1, Provenance.OTHER: 2}
 RANKING = ("kernel tier on the device (native > optimized > fallback), then provenance "
            "(official > known quantizer > other), then memory fit (not yet assessed), then "
-           "engine preference for the device")
+           "the routed engine order for the device and target concurrency "
+           "(infopt.engines.routing)")
 
 # Name tokens -> the formats whose metadata honours that claim. llm-compressor writes AWQ and
 # GPTQ results as compressed-tensors, so those names may legitimately carry either.
@@ -188,8 +184,13 @@ def _dtypes(facts: HubModelFacts) -> str:
                                                              key=lambda kv: -kv[1]))
 
 
-def _best_path(paths: list[KernelPath], device: DeviceTarget) -> KernelPath | None:
-    pref = ENGINE_PREFERENCE.get(device.kind, [])
+def engine_preference(device: DeviceTarget, target_concurrency: int) -> list[EngineName]:
+    """Ranking ties go to the engine the router would try first (one routing rule)."""
+    return engine_order(gpu=device.kind is DeviceKind.CUDA, apple=device.kind is DeviceKind.METAL,
+                        target_concurrency=target_concurrency)
+
+
+def _best_path(paths: list[KernelPath], pref: list[EngineName]) -> KernelPath | None:
     return min(paths, default=None, key=lambda p: (
         _TIER_RANK[p.tier], pref.index(p.engine) if p.engine in pref else len(pref)))
 
@@ -208,7 +209,7 @@ def _candidate(base: HubModelFacts, cand: HubModelFacts, device: DeviceTarget, f
     paths = kernel_paths(fmt, device)
     if not paths:
         return _reject(cand, R.UNSUPPORTED_ON_DEVICE, unsupported_reason(fmt, device), gguf_file)
-    best = _best_path(paths, device)
+    best_tier = min((p.tier for p in paths), key=_TIER_RANK.__getitem__)
     producer = cand.repo_id.split("/")[0]
     if cand.license != base.license:
         warnings.append(f"license {cand.license} differs from the base's {base.license}: the "
@@ -217,7 +218,7 @@ def _candidate(base: HubModelFacts, cand: HubModelFacts, device: DeviceTarget, f
         repo_id=cand.repo_id, commit_sha=cand.commit_sha, producer=producer,
         provenance=provenance(producer, base.repo_id), found_by=found_by, license=cand.license,
         gated=cand.gated, format=fmt, weight_bits=bits, quantization=q, gguf_file=gguf_file,
-        weights_bytes=weights_bytes, kernel_paths=paths, best_tier=best.tier if best else None,
+        weights_bytes=weights_bytes, kernel_paths=paths, best_tier=best_tier,
         evidence=evidence + [f"revision pinned to {cand.commit_sha}"], warnings=warnings)
 
 
@@ -335,11 +336,12 @@ def assess_variant(base: HubModelFacts, cand: HubModelFacts, device: DeviceTarge
                        warnings, found_by)]
 
 
-def rank(candidates: list[CheckpointCandidate], device: DeviceTarget) -> list[CheckpointCandidate]:
-    pref = ENGINE_PREFERENCE.get(device.kind, [])
+def rank(candidates: list[CheckpointCandidate], device: DeviceTarget,
+         target_concurrency: int = 1) -> list[CheckpointCandidate]:
+    pref = engine_preference(device, target_concurrency)
 
     def key(c: CheckpointCandidate) -> tuple:
-        best = _best_path(c.kernel_paths, device)
+        best = _best_path(c.kernel_paths, pref)
         engine = pref.index(best.engine) if best and best.engine in pref else len(pref)
         fit = 0  # placeholder: the fit stage orders by memory fit here
         return (_TIER_RANK.get(c.best_tier, 3), _PROVENANCE_RANK[c.provenance], fit, engine,
@@ -351,8 +353,10 @@ def rank(candidates: list[CheckpointCandidate], device: DeviceTarget) -> list[Ch
 def build_shortlist(base_repo: str, *, device: DeviceTarget, cache_dir: Path,
                     revision: str | None = None, endpoint: str | None = None,
                     token: str | None = None, max_weight_bits: int = 4, search_limit: int = 100,
-                    timeout_s: float = DEFAULT_TIMEOUT_S, workers: int = 4) -> Shortlist:
-    """Search the hub for quantized variants of `base_repo`, verify and rank them."""
+                    timeout_s: float = DEFAULT_TIMEOUT_S, workers: int = 4,
+                    target_concurrency: int = 1) -> Shortlist:
+    """Search the hub for quantized variants of `base_repo`, verify and rank them (ties go to
+    the engine routed first for `target_concurrency` active generations)."""
     base = fetch_model_facts(base_repo, cache_dir=cache_dir, revision=revision, endpoint=endpoint,
                  token=token, timeout_s=timeout_s, read_weight_headers=True)
     if base.config is None:
@@ -381,7 +385,7 @@ def build_shortlist(base_repo: str, *, device: DeviceTarget, cache_dir: Path,
     with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
         results = [r for batch in pool.map(one, sorted(found)) for r in batch]
     ref_paths = kernel_paths(F.UNQUANTIZED, device)
-    best = _best_path(ref_paths, device)
+    best = _best_path(ref_paths, engine_preference(device, target_concurrency))
     reference = CheckpointCandidate(
         repo_id=base.repo_id, commit_sha=base.commit_sha, producer=base.repo_id.split("/")[0],
         provenance=Provenance.OFFICIAL, found_by=["requested"], license=base.license,
@@ -392,7 +396,8 @@ def build_shortlist(base_repo: str, *, device: DeviceTarget, cache_dir: Path,
     return Shortlist(
         base_model=base.repo_id, base_commit_sha=base.commit_sha, endpoint=endpoint,
         device=device, max_weight_bits=max_weight_bits, reference=reference,
-        candidates=rank([r for r in results if isinstance(r, CheckpointCandidate)], device),
+        candidates=rank([r for r in results if isinstance(r, CheckpointCandidate)], device,
+                        target_concurrency),
         rejected=sorted((r for r in results if isinstance(r, RejectedCheckpoint)),
                         key=lambda r: (r.reason.value, r.repo_id, r.gguf_file or "")),
         queries=queries, ranking=RANKING)

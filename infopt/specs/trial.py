@@ -23,6 +23,14 @@ class TrialRole(StrEnum):
     TUNING = "tuning"  # a candidate of the dimension being tuned
 
 
+class TuningDimension(Spec):
+    """One performance dimension: the knob, the values to try, and why they are tried."""
+
+    knob: str
+    values: list[KnobValue]
+    why: str
+
+
 class KnobChange(Spec):
     """One knob that differs from the control: what the control runs and what this trial runs
     (None: the engine's own default, the flag left off)."""

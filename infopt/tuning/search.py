@@ -11,18 +11,12 @@ from infopt.engines import adapter_for
 from infopt.engines.base import ServingTarget
 from infopt.engines.support import unsupported_config
 from infopt.analysis.stats import median_and_spread
-from infopt.specs.base import Spec
 from infopt.specs.hardware import HardwareInventory
 from infopt.specs.model import ModelProfile
 from infopt.specs.results import BenchmarkResult, ControlGain, Trial, TuningOutcome
 from infopt.specs.serving import AnyServingConfig, EngineName
+from infopt.specs.trial import TuningDimension
 from infopt.specs.workload import HIGHER_IS_BETTER, Objective, Workload
-
-
-class TuningDimension(Spec):
-    knob: str
-    values: list[int | float | str | bool]
-    why: str
 
 
 def serving_target(model: ModelProfile, hw: HardwareInventory, served_name: str,
@@ -43,12 +37,8 @@ def baseline_config(engine: EngineName, target: ServingTarget) -> AnyServingConf
 
 
 def first_dimension(config: AnyServingConfig, workload: Workload) -> TuningDimension:
-    """Scheduling/batching is the first dimension we can change on a fixed checkpoint: how many
-    requests the engine runs at once, up to the target concurrency."""
-    levels = sorted({v for v in (1, 2, 4, 8, 16, 32) if v < workload.target_concurrency}
-                    | {workload.target_concurrency})
-    a = adapter_for(config.engine)
-    return TuningDimension(knob=a.concurrency_knob, values=levels, why=a.concurrency_knob_why)
+    """The adapter's scheduling dimension at the workload's target load (issue 14: the ladder)."""
+    return adapter_for(config.engine).scheduling_dimension(workload.target_concurrency)
 
 
 def runnable_candidates(configs: dict[str, AnyServingConfig], cpu_isa: list[str] | None

@@ -56,11 +56,24 @@ def cache(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def hopper(hub, cache):
-    return build_shortlist(QWEN, device=H200, cache_dir=cache, endpoint=hub.endpoint)
+    # 8 active generations: the router puts vLLM first on an NVIDIA GPU.
+    return build_shortlist(QWEN, device=H200, cache_dir=cache, endpoint=hub.endpoint,
+                           target_concurrency=8)
 
 
 def _by_repo(items):
     return {(i.repo_id, i.gguf_file): i for i in items}
+
+
+def test_ties_go_to_the_engine_the_router_tries_first(hub, cache):
+    # One active user: the router puts SGLang first on an NVIDIA GPU (engines.routing), so of
+    # two fallback-tier 4-bit checkpoints from known quantizers the one SGLang serves (bnb)
+    # now ranks ahead of the one only vLLM serves (NVFP4 on Hopper).
+    single = build_shortlist(QWEN, device=H200, cache_dir=cache, endpoint=hub.endpoint,
+                             target_concurrency=1)
+    order = [c.repo_id for c in single.candidates]
+    assert order.index("unsloth/Qwen3-8B-bnb-4bit") < order.index("nvidia/Qwen3-8B-NVFP4")
+    assert "routed engine order" in single.ranking
 
 
 def test_hopper_ranking(hopper):
