@@ -32,6 +32,7 @@ from infopt.tuning.search import (
     baseline_config,
     control_config,
     control_gain,
+    control_recommendation,
     decide,
     first_dimension,
     runnable_candidates,
@@ -220,6 +221,8 @@ def optimize(request: OptimizeRequest | None = None, run_id: str | None = None,
     base_value = str(getattr(baseline, dim.knob))
     outcome = decide_tuning(trials, dim.knob, base_value, workload, request.seed)
     gain = control_gain(trials, outcome.winner_value, workload.objective, seed=request.seed)
+    gain.recommendation = control_recommendation(gain, control_fit.context_tokens,
+                                                 model.native_context_tokens)
     winner = _median_trial(trials, outcome.winner_value)
     scenario_results = _scenarios(request, winner, model, run_dir)
 

@@ -72,6 +72,8 @@ def _control_lines(r: OptimizationReport) -> list[str]:
     better = "higher" if g.higher_is_better else "lower"
     lines += [f"**Winner {g.winner_median:.2f} vs control {g.control_median:.2f} {unit} "
               f"(medians, measured; {better} is better): {gain}**{interval} → {g.note}.", ""]
+    if g.recommendation:
+        lines += [f"**Recommendation:** {g.recommendation}.", ""]
     return lines
 
 

@@ -253,6 +253,8 @@ class ControlGain(Spec):
     comparison: Comparison | None  # bootstrap of winner - control over their repeated trials
     control_is_baseline: bool  # the defaults already were the baseline (one set of trials)
     note: str
+    # What to run when the defaults beat the winner beyond the noise (None: they did not).
+    recommendation: str | None = None
 
 
 class DeploymentRendering(Spec):

@@ -120,6 +120,24 @@ def decide(trials: list[Trial], knob: str, baseline_value: str, objective: Objec
                          kept_baseline_because=why if not accepted else None)
 
 
+def control_recommendation(gain: ControlGain, control_context_tokens: int | None,
+                           native_context_tokens: int) -> str | None:
+    """When the engine's defaults beat every tuned candidate beyond the noise, what to run.
+    Candidates are held to the full native context per sequence; defaults that give each
+    sequence less (llama.cpp's auto slots share one context) buy their speed with it, so the
+    choice depends on the longest request the clients send, which only the user knows."""
+    if gain.comparison is None or gain.comparison.verdict != "a_better":
+        return None
+    if control_context_tokens is not None and control_context_tokens < native_context_tokens:
+        return (f"the engine's defaults were faster, but give each sequence only "
+                f"{control_context_tokens} of the model's {native_context_tokens} context "
+                f"tokens: run the defaults if every request (prompt + output) stays within "
+                f"{control_context_tokens} tokens; keep the winner where requests need the full "
+                "context")
+    return ("run the engine's defaults: no candidate beat them, and they serve the full "
+            "native context")
+
+
 def control_gain(trials: list[Trial], winner_value: str, objective: Objective, *,
                  seed: int = 0) -> ControlGain:
     """The winner's repeated trials against the control's (the engine's defaults). When the run

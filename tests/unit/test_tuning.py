@@ -157,3 +157,22 @@ def test_the_objective_is_read_from_its_target_scenario(objective, expected):
     bench = BenchmarkResult(workload=wl, scenarios=[
         _scenario("chat@c1", 1, 0.03, 1.0, [slo]), _scenario("chat@c4", 4, 0.08, 2.0, [slo])])
     assert objective_value(bench) == pytest.approx(expected)
+
+
+def test_when_the_defaults_win_the_recommendation_names_what_they_trade():
+    from infopt.specs.comparison import Comparison
+    from infopt.specs.results import ControlGain
+    from infopt.tuning.search import control_recommendation
+
+    def gain(verdict):
+        c = Comparison(stat="median", a_value=50.0, b_value=43.0, diff=-7.0, rel_diff=-0.14,
+                       ci=0.95, ci_low=-9.0, ci_high=-5.0, min_rel_diff=0.0,
+                       higher_is_better=True, verdict=verdict, n_a=3, n_b=3, n_resamples=2000,
+                       seed=0, low_sample=True)
+        return ControlGain(objective="throughput", higher_is_better=True, control_median=50.0,
+                           winner_median=43.0, ratio=0.86, comparison=c,
+                           control_is_baseline=False, note="")
+    shared = control_recommendation(gain("a_better"), 2048, 8192)
+    assert "only 2048 of the model's 8192" in shared and "keep the winner" in shared
+    assert "run the engine's defaults" in control_recommendation(gain("a_better"), 8192, 8192)
+    assert control_recommendation(gain("no_difference"), 2048, 8192) is None
