@@ -22,12 +22,16 @@ from infopt.specs.results import RequestRecord, SloResult
 from infopt.specs.traffic import Slo, SloMetric
 
 
+def _one_per_request(rec: RequestRecord, metric: SloMetric) -> float | None:
+    return {SloMetric.TTFT: rec.ttft_s, SloMetric.TPOT: rec.tpot_s,
+            SloMetric.E2E: rec.e2e_s}[metric]
+
+
 def request_value(rec: RequestRecord, slo: Slo) -> float | None:
     """This request's value of the SLO's metric (None: not measured for it)."""
     if slo.metric is SloMetric.ITL:
         return float(np.percentile(rec.itl_s, slo.percentile)) if rec.itl_s else None
-    return {SloMetric.TTFT: rec.ttft_s, SloMetric.TPOT: rec.tpot_s,
-            SloMetric.E2E: rec.e2e_s}[slo.metric]
+    return _one_per_request(rec, slo.metric)
 
 
 def request_meets(rec: RequestRecord, slo: Slo) -> bool:
@@ -47,8 +51,7 @@ def run_samples(records: Sequence[RequestRecord], metric: SloMetric) -> list[flo
             out.append(math.inf)
         elif metric is SloMetric.ITL:
             out.extend(rec.itl_s)
-        elif (v := {SloMetric.TTFT: rec.ttft_s, SloMetric.TPOT: rec.tpot_s,
-                    SloMetric.E2E: rec.e2e_s}[metric]) is not None:
+        elif (v := _one_per_request(rec, metric)) is not None:
             out.append(v)
     return out
 

@@ -27,6 +27,8 @@ def render_bench(r: BenchResult) -> str:
             flags.append(f"{lv.chunk_counts_assumed} chunk counts assumed")
         if lv.client_saturated:
             flags.append("client-bound")
+        if missed := [f"{x.metric} p{x.percentile}" for x in s.slos if not x.met]:
+            flags.append("SLO missed: " + ", ".join(missed))
         if lv.ttft_s.low_sample_p95:
             flags.append("few samples for p95/p99")
         elif lv.ttft_s.low_sample_p99:

@@ -110,6 +110,12 @@ def _scenario_lines(r: OptimizationReport) -> list[str]:
     return lines
 
 
+def _observed(x) -> str:
+    if x.samples == 0:
+        return "—"
+    return "∞ (failures)" if x.observed_s is None else f"{_ms(x.observed_s)} ms"
+
+
 def _slo_lines(r: OptimizationReport) -> list[str]:
     """The winner's SLOs per scenario (definitions: docs/metrics.md)."""
     winner = next(t for t in r.trials if t.trial_id == r.winner_trial_id)
@@ -125,7 +131,7 @@ def _slo_lines(r: OptimizationReport) -> list[str]:
     for s in judged:
         for x in s.slos:
             lines.append(f"| {s.name} | {x.metric} p{x.percentile} <= {x.max_s * 1e3:g} ms | "
-                         f"{'∞ (failures)' if x.observed_s is None else _ms(x.observed_s) + ' ms'}"
+                         f"{_observed(x)}"
                          f" | {x.samples} | {'yes' if x.met else '**no**'} | "
                          f"{x.requests_meeting_fraction:.0%} | "
                          f"{s.goodput_requests_per_s:.3g} |")

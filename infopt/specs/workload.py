@@ -101,14 +101,6 @@ class Workload(Spec):
     def target_concurrency(self) -> int:
         return self.traffic.peak_active_generations
 
-    @property
-    def higher_is_better(self) -> bool:
-        return HIGHER_IS_BETTER[self.objective]
-
-    @property
-    def routes(self) -> list[RouteName]:
-        return [r.route for r in self.traffic.routes]
-
     def scenarios(self) -> list[TrafficSpec]:
         """What each trial measures, in order; sweep values get consecutive seeds so no two
         scenarios send the same lengths."""
@@ -116,9 +108,9 @@ class Workload(Spec):
                 for i, s in enumerate(expand_sweep(self.traffic))]
 
     def _at(self, concurrency: int) -> str:
-        if isinstance(self.traffic.arrival, SweepArrival):
-            return f"{self.traffic.name}@c{concurrency}"
-        return self.traffic.name
+        """The name expand_sweep gave the closed loop at `concurrency` (validated present)."""
+        return next(s.name for s in expand_sweep(self.traffic)
+                    if getattr(s.arrival, "concurrency", None) == concurrency)
 
     @property
     def target_scenario(self) -> str:

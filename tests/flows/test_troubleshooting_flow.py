@@ -11,6 +11,7 @@ from infopt.engines import process
 from infopt.specs.diagnosis import FailureCategory
 from infopt.specs.request import Budgets, ModelTarget, OptimizeRequest, TuneOverride
 from infopt.specs.serving import LlamaCppConfig
+from infopt.specs.traffic import Slo
 from infopt.specs.workload import fixed_levels
 from tests.githubserver import FakeGitHub
 
@@ -29,9 +30,12 @@ def test_quantized_v_cache_without_flash_attn_is_remedied(prefect_api, gguf, tmp
     from flows.optimize import optimize
 
     wl = fixed_levels(input_tokens=32, output_tokens=8, levels=[1], target=1, requests=2)
+    # With SLOs and no objective the run tunes for goodput (docs/metrics.md): this run also
+    # carries that path through the flow to the report.
+    slos = [Slo(metric="e2e", percentile=95, max_s=600.0)]
     request = OptimizeRequest(
-        model=ModelTarget(path=str(gguf)), workload=wl.traffic,
-        objective=wl.objective, budgets=Budgets(repeats=1),
+        model=ModelTarget(path=str(gguf)), workload=wl.traffic.model_copy(update={"slos": slos}),
+        budgets=Budgets(repeats=1),
         tune=TuneOverride(knob="cache_type_v", values=["f16", "q8_0"],
                           base_overrides={"flash_attn": "off"}),
         scenarios=[])  # not this test's subject (full context takes minutes)
@@ -45,6 +49,12 @@ def test_quantized_v_cache_without_flash_attn_is_remedied(prefect_api, gguf, tmp
     assert q8.failed is None and q8.benchmark is not None  # measured after the remedy
     md = (tmp_path / report.run_id / "report.md").read_text()
     assert "Start failures (issue-first troubleshooting)" in md
+    assert report.workload.objective.value == "goodput" and "SLOs of the winner" in md
+    winner = next(t for t in report.trials if t.trial_id == report.winner_trial_id)
+    # 2 requests well inside 600 s: both good, so goodput is 2 per measured window.
+    s = winner.benchmark.scenario("chat")
+    assert s.slos[0].met and winner.objective_value == s.goodput_requests_per_s
+    assert s.goodput_requests_per_s == pytest.approx(2 / s.level.duration_s)
     assert process.live_pids() == []
 
 
