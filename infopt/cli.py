@@ -404,6 +404,66 @@ def diagnose(
     typer.echo(d.model_dump_json(indent=2) if json_out else render_diagnosis(d))
 
 
+def _endpoint(endpoint: str, model: str, engine: str | None):
+    """A named engine brings its wire facts (forced-length fields, per-chunk counts, keep-alive,
+    tokenize route); an unnamed server gets the generic ones."""
+    from infopt.specs.endpoint import Endpoint
+
+    if engine:
+        from infopt.engines import endpoint_for
+
+        return endpoint_for(engine, endpoint, model)
+    return Endpoint(base_url=endpoint, model=model)
+
+
+@app.command()
+def verify(
+    endpoint: Annotated[str, typer.Option(help="base URL of an OpenAI-compatible server")],
+    model: Annotated[str, typer.Option(help="the served model name")],
+    require: Annotated[str | None, typer.Option(help="comma list of features that must pass "
+                                                "(beyond models, whole, stream, "
+                                                "include_usage): max_tokens, stop, n, seed, "
+                                                "logprobs, stream_count_matches_usage")] = None,
+    engine: Annotated[str | None, typer.Option(help="the engine behind the endpoint, for its "
+                                               "forced-length fields (default: generic)")] = None,
+    evidence: Annotated[str | None, typer.Option(help="folder for each check's request and "
+                                                 "response excerpt")] = None,
+    api_key_env: Annotated[str | None, typer.Option(help="environment variable holding the "
+                                                    "API key (never printed)")] = None,
+    json_out: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """Probe an endpoint's API contract through the official openai SDK; exit 1 when a required
+    check does not pass."""
+    import json
+    from pathlib import Path
+
+    from infopt.contract.openai_chat import verify_chat
+
+    try:
+        key = None
+        if api_key_env:
+            key = os.environ.get(api_key_env)
+            if not key:
+                raise InfoptError(f"--api-key-env {api_key_env}: that environment variable is "
+                                  "not set; export it or leave the option out")
+        required = tuple(x.strip() for x in require.split(",") if x.strip()) if require else ()
+        checks = verify_chat(_endpoint(endpoint, model, engine), required=required,
+                             api_key=key, evidence_dir=Path(evidence) if evidence else None)
+    except InfoptError as exc:
+        _fail(exc)
+        return
+    if json_out:
+        typer.echo(json.dumps([c.model_dump(mode="json") for c in checks], indent=2))
+    else:
+        for c in checks:
+            result = c.status.value if c.ok else c.status.value.upper()
+            typer.echo(f"{c.route:22} {c.feature:28} {result:12}"
+                       f"{'required ' if c.required else '         '}{c.detail}")
+    if broken := [c.feature for c in checks if c.required and not c.ok]:
+        typer.echo(f"required check(s) not passed: {', '.join(broken)}", err=True)
+        raise typer.Exit(1)
+
+
 @app.command()
 def bench(
     endpoint: Annotated[str, typer.Option(help="base URL of an OpenAI-compatible server")],
@@ -422,19 +482,12 @@ def bench(
     """Benchmark any OpenAI-compatible endpoint with a workload file (standalone)."""
     from infopt.loadgen.standalone import run_workload_file
     from infopt.report.bench_text import render_bench
-    from infopt.specs.endpoint import Endpoint
 
     bar = None
     try:
-        # A named engine brings its wire facts (forced-length fields, per-chunk counts,
-        # keep-alive, tokenize route); an unnamed server gets the generic ones (no per-chunk
-        # counting: an unknown field could be rejected, so chunk counts are assumed, flagged).
-        if engine:
-            from infopt.engines import endpoint_for
-
-            ep = endpoint_for(engine, endpoint, model)
-        else:
-            ep = Endpoint(base_url=endpoint, model=model)
+        # An unnamed server gets no per-chunk counting (an unknown field could be rejected),
+        # so its chunk counts are assumed, and flagged.
+        ep = _endpoint(endpoint, model, engine)
         bar = None if json_out else _ProgressBar()
         result = run_workload_file(ep, workload, out_dir=out, max_input_tokens=max_input_tokens,
                                    tokenizer=tokenizer, progress=bar)

@@ -48,6 +48,8 @@ class TrialContext:
     tokenizer_path: str | None
     github_search: bool
     github_url: str | None
+    # Contract features the request requires beyond what the load generator needs.
+    contract_required: tuple[str, ...] = ()
 
 
 def _log() -> logging.Logger | logging.LoggerAdapter:
@@ -131,7 +133,9 @@ def run_trial(spec: TrialSpec, key: str, fit: MemoryFit | None, ctx: TrialContex
     with _engine(running):
         try:
             if spec.with_contract:
-                checks = verify_contract(running, config.served_model_name)
+                checks = verify_contract(running, config.served_model_name,
+                                         ctx.contract_required,
+                                         str(trial_dir(run_dir, key) / "contract"))
             bench = benchmark(running, config.served_model_name, ctx.workload, str(run_dir),
                               key, max_input_tokens=ctx.model.native_context_tokens,
                               tokenizer_path=ctx.tokenizer_path)

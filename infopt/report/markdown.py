@@ -295,10 +295,14 @@ def render_markdown(r: OptimizationReport) -> str:
         "",
         "## API contract (measured)",
         "",
-        "| route | stream | ok | detail |",
-        "|---|---|---|---|",
-        *[f"| `{c.route}` | {c.stream} | {'pass' if c.ok else 'FAIL'} | {c.detail} |"
-          for c in r.contract],
+        "Probed through the official `openai` SDK on the first baseline trial (raw SSE for the "
+        "framing); partial support is a failure. Evidence per check: the trial's `contract/`.",
+        "",
+        "| route | feature | stream | result | required | detail |",
+        "|---|---|---|---|---|---|",
+        *[f"| `{c.route}` | {c.feature} | {c.stream} | "
+          f"{c.status.value if c.ok else c.status.value.upper()} | "
+          f"{'yes' if c.required else ''} | {c.detail} |" for c in r.contract],
         "",
         "## Target",
         "",

@@ -9,6 +9,7 @@ from pydantic import Field
 from .base import Spec
 from .checkpoint import Shortlist
 from .comparison import Comparison
+from .contract import ContractCheck
 from .diagnosis import Diagnosis, Remedy
 from .plan import CeilingRatio, MemoryFit
 from .hardware import HardwareInventory
@@ -197,13 +198,6 @@ class BenchResult(Spec):
     scenarios: list[ScenarioResult]
     stopped_early: str | None = None
     created_at: str = Field(default_factory=lambda: time.strftime("%Y-%m-%dT%H:%M:%S%z"))
-
-
-class ContractCheck(Spec):
-    route: str
-    stream: bool
-    ok: bool
-    detail: str
 
 
 class Trial(Spec):

@@ -112,8 +112,14 @@ def test_report_names_engine_version_and_exact_commands(report_and_dir):
 
 def test_contract_checked_and_no_engine_left_running(report_and_dir):
     report, _ = report_and_dir
-    assert {c.stream for c in report.contract} == {True, False}
+    from infopt.contract.openai_chat import CHAT_FEATURES
+
+    _, run_dir = report_and_dir
+    assert [c.feature for c in report.contract] == list(CHAT_FEATURES)
     assert all(c.ok for c in report.contract)
+    base = next(t for t in report.trials if t.contract)
+    assert (run_dir / "trials" / base.key / "contract" / "stream.json").is_file()
+    assert "| `/v1/chat/completions` | n | False | pass |" in (run_dir / "report.md").read_text()
     assert process.live_pids() == []
 
 

@@ -75,3 +75,18 @@ def test_bad_target_file_is_one_paragraph_naming_the_field(tmp_path):
 def test_resume_of_an_unknown_run_says_where_it_looked(tmp_path):
     out = _run("optimize", "--resume", "20990101-000000-dead", "--runs-dir", str(tmp_path))
     _assert_clean_error(out, "no run '20990101-000000-dead' to resume", str(tmp_path))
+
+
+def test_verify_exits_1_when_a_required_check_fails_and_2_when_unreachable(tmp_path):
+    from bench.fast_server import start_server
+
+    with start_server(ttft_s=0.0, itl_s=0.0) as srv:  # ignores n: a failure, not support
+        out = _run("verify", "--endpoint", srv.base_url, "--model", "fast-server",
+                   "--require", "n", "--evidence", str(tmp_path / "ev"))
+        assert out.returncode == 1, out.stderr
+        assert "required check(s) not passed: n" in out.stderr
+        assert (tmp_path / "ev" / "n.json").is_file()
+        ok = _run("verify", "--endpoint", srv.base_url, "--model", "fast-server", "--json")
+        assert ok.returncode == 0 and '"feature": "whole"' in ok.stdout
+    out = _run("verify", "--endpoint", "http://127.0.0.1:9", "--model", "m")
+    _assert_clean_error(out, "cannot reach http://127.0.0.1:9")

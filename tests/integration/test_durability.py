@@ -78,14 +78,17 @@ def test_sigkilled_optimizer_resumes_without_rerunning_completed_trials(llama_se
     runs, env = tmp_path / "runs", _env(tmp_path)
     proc = subprocess.Popen([INFOPT, "optimize", "--target", str(_target(tmp_path)),
                              "--runs-dir", str(runs)], env=env, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
+                            stderr=subprocess.DEVNULL, start_new_session=True)
     try:
         run_dir = _wait(lambda: _run_dir(runs), 120, "the run folder")
         # One trial complete (its engine stopped and forgotten before trial.json is written)
         # and the next one's engine recorded as started: kill the optimizer mid-run.
         _wait(lambda: len(list(run_dir.glob("trials/*/trial.json"))) >= 1
               and _engines_of(proc.pid), 400, "a completed trial and a second engine start")
-        os.kill(proc.pid, signal.SIGKILL)
+        # The optimizer's whole process group, as a killed terminal session would go: its
+        # ephemeral Prefect server with it (else it outlives the test), but not the engine,
+        # which runs in a group of its own.
+        os.killpg(proc.pid, signal.SIGKILL)
         proc.wait(timeout=30)
     finally:
         if proc.poll() is None:

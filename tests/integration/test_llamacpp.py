@@ -12,7 +12,7 @@ import httpx
 import numpy as np
 import pytest
 
-from infopt.contract.chat import check_chat_contract
+from infopt.contract.openai_chat import CHAT_FEATURES, verify_chat
 from infopt.engines import endpoint_for, llamacpp, process
 from infopt.loadgen.measure import measure_workload
 from infopt.loadgen.tokens import engine_counter
@@ -42,10 +42,15 @@ def test_started_on_localhost_with_version_and_log(server):
     assert httpx.get(f"{server.base_url}/metrics").status_code == 200
 
 
-def test_chat_contract_stream_and_non_stream(server):
-    checks = check_chat_contract(endpoint_for("llamacpp", server.base_url, "smollm2"))
-    assert [c.stream for c in checks] == [False, True]
-    assert all(c.ok for c in checks), [c.detail for c in checks]
+def test_chat_contract_of_this_llama_server_version(server, tmp_path):
+    # Recorded for llama.cpp 0.3.36 (llama-server): every Chat Completions feature probed is
+    # supported as a client relies on it, n and seed included. The same probes fail a server
+    # that ignores those fields (tests/unit/test_contract_probes.py).
+    checks = verify_chat(endpoint_for("llamacpp", server.base_url, "smollm2", server.pid),
+                         evidence_dir=tmp_path)
+    assert {c.feature: c.status.value for c in checks} == {f: "pass" for f in CHAT_FEATURES}, \
+        [(c.feature, c.detail) for c in checks if not c.ok]
+    assert all((tmp_path / f"{f}.json").is_file() for f in CHAT_FEATURES)
 
 
 def test_benchmark_forces_lengths_and_runs_concurrently(server):

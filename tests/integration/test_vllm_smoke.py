@@ -89,3 +89,16 @@ def max_overlap(intervals: list[tuple[float, float]]) -> int:
         now += step
         best = max(best, now)
     return best
+
+
+def test_chat_contract_of_this_vllm_version(vllm_server, tmp_path):
+    from infopt.contract.openai_chat import CHAT_FEATURES, verify_chat
+
+    checks = verify_chat(endpoint_for("vllm", vllm_server.base_url, "smollm2", vllm_server.pid),
+                         evidence_dir=tmp_path, timeout_s=120)
+    # Recorded for vLLM 0.32.0 (CPU build): every Chat Completions feature probed passes
+    # (n=2 gives 2 choices, the seed repeats a sampled answer, top_logprobs per token).
+    got = {c.feature: c.status.value for c in checks}
+    assert got == {f: "pass" for f in CHAT_FEATURES}, \
+        [(c.feature, c.detail) for c in checks if not c.ok]
+    assert all((tmp_path / f"{f}.json").is_file() for f in CHAT_FEATURES)

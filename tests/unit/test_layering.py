@@ -9,7 +9,7 @@ import sys
 
 MODULES = ("infopt.loadgen.runner", "infopt.loadgen.summary", "infopt.loadgen.standalone",
            "infopt.loadgen.measure", "infopt.analysis.slo", "infopt.costmodel.allocation",
-           "infopt.loadgen.tokens", "infopt.contract.chat", "infopt.costmodel.fit",
+           "infopt.loadgen.tokens", "infopt.contract.openai_chat", "infopt.costmodel.fit",
            "infopt.costmodel.plan", "infopt.costmodel.roofline")
 
 

@@ -1,0 +1,278 @@
+"""OpenAI Chat Completions and /v1/models as a tested contract, probed through the official
+`openai` SDK (what real clients use), with raw httpx + httpx-sse only where the wire format is
+itself the contract (SSE framing, `[DONE]`), and the load generator's own client for the
+streamed-count cross-check. Each feature is pass, fail or unsupported, with evidence.
+
+Why each probe is shaped as it is (SmolLM2-135M answers are not reliable facts, so nothing here
+depends on what the model says, only on how the server says it):
+- `stop`: a greedy answer is generated once, a substring from its middle becomes the stop
+  string, and the same greedy request with that stop must end exactly before it.
+- `seed`: two sampled (temperature 1) requests with the same seed must agree, and one with
+  another seed must not (else sampling is ignored and the first half passes vacuously).
+- `n`: n=2 must give two choices; one choice back means the field was ignored (a failure).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import httpx
+import openai
+from httpx_sse import connect_sse
+
+from infopt.loadgen.client import RequestJob, send_request
+from infopt.specs.base import InputError
+from infopt.specs.contract import CheckStatus, ContractCheck
+from infopt.specs.endpoint import Endpoint
+
+ROUTE = "/v1/chat/completions"
+PROBE_TOKENS = 8
+# What every check of this module is called; `required` picks from these.
+CHAT_FEATURES = ("models", "whole", "stream", "include_usage", "stream_count_matches_usage",
+                 "max_tokens", "stop", "n", "seed", "logprobs")
+# What the load generator itself relies on: always required.
+BASE_REQUIRED = ("models", "whole", "stream", "include_usage")
+_PROMPT = [{"role": "user", "content": "Write two sentences about the sea."}]
+
+Probe = Callable[["_Ctx"], tuple[CheckStatus, str, dict[str, Any]]]
+
+
+class _Ctx:
+    def __init__(self, endpoint: Endpoint, api_key: str | None, timeout_s: float) -> None:
+        self.endpoint = endpoint
+        self.model = endpoint.model
+        self.sdk = openai.OpenAI(base_url=f"{endpoint.base_url.rstrip('/')}/v1",
+                                 api_key=api_key or "unused", max_retries=0, timeout=timeout_s)
+        self.headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self.timeout_s = timeout_s
+
+    def chat(self, **kw: Any):
+        body = {"model": self.model, "messages": _PROMPT, "temperature": 0.0, **kw}
+        return self.sdk.chat.completions.create(**body)
+
+    def forced(self, n: int = PROBE_TOKENS) -> dict[str, Any]:
+        return {"extra_body": self.endpoint.forced_fields(n)}
+
+
+def _usage(resp) -> int | None:
+    return resp.usage.completion_tokens if resp.usage else None
+
+
+def _models(c: _Ctx):
+    ids = [m.id for m in c.sdk.models.list().data]
+    ok = c.model in ids
+    return (CheckStatus.PASS if ok else CheckStatus.FAIL,
+            f"/v1/models lists {ids}" + ("" if ok else f"; {c.model!r} is not among them"),
+            {"ids": ids})
+
+
+def _whole(c: _Ctx):
+    r = c.chat(**c.forced())
+    choice = r.choices[0] if r.choices else None
+    problems = []
+    if choice is None or not choice.message.content:
+        problems.append("no message content")
+    elif choice.finish_reason is None:
+        problems.append("no finish_reason")
+    if _usage(r) != PROBE_TOKENS:
+        problems.append(f"usage.completion_tokens={_usage(r)}, forced {PROBE_TOKENS}")
+    return (CheckStatus.FAIL if problems else CheckStatus.PASS,
+            "; ".join(problems) or f"{PROBE_TOKENS} completion tokens, finish_reason "
+            f"{choice.finish_reason}", r.model_dump())
+
+
+def _stream(c: _Ctx):
+    """The SSE framing itself: event-stream content type, JSON data events, `[DONE]` last."""
+    body = {"model": c.model, "messages": _PROMPT, "temperature": 0.0, "stream": True,
+            **c.endpoint.forced_fields(PROBE_TOKENS)}
+    events, text, problems = [], "", []
+    with httpx.Client(timeout=c.timeout_s, headers=c.headers) as client, connect_sse(
+            client, "POST", f"{c.endpoint.base_url.rstrip('/')}{ROUTE}", json=body) as source:
+        if source.response.status_code != 200:
+            source.response.read()
+            return (CheckStatus.FAIL, f"HTTP {source.response.status_code}: "
+                    f"{source.response.text[:200]}", {"body": body})
+        ctype = source.response.headers.get("content-type", "")
+        if not ctype.startswith("text/event-stream"):
+            problems.append(f"content-type {ctype!r}, not text/event-stream")
+        for ev in source.iter_sse():
+            events.append(ev.data[:200])
+            if ev.data == "[DONE]":
+                continue
+            try:
+                chunk = json.loads(ev.data)
+            except json.JSONDecodeError:
+                problems.append(f"data event is not JSON: {ev.data[:80]!r}")
+                continue
+            for ch in chunk.get("choices") or []:
+                text += (ch.get("delta") or {}).get("content") or ""
+    if not events or events[-1] != "[DONE]":
+        problems.append("the stream did not end with data: [DONE]")
+    if not text:
+        problems.append("no streamed content")
+    return (CheckStatus.FAIL if problems else CheckStatus.PASS,
+            "; ".join(problems) or f"text/event-stream, {len(events) - 1} JSON events, [DONE] "
+            "last", {"body": body, "events_head": events[:3], "events_tail": events[-2:]})
+
+
+def _include_usage(c: _Ctx):
+    stream = c.chat(stream=True, stream_options={"include_usage": True}, **c.forced())
+    chunks = list(stream)
+    usage = next((ch.usage for ch in chunks if ch.usage is not None), None)
+    last = chunks[-1] if chunks else None
+    problems = []
+    if usage is None:
+        problems.append("no chunk carried usage with stream_options.include_usage")
+    elif usage.completion_tokens != PROBE_TOKENS:
+        problems.append(f"usage.completion_tokens={usage.completion_tokens}, forced "
+                        f"{PROBE_TOKENS}")
+    if last is not None and last.usage is not None and last.choices:
+        problems.append("the usage chunk also carries choices (the spec sends it with none)")
+    return (CheckStatus.FAIL if problems else CheckStatus.PASS,
+            "; ".join(problems) or f"usage on the last chunk: {usage.completion_tokens} "
+            "completion tokens", {"usage": usage.model_dump() if usage else None})
+
+
+def _stream_count(c: _Ctx):
+    """The tokens the stream delivered equal what usage bills (the load generator's client)."""
+    job = RequestJob(request_id="contract-count", prompt=_PROMPT[0]["content"],
+                     output_tokens=PROBE_TOKENS, concurrency=1,
+                     forced=c.endpoint.forced_fields(PROBE_TOKENS),
+                     counting=c.endpoint.stream_counting)
+
+    async def one():
+        async with httpx.AsyncClient(timeout=c.timeout_s, headers=c.headers) as client:
+            return await send_request(client, c.endpoint.base_url, c.model, job,
+                                      time.perf_counter())
+    rec = asyncio.run(one())
+    ev = rec.model_dump(include={"ok", "error", "output_tokens", "streamed_tokens",
+                                 "content_chunks", "chunk_tokens_counted"})
+    if not rec.ok:
+        return CheckStatus.FAIL, f"the streamed request failed: {rec.error}", ev
+    if rec.chunk_tokens_counted is False and rec.content_chunks != rec.output_tokens:
+        return (CheckStatus.UNSUPPORTED, f"{rec.content_chunks} chunks for {rec.output_tokens} "
+                "billed tokens and no per-chunk token count from the engine: the stream's "
+                "token count cannot be checked", ev)
+    ok = rec.streamed_tokens == rec.output_tokens
+    return (CheckStatus.PASS if ok else CheckStatus.FAIL,
+            f"streamed {rec.streamed_tokens} tokens, usage {rec.output_tokens}", ev)
+
+
+def _max_tokens(c: _Ctx):
+    r = c.chat(max_tokens=4)  # no forcing: the cap alone
+    n, reason = _usage(r), r.choices[0].finish_reason if r.choices else None
+    ok = n is not None and n <= 4 and (n < 4 or reason == "length")
+    return (CheckStatus.PASS if ok else CheckStatus.FAIL,
+            f"max_tokens=4: {n} completion tokens, finish_reason {reason}", r.model_dump())
+
+
+def _stop(c: _Ctx):
+    base = c.chat(max_tokens=24).choices[0].message.content or ""
+    k = len(base) // 2
+    stop = base[k:k + 4]
+    if len(base) < 8 or not stop.strip():
+        return CheckStatus.UNSUPPORTED, f"the greedy answer {base!r} is too short to probe", {}
+    r = c.chat(max_tokens=24, stop=[stop])
+    got, reason = r.choices[0].message.content or "", r.choices[0].finish_reason
+    want = base[:base.index(stop)]
+    ok = got == want and reason == "stop"
+    return (CheckStatus.PASS if ok else CheckStatus.FAIL,
+            f"stop={stop!r}: answer ends {got[-20:]!r}, finish_reason {reason}"
+            + ("" if ok else f"; expected it to end {want[-20:]!r} with finish_reason stop"),
+            {"stop": stop, "base": base, "got": got})
+
+
+def _n(c: _Ctx):
+    r = c.chat(n=2, temperature=1.0, seed=7, max_tokens=8)
+    got = len(r.choices)
+    return (CheckStatus.PASS if got == 2 else CheckStatus.FAIL,
+            f"n=2: {got} choice(s)" + ("" if got == 2 else " (the field was ignored)"),
+            r.model_dump())
+
+
+def _seed(c: _Ctx):
+    a, b, other = (c.chat(temperature=1.0, seed=s, max_tokens=12).choices[0].message.content
+                   for s in (1234, 1234, 4321))
+    if a != b:
+        status, detail = (CheckStatus.FAIL, f"seed=1234 at temperature 1 gave different "
+                          f"answers: {a!r} vs {b!r}")
+    elif a == other:  # a server that ignores sampling would pass the first half vacuously
+        status, detail = (CheckStatus.FAIL, "seeds 1234 and 4321 at temperature 1 gave the "
+                          "same answer: the seed (or sampling) is ignored")
+    else:
+        status, detail = (CheckStatus.PASS, "seed=1234 at temperature 1 repeats its answer; "
+                          "seed 4321 gives another")
+    return status, detail, {"seed_1234": [a, b], "seed_4321": other}
+
+
+def _logprobs(c: _Ctx):
+    r = c.chat(logprobs=True, top_logprobs=2, **c.forced(4))
+    lp = r.choices[0].logprobs if r.choices else None
+    content = (lp.content or []) if lp else []
+    tops = [len(t.top_logprobs or []) for t in content]
+    ok = len(content) == _usage(r) == 4 and all(n == 2 for n in tops)
+    return (CheckStatus.PASS if ok else CheckStatus.FAIL,
+            f"logprobs for {len(content)} of {_usage(r)} tokens, top_logprobs sizes {tops}",
+            {"logprobs": lp.model_dump() if lp else None})
+
+
+PROBES: dict[str, tuple[str, bool, Probe]] = {  # feature -> (route, streamed, probe)
+    "models": ("/v1/models", False, _models),
+    "whole": (ROUTE, False, _whole),
+    "stream": (ROUTE, True, _stream),
+    "include_usage": (ROUTE, True, _include_usage),
+    "stream_count_matches_usage": (ROUTE, True, _stream_count),
+    "max_tokens": (ROUTE, False, _max_tokens),
+    "stop": (ROUTE, False, _stop),
+    "n": (ROUTE, False, _n),
+    "seed": (ROUTE, False, _seed),
+    "logprobs": (ROUTE, False, _logprobs),
+}
+
+
+def _run(c: _Ctx, feature: str) -> tuple[CheckStatus, str, dict[str, Any]]:
+    route, _, probe = PROBES[feature]
+    try:
+        return probe(c)
+    except (openai.BadRequestError, openai.UnprocessableEntityError,
+            openai.NotFoundError) as exc:  # refused: the server says it does not do this
+        return (CheckStatus.UNSUPPORTED, f"HTTP {exc.status_code}: {str(exc)[:200]}",
+                {"error": str(exc)[:500]})
+    except openai.APIStatusError as exc:
+        return CheckStatus.FAIL, f"HTTP {exc.status_code}: {str(exc)[:200]}", {}
+    except (openai.APIConnectionError, httpx.TransportError) as exc:
+        raise InputError(f"cannot reach {c.endpoint.base_url} ({exc}); give the base URL of a "
+                         "running OpenAI-compatible server, e.g. http://127.0.0.1:8000") from None
+    except (json.JSONDecodeError, openai.APIResponseValidationError, TypeError,
+            AttributeError) as exc:  # answered, but not in the OpenAI shape
+        return CheckStatus.FAIL, f"the response is not in the OpenAI shape: {exc}"[:240], {}
+
+
+def verify_chat(endpoint: Endpoint, *, required: tuple[str, ...] = (),
+                features: tuple[str, ...] = CHAT_FEATURES, api_key: str | None = None,
+                evidence_dir: Path | None = None, timeout_s: float = 60.0
+                ) -> list[ContractCheck]:
+    """Probe each feature; `required` (plus BASE_REQUIRED) marks what the caller depends on."""
+    if unknown := sorted((set(required) | set(features)) - set(PROBES)):
+        raise InputError(f"unknown contract feature(s) {unknown}; known: {list(PROBES)}")
+    c, must = _Ctx(endpoint, api_key, timeout_s), set(required) | set(BASE_REQUIRED)
+    checks = []
+    for feature in features:
+        status, detail, evidence = _run(c, feature)
+        path = None
+        if evidence_dir is not None:
+            evidence_dir.mkdir(parents=True, exist_ok=True)
+            path = evidence_dir / f"{feature}.json"
+            path.write_text(json.dumps({"feature": feature, "status": status.value,
+                                        "detail": detail, "evidence": evidence},
+                                       indent=2, default=str)[:200_000])
+        route, streamed, _ = PROBES[feature]
+        checks.append(ContractCheck(route=route, feature=feature, stream=streamed,
+                                    status=status, detail=detail, required=feature in must,
+                                    evidence=str(path) if path else None))
+    return checks

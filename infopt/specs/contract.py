@@ -1,0 +1,29 @@
+"""The API contract as data: one `ContractCheck` per route and feature, each pass, fail or
+unsupported, with its evidence (the request and an excerpt of the response, saved beside the
+trial). Partial support is a failure, never support."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+from .base import Spec
+
+
+class CheckStatus(StrEnum):
+    PASS = "pass"
+    FAIL = "fail"  # answered, but not as a client relies on (wrong shape, ignored field)
+    UNSUPPORTED = "unsupported"  # refused with a 4xx, or could not be checked, and why
+
+
+class ContractCheck(Spec):
+    route: str  # the URL path, e.g. /v1/chat/completions
+    feature: str  # infopt.contract.openai_chat.CHAT_FEATURES, or "models"
+    stream: bool
+    status: CheckStatus
+    detail: str
+    required: bool = False  # the request (or the load generator) depends on it
+    evidence: str | None = None  # file with the request and the response excerpt
+
+    @property
+    def ok(self) -> bool:
+        return self.status is CheckStatus.PASS

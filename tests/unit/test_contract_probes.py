@@ -1,0 +1,53 @@
+"""The contract probes tell support from silent partial support, over real HTTP against
+bench/fast_server.py: it streams correctly and bills usage, but ignores stop, n, logprobs and
+sampling, and names its model "fast-server". (The real engines: tests/integration.)"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+
+import pytest
+
+from bench.fast_server import FastServer, start_server
+from infopt.contract.openai_chat import CHAT_FEATURES, verify_chat
+from infopt.specs.base import InputError
+from infopt.specs.endpoint import Endpoint
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[FastServer]:
+    with start_server(ttft_s=0.0, itl_s=0.0) as srv:
+        yield srv
+
+
+def test_a_server_that_ignores_fields_fails_them_rather_than_passing(server, tmp_path):
+    checks = verify_chat(Endpoint(base_url=server.base_url, model="fast-server"),
+                         required=("stop",), evidence_dir=tmp_path)
+    status = {c.feature: c.status.value for c in checks}
+    assert [c.feature for c in checks] == list(CHAT_FEATURES)
+    assert status == {"models": "pass", "whole": "pass", "stream": "pass",
+                      "include_usage": "pass", "stream_count_matches_usage": "pass",
+                      "max_tokens": "pass", "stop": "fail", "n": "fail", "seed": "fail",
+                      "logprobs": "fail"}
+    by = {c.feature: c for c in checks}
+    assert "the field was ignored" in by["n"].detail
+    assert "sampling) is ignored" in by["seed"].detail
+    # Required: what the load generator relies on, plus what the caller asked for.
+    assert {c.feature for c in checks if c.required} == {"models", "whole", "stream",
+                                                          "include_usage", "stop"}
+    evidence = json.loads((tmp_path / "n.json").read_text())
+    assert evidence["status"] == "fail" and len(evidence["evidence"]["choices"]) == 1
+
+
+def test_a_model_name_the_server_does_not_list_fails_models(server):
+    [check] = verify_chat(Endpoint(base_url=server.base_url, model="gpt-4"),
+                          features=("models",))
+    assert not check.ok and "'gpt-4' is not among them" in check.detail
+
+
+def test_unknown_features_and_unreachable_endpoints_are_input_errors():
+    with pytest.raises(InputError, match=r"unknown contract feature\(s\) \['tools'\]"):
+        verify_chat(Endpoint(base_url="http://127.0.0.1:9", model="m"), required=("tools",))
+    with pytest.raises(InputError, match="cannot reach http://127.0.0.1:9"):
+        verify_chat(Endpoint(base_url="http://127.0.0.1:9", model="m"), features=("models",))
