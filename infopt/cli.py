@@ -423,7 +423,8 @@ def verify(
     require: Annotated[str | None, typer.Option(help="comma list of features that must pass "
                                                 "(beyond models, whole, stream, "
                                                 "include_usage): max_tokens, stop, n, seed, "
-                                                "logprobs, stream_count_matches_usage")] = None,
+                                                "logprobs, stream_count_matches_usage, "
+                                                "json_object, json_schema")] = None,
     engine: Annotated[str | None, typer.Option(help="the engine behind the endpoint, for its "
                                                "forced-length fields (default: generic)")] = None,
     evidence: Annotated[str | None, typer.Option(help="folder for each check's request and "

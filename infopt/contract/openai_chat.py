@@ -34,7 +34,8 @@ ROUTE = "/v1/chat/completions"
 PROBE_TOKENS = 8
 # What every check of this module is called; `required` picks from these.
 CHAT_FEATURES = ("models", "whole", "stream", "include_usage", "stream_count_matches_usage",
-                 "max_tokens", "stop", "n", "seed", "logprobs")
+                 "max_tokens", "stop", "n", "seed", "logprobs", "json_object",
+                 "json_schema")
 # What the load generator itself relies on: always required.
 BASE_REQUIRED = ("models", "whole", "stream", "include_usage")
 _PROMPT = [{"role": "user", "content": "Write two sentences about the sea."}]
@@ -221,6 +222,53 @@ def _logprobs(c: _Ctx):
             {"logprobs": lp.model_dump() if lp else None})
 
 
+# A small schema whose answer fits in the probe's token budget (bounded string, an integer).
+CITY_SCHEMA = {"type": "object", "additionalProperties": False,
+               "required": ["name", "population"],
+               "properties": {"name": {"type": "string", "minLength": 1, "maxLength": 24},
+                              "population": {"type": "integer", "minimum": 0}}}
+_JSON_PROMPT = [{"role": "user", "content": "Give a city and its population as JSON with keys "
+                 "name and population."}]
+_JSON_TOKENS = 64
+
+
+def _json_answer(c: _Ctx, response_format: dict[str, Any]):
+    r = c.sdk.chat.completions.create(model=c.model, messages=_JSON_PROMPT, temperature=0.0,
+                                      max_tokens=_JSON_TOKENS, response_format=response_format)
+    text = r.choices[0].message.content or ""
+    try:
+        return r, text, json.loads(text), None
+    except json.JSONDecodeError as exc:
+        why = (f"not JSON ({exc.msg} at {exc.pos})"
+               + (f"; cut at max_tokens={_JSON_TOKENS}" if r.choices[0].finish_reason == "length"
+                  else ""))
+        return r, text, None, why
+
+
+def _json_object(c: _Ctx):
+    r, text, obj, why = _json_answer(c, {"type": "json_object"})
+    ok = isinstance(obj, dict)
+    return (CheckStatus.PASS if ok else CheckStatus.FAIL,
+            "response_format json_object: a JSON object" if ok else
+            f"response_format json_object: {why or 'JSON, but not an object'}: {text[:80]!r}",
+            {"content": text})
+
+
+def _json_schema(c: _Ctx):
+    import jsonschema  # a direct dependency; imported here because only this probe needs it
+
+    r, text, obj, why = _json_answer(c, {"type": "json_schema", "json_schema": {
+        "name": "city", "schema": CITY_SCHEMA, "strict": True}})
+    if why is None:
+        errors = [e.message for e in jsonschema.Draft202012Validator(CITY_SCHEMA)
+                  .iter_errors(obj)]
+        why = "; ".join(errors)[:200] or None
+    return (CheckStatus.FAIL if why else CheckStatus.PASS,
+            f"response_format json_schema: {why}: {text[:80]!r}" if why else
+            f"response_format json_schema: valid against the schema: {text[:60]!r}",
+            {"schema": CITY_SCHEMA, "content": text})
+
+
 PROBES: dict[str, tuple[str, bool, Probe]] = {  # feature -> (route, streamed, probe)
     "models": ("/v1/models", False, _models),
     "whole": (ROUTE, False, _whole),
@@ -232,6 +280,8 @@ PROBES: dict[str, tuple[str, bool, Probe]] = {  # feature -> (route, streamed, p
     "n": (ROUTE, False, _n),
     "seed": (ROUTE, False, _seed),
     "logprobs": (ROUTE, False, _logprobs),
+    "json_object": (ROUTE, False, _json_object),
+    "json_schema": (ROUTE, False, _json_schema),
 }
 
 

@@ -1,6 +1,6 @@
 """The contract probes tell support from silent partial support, over real HTTP against
-bench/fast_server.py: it streams correctly and bills usage, but ignores stop, n, logprobs and
-sampling, and names its model "fast-server". (The real engines: tests/integration.)"""
+bench/fast_server.py: it streams correctly and bills usage, but ignores stop, n, logprobs,
+sampling and response_format, and names its model "fast-server". (The real engines: tests/integration.)"""
 
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ def test_a_server_that_ignores_fields_fails_them_rather_than_passing(server, tmp
     assert status == {"models": "pass", "whole": "pass", "stream": "pass",
                       "include_usage": "pass", "stream_count_matches_usage": "pass",
                       "max_tokens": "pass", "stop": "fail", "n": "fail", "seed": "fail",
-                      "logprobs": "fail"}
+                      "logprobs": "fail", "json_object": "fail", "json_schema": "fail"}
     by = {c.feature: c for c in checks}
     assert "the field was ignored" in by["n"].detail
     assert "sampling) is ignored" in by["seed"].detail
