@@ -311,12 +311,19 @@ def verify_chat(endpoint: Endpoint, *, required: tuple[str, ...] = (),
     if unknown := sorted((set(required) | set(features)) - set(PROBES)):
         raise InputError(f"unknown contract feature(s) {unknown}; known: {list(PROBES)}")
     c, must = _Ctx(endpoint, api_key, timeout_s), set(required) | set(BASE_REQUIRED)
+    if evidence_dir is not None:  # checked before any probe: a bad folder must not cost a run
+        try:
+            evidence_dir.mkdir(parents=True, exist_ok=True)
+            (evidence_dir / ".write-test").touch()
+            (evidence_dir / ".write-test").unlink()
+        except OSError as exc:
+            raise InputError(f"cannot write contract evidence to {evidence_dir} "
+                             f"({exc.strerror or exc}); give a writable folder") from None
     checks = []
     for feature in features:
         status, detail, evidence = _run(c, feature)
         path = None
         if evidence_dir is not None:
-            evidence_dir.mkdir(parents=True, exist_ok=True)
             path = evidence_dir / f"{feature}.json"
             path.write_text(json.dumps({"feature": feature, "status": status.value,
                                         "detail": detail, "evidence": evidence},

@@ -51,3 +51,11 @@ def test_unknown_features_and_unreachable_endpoints_are_input_errors():
         verify_chat(Endpoint(base_url="http://127.0.0.1:9", model="m"), required=("tools",))
     with pytest.raises(InputError, match="cannot reach http://127.0.0.1:9"):
         verify_chat(Endpoint(base_url="http://127.0.0.1:9", model="m"), features=("models",))
+
+
+def test_an_unwritable_evidence_folder_is_refused_before_any_probe(server, tmp_path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("x")
+    with pytest.raises(InputError, match="cannot write contract evidence to .*a-file/ev"):
+        verify_chat(Endpoint(base_url=server.base_url, model="fast-server"),
+                    evidence_dir=blocker / "ev")
