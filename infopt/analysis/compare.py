@@ -12,10 +12,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from typing import Literal
 
 import numpy as np
-import pandas as pd
 
 from infopt.specs.base import InputError, Spec
 from infopt.specs.comparison import Comparison, Verdict

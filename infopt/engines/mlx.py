@@ -33,7 +33,13 @@ from infopt.costmodel.allocation import (
     EngineKnobs,
     KvBudget,
 )
-from infopt.engines.base import EngineAdapter, Launch, MemoryShape, locate_executable
+from infopt.engines.base import (
+    EngineAdapter,
+    Launch,
+    MemoryShape,
+    ServingTarget,
+    locate_executable,
+)
 from infopt.specs.serving import EngineName, MlxConfig
 
 ENV_OVERRIDE = "INFOPT_MLX_PYTHON"

@@ -30,7 +30,6 @@ from functools import cache
 from infopt.costmodel.allocation import (
     CUDA_CONTEXT_BYTES,
     EngineKnobs,
-    GIB,
     KvBudget,
     NCCL_BYTES,
 )

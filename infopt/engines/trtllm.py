@@ -40,7 +40,6 @@ import yaml
 from infopt.costmodel.allocation import (
     CUDA_CONTEXT_BYTES,
     EngineKnobs,
-    GIB,
     KvBudget,
     NCCL_BYTES,
     activation_peak_bytes,

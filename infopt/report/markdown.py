@@ -7,6 +7,7 @@ from infopt.specs.results import (
     LevelResult,
     OptimizationReport,
     Percentiles,
+    SloResult,
     Trial,
     TuningOutcome,
 )
@@ -110,7 +111,7 @@ def _scenario_lines(r: OptimizationReport) -> list[str]:
     return lines
 
 
-def _observed(x) -> str:
+def _observed(x: SloResult) -> str:
     if x.samples == 0:
         return "—"
     return "∞ (failures)" if x.observed_s is None else f"{_ms(x.observed_s)} ms"
