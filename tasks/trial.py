@@ -21,7 +21,7 @@ from pydantic import ValidationError
 
 from infopt.engines import process
 from infopt.report.rundir import load_trial, trial_dir, write_trial
-from infopt.specs.base import EngineStartError
+from infopt.specs.base import EngineStartError, InfoptError
 from infopt.specs.hardware import HardwareInventory
 from infopt.specs.model import ModelProfile
 from infopt.specs.plan import MemoryFit
@@ -35,6 +35,7 @@ from tasks.benchmark import benchmark
 from tasks.contract import verify_contract
 from tasks.engine import diagnose_start, start_engine, stop_engine
 from tasks.plan import label_ceilings
+from tasks.quality import judge_quality, quality_key
 
 
 @dataclass(frozen=True)
@@ -50,6 +51,11 @@ class TrialContext:
     github_url: str | None
     # Contract features the request requires beyond what the load generator needs.
     contract_required: tuple[str, ...] = ()
+    # The quality gate (tasks.quality): the reference file, None when the gate cannot run.
+    quality_reference: str | None = None
+    quality_tolerance: float = 0.02
+    engine_version: str = ""
+    model_digest: str = ""
 
 
 def _log() -> logging.Logger | logging.LoggerAdapter:
@@ -111,6 +117,17 @@ def _died(running: RunningEngine) -> str | None:
     return f"the engine {how} during the trial"
 
 
+def _judge(running: RunningEngine, config, ctx: TrialContext):
+    """(verdict | None, why it could not be scored | None); no reference: no gate."""
+    if ctx.quality_reference is None:
+        return None, None
+    try:
+        return judge_quality(running, config, ctx.quality_reference, quality_key(
+            config, ctx.engine_version, ctx.model_digest), ctx.quality_tolerance), None
+    except InfoptError as exc:  # the server did not score what was asked: not judged, not kept
+        return None, f"its tokens could not be scored ({exc})"
+
+
 @task(name="run-trial", cache_policy=NO_CACHE)
 def run_trial(spec: TrialSpec, key: str, fit: MemoryFit | None, ctx: TrialContext) -> Trial:
     run_dir = Path(ctx.run_dir)
@@ -129,23 +146,30 @@ def run_trial(spec: TrialSpec, key: str, fit: MemoryFit | None, ctx: TrialContex
                       failed=f"{diag.category.value}: {diag.root_error[:300]}")
         write_trial(run_dir, key, trial)
         return trial
-    checks, bench, error = [], None, None
+    checks, verdict, bench, error = [], None, None, None
     with _engine(running):
         try:
             if spec.with_contract:
                 checks = verify_contract(running, config.served_model_name,
                                          ctx.contract_required,
                                          str(trial_dir(run_dir, key) / "contract"))
-            bench = benchmark(running, config.served_model_name, ctx.workload, str(run_dir),
-                              key, max_input_tokens=ctx.model.native_context_tokens,
-                              tokenizer_path=ctx.tokenizer_path)
+            verdict, unscorable = _judge(running, config, ctx)
+            if unscorable is None and (verdict is None or verdict.passed):
+                bench = benchmark(running, config.served_model_name, ctx.workload,
+                                  str(run_dir), key,
+                                  max_input_tokens=ctx.model.native_context_tokens,
+                                  tokenizer_path=ctx.tokenizer_path)
         except (httpx.HTTPError, OSError) as exc:  # the engine stopped answering
             error = exc
         died = _died(running)
     if error is not None and died is None:
         raise error
-    common.update(engine=running, benchmark=bench, contract=checks)
-    if died is not None:
+    common.update(engine=running, benchmark=bench, contract=checks, quality=verdict)
+    if died is None and (unscorable or (verdict is not None and not verdict.passed)):
+        why = unscorable or verdict.summary
+        trial = Trial(**common, objective_value=None,
+                      failed=f"rejected by the quality gate: {why}"[:600])
+    elif died is not None:
         d = diagnose_file(running.log_path, str(config.engine))
         last = process.tail(Path(running.log_path), 3).replace("\n", " | ")
         _log().warning("%s: %s; root error: %s", spec.trial_id, died, d.root_error[:200])

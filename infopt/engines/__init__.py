@@ -6,6 +6,8 @@ against their documented CLIs (each adapter's `locate()` says how to install it 
 
 from __future__ import annotations
 
+import httpx
+
 from infopt.engines import llamacpp, mlx, sglang, trtllm, vllm
 from infopt.engines.base import EngineAdapter, Launch
 from infopt.specs.base import EngineUnavailableError
@@ -38,7 +40,23 @@ def endpoint_for(engine: EngineName | str, base_url: str, model: str,
                 if a.tokenize_path and a.tokenize_body and a.tokenize_count else None)
     return Endpoint(base_url=base_url, model=model, forced_fields=a.forced_length_fields,
                     stream_counting=a.stream_counting, keepalive=a.stream_keepalive,
-                    tokenize=tokenize, pid=pid, engine=str(a.name))
+                    tokenize=tokenize, scoring=a.token_scoring, pid=pid, engine=str(a.name))
 
 
-__all__ = ["ENGINES", "EngineAdapter", "Launch", "adapter_for", "endpoint_for"]
+def identify_engine(base_url: str, timeout_s: float = 5.0) -> EngineName | None:
+    """The engine serving `base_url`, by each adapter's identity probe (None: none matched).
+    An unreachable URL is not an error here: the caller's first real request reports it."""
+    for name, a in ENGINES.items():
+        if a.identity_probe is None:
+            continue
+        path, key = a.identity_probe
+        try:
+            r = httpx.get(base_url.rstrip("/") + path, timeout=timeout_s)
+            if r.status_code == 200 and isinstance(js := r.json(), dict) and key in js:
+                return name
+        except (httpx.HTTPError, ValueError):
+            continue
+    return None
+
+
+__all__ = ["ENGINES", "EngineAdapter", "Launch", "adapter_for", "endpoint_for", "identify_engine"]

@@ -168,6 +168,12 @@ class EngineAdapter:
     # own rule where it has one. Handed to the fit as data (FitRequest.kv.allocate).
     kv_allocator: Callable[..., Any] | None = None
     kv_allocator_cpu: Callable[..., Any] | None = None
+    # Exact teacher forcing for the quality gate (infopt.engines.scoring). None: the gate
+    # cannot score this engine's tokens and says so.
+    token_scoring: Any = None  # specs.endpoint.TokenScoring
+    # (GET path, JSON key) that only this engine's server answers with: tells a bare URL's
+    # engine apart (infopt.engines.identify_engine). None: not identifiable this way.
+    identity_probe: tuple[str, str] | None = None
     # Where its issues are filed: issue-first troubleshooting searches these, in this order.
     upstream_repos: tuple[str, ...] = ()
     # Knob values that need particular CPU instructions when the engine runs on a CPU.

@@ -27,6 +27,7 @@ from infopt.engines.base import (
     StreamCounting,
     locate_executable,
 )
+from infopt.engines.scoring import LLAMACPP_SCORING
 from infopt.specs.inspection import ModelInspection
 from infopt.specs.plan import KvObservation
 from infopt.specs.serving import EngineName, LlamaCppConfig
@@ -171,6 +172,8 @@ ADAPTER = EngineAdapter(
     container_image="ghcr.io/ggml-org/llama.cpp:server",
     container_executable="/app/llama-server",
     tokenize_path="/tokenize",
+    identity_probe=("/props", "default_generation_settings"),
+    token_scoring=LLAMACPP_SCORING,
     tokenize_body=lambda model, text: {"content": text},
     tokenize_count=lambda js: len(js["tokens"]),
     # Each streamed chunk then carries timings.predicted_n, the tokens generated so far

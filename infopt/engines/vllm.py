@@ -34,6 +34,7 @@ from infopt.engines.base import (
     locate_executable,
     min_tokens_and_ignore_eos,
 )
+from infopt.engines.scoring import PROMPT_LOGPROBS_SCORING
 from infopt.specs.inspection import ModelInspection
 from infopt.specs.plan import KvObservation
 from infopt.specs.serving import EngineName, VllmConfig
@@ -189,6 +190,8 @@ ADAPTER = EngineAdapter(
     container_image="vllm/vllm-openai:v0.32.0",
     container_executable="python3",
     tokenize_path="/tokenize",
+    identity_probe=("/version", "version"),
+    token_scoring=PROMPT_LOGPROBS_SCORING,
     tokenize_body=lambda model, text: {"model": model, "prompt": text, "add_special_tokens": False},
     tokenize_count=lambda js: int(js["count"]),
     stream_counting=CONTINUOUS_USAGE,

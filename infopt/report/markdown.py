@@ -11,6 +11,7 @@ from infopt.specs.results import (
     Trial,
     TuningOutcome,
 )
+from infopt.report.quality_text import quality_markdown
 from infopt.report.workload_text import describe_workload
 from infopt.specs.workload import OBJECTIVE_UNIT, Objective
 
@@ -225,6 +226,24 @@ def _shortlist_lines(r: OptimizationReport) -> list[str]:
     return lines
 
 
+def _quality_lines(r: OptimizationReport) -> list[str]:
+    """One row per configuration the gate judged (repeats share a verdict), the floor first."""
+    judged, seen = [], set()
+    for t in r.trials:
+        if t.quality is not None and t.value not in seen:
+            seen.add(t.value)
+            judged.append((f"`{t.trial_id}`" + (f" ({t.dimension}={t.value})" if t.value
+                                                 else " (control)"), t.quality))
+    head = ["", "## Quality gate (measured)", "", r.quality_note or ""]
+    if not judged:
+        return head
+    tol = judged[0][1].tolerance
+    return head + ["", "Token fidelity under teacher forcing: each configuration scores the "
+                   "reference's greedy tokens of a fixed prompt set (docs/metrics.md); "
+                   f"thresholds are the floor minus the tolerance {tol:g}.", "",
+                   *quality_markdown(judged)]
+
+
 def render_markdown(r: OptimizationReport) -> str:
     h, w = r.hardware.host, r.workload
     winner = next(t for t in r.trials if t.trial_id == r.winner_trial_id)
@@ -304,6 +323,7 @@ def render_markdown(r: OptimizationReport) -> str:
         *[f"| `{c.route}` | {c.feature} | {c.stream} | "
           f"{c.status.value if c.ok else c.status.value.upper()} | "
           f"{'yes' if c.required else ''} | {c.detail} |" for c in r.contract],
+        *_quality_lines(r),
         "",
         "## Target",
         "",

@@ -32,6 +32,21 @@ class TokenizeRoute:
     count: Callable[[dict[str, Any]], int]
 
 
+@dataclass(frozen=True)
+class TokenScoring:
+    """How a server tokenizes, generates greedily and teacher-forces token ids, exactly: the
+    log-probability of a given token at each position, not only of sampled ones (the quality
+    gate, infopt.quality). Each function takes (httpx.Client, base_url, model, ...)."""
+
+    tokenize: Callable[..., list[int]]  # (client, base, model, text) -> ids
+    generate: Callable[..., list[int]]  # (client, base, model, prompt ids, n) -> greedy ids
+    # (client, base, model, prompt ids, continuation ids, k) -> [PositionScore | None] per
+    # continuation token: its exact logprob and the server's top-k there (None: the server
+    # cannot report that position).
+    score: Callable[..., list[Any]]
+    how: str  # what it asks the server, for reports
+
+
 # vLLM, SGLang, llama.cpp and TensorRT-LLM all honour ignore_eos; an unknown server gets it
 # with max_tokens, and its output lengths are checked against usage like any other.
 def generic_forced_fields(n: int) -> dict[str, Any]:
@@ -49,5 +64,6 @@ class Endpoint:
     # False: the server closes a connection after a stream without saying so (ask up front).
     keepalive: bool = True
     tokenize: TokenizeRoute | None = None  # None: prompts counted another way, or approximate
+    scoring: TokenScoring | None = None  # None: no exact teacher forcing on this server
     pid: int | None = None  # the server's process (group), for CPU/RSS sampling
     engine: str | None = None  # label only (logs, reports); nothing branches on it

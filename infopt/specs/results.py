@@ -12,6 +12,7 @@ from .comparison import Comparison
 from .contract import ContractCheck
 from .diagnosis import Diagnosis, Remedy
 from .plan import CeilingRatio, MemoryFit
+from .quality import QualityVerdict
 from .hardware import HardwareInventory
 from .model import ModelProfile
 from .serving import ServingConfig
@@ -211,6 +212,7 @@ class Trial(Spec):
     key: str | None = None
     changes: list[KnobChange] = Field(default_factory=list)  # relative to the control
     contract: list[ContractCheck] = Field(default_factory=list)  # when the trial checked it
+    quality: QualityVerdict | None = None  # the quality gate's verdict, when it ran
     engine: RunningEngine | None
     benchmark: BenchmarkResult | None
     objective_value: float | None
@@ -272,6 +274,8 @@ class OptimizationReport(Spec):
     shortlist: Shortlist | None = None  # hub variants of `base_model`, when one was named
     pruned: list[str] = Field(default_factory=list)  # candidate values the fit ruled out, why
     contract: list[ContractCheck]
+    # What the quality gate compared against, or why it did not run.
+    quality_note: str | None = None
     trials: list[Trial]
     tuning: TuningOutcome | None
     winner_trial_id: str

@@ -64,13 +64,14 @@ def changes_from(control: Any, config: Any) -> list[KnobChange]:
 
 
 def trial_key(spec: TrialSpec, workload: Workload, engine_version: str,
-              model_digest: str) -> str:
+              model_digest: str, gate: str = "") -> str:
     """`<trial-id>-<12 hex>`: the folder a trial's files and trial.json live in. The hash covers
     everything that could change the measurement, so a resumed run reuses a trial only when
-    the same trial would be run again; the port is left out (a free one is picked anyway)."""
+    the same trial would be run again; the port is left out (a free one is picked anyway).
+    `gate`: what the trial's quality gate compares against (reference key and tolerance)."""
     config = spec.config.model_dump(mode="json", exclude={"port"})
     payload = {"config": config, "workload": workload.model_dump(mode="json"),
                "engine_version": engine_version, "model": model_digest, "seed": spec.seed,
-               "repeat": spec.repeat, "contract": spec.with_contract}
+               "repeat": spec.repeat, "contract": spec.with_contract, "gate": gate}
     digest = hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:12]
     return f"{spec.trial_id}-{digest}"

@@ -130,6 +130,22 @@ def test_contract_checked_and_no_engine_left_running(report_and_dir):
     assert process.live_pids() == []
 
 
+def test_every_trial_passed_the_quality_gate_against_a_measured_floor(report_and_dir):
+    """The trials differ only in the running-request cap: their answers must match the
+    reference (the control) as closely as the reference's own restart does."""
+    report, run_dir = report_and_dir
+    assert report.quality_note and "Reference: the control" in report.quality_note
+    for t in report.trials:
+        assert t.quality is not None, t.trial_id
+        assert t.quality.passed, (t.trial_id, t.quality.summary)
+        assert t.quality.floor is not None and t.quality.floor.positions >= 200
+        assert t.quality.candidate.positions == t.quality.floor.positions
+    assert len(list((run_dir / "quality").glob("reference-*.json"))) == 1
+    assert len(list((run_dir / "quality").glob("floor-*.json"))) == 1
+    md = (run_dir / "report.md").read_text()
+    assert "## Quality gate (measured)" in md and "noise floor (reference restarted)" in md
+
+
 def test_report_carries_classification_bandwidth_and_shortlist(report_and_dir):
     report, run_dir = report_and_dir
     md = (run_dir / "report.md").read_text()

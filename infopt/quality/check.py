@@ -1,0 +1,81 @@
+"""`infopt quality` against bare URLs: which engine serves each (its adapter brings the exact
+scoring), the reference (built, or read from a saved file so re-runs stay cheap), the floor
+(the reference's tokens scored by a restart of the reference, when one is given) and the
+candidate, then the verdict."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import httpx
+from pydantic import ValidationError
+
+from infopt.engines import endpoint_for, identify_engine
+from infopt.specs.base import InputError
+from infopt.specs.endpoint import Endpoint
+from infopt.specs.quality import QualityVerdict, ReferenceSet
+
+from .gate import quality_verdict
+from .teacher import DEFAULT_TOKENS, DEFAULT_TOP_K, Progress, build_reference, score_candidate
+
+
+def served_model(base_url: str, timeout_s: float = 10.0) -> str:
+    """The one model a server lists on /v1/models (ask for --model when it lists several)."""
+    try:
+        r = httpx.get(base_url.rstrip("/") + "/v1/models", timeout=timeout_s)
+        ids = [m["id"] for m in r.json()["data"]] if r.status_code == 200 else []
+    except httpx.TransportError as exc:
+        raise InputError(f"cannot reach {base_url} ({exc}); give the base URL of a running "
+                         "llama-server or vLLM server, e.g. http://127.0.0.1:8000") from None
+    except (ValueError, KeyError, TypeError):
+        ids = []
+    if len(ids) != 1:
+        raise InputError(f"{base_url} lists {len(ids)} models on /v1/models ({ids[:5]}); name "
+                         "the one to score with --model")
+    return ids[0]
+
+
+def quality_endpoint(base_url: str, model: str | None, engine: str | None) -> Endpoint:
+    name = engine or identify_engine(base_url)
+    if name is None:
+        raise InputError(
+            f"{base_url} is neither a llama-server (GET /props) nor a vLLM server (GET "
+            "/version), the engines whose exact token scoring infopt knows; if it is one "
+            "behind a proxy, name it with --reference-engine / --candidate-engine")
+    return endpoint_for(name, base_url, model or served_model(base_url))
+
+
+def load_reference(path: Path) -> ReferenceSet | None:
+    """A saved reference, or None when the file is not there yet (it is then built)."""
+    if not path.is_file():
+        return None
+    try:
+        return ReferenceSet.model_validate_json(path.read_text(encoding="utf-8"))
+    except (ValidationError, UnicodeDecodeError) as exc:
+        raise InputError(f"{path} is not a reference saved by `infopt quality` ({exc}"[:300]
+                         + "); delete it to build the reference again") from None
+
+
+def save_reference(reference: ReferenceSet, path: Path) -> None:
+    tmp = path.with_name(path.name + ".tmp")  # atomic: a crash leaves the old file or none
+    tmp.write_text(reference.model_dump_json(), encoding="utf-8")
+    tmp.replace(path)
+
+
+def check_quality(reference: Endpoint, candidate: Endpoint, *, floor: Endpoint | None = None,
+                  tolerance: float = 0.02, tokens: int = DEFAULT_TOKENS,
+                  top_k: int = DEFAULT_TOP_K, reference_file: Path | None = None,
+                  api_key: str | None = None, progress: Progress | None = None
+                  ) -> tuple[ReferenceSet, QualityVerdict]:
+    ref = load_reference(reference_file) if reference_file else None
+    if ref is None:
+        ref = build_reference(reference, tokens=tokens, top_k=top_k, api_key=api_key,
+                              progress=progress)
+        if reference_file:
+            save_reference(ref, reference_file)
+    # The floor scores two sequences at once: a restart *and* another batch size.
+    floor_result = (score_candidate(floor, ref, api_key=api_key, progress=progress,
+                                    label="floor", concurrency=2)
+                    if floor else None)
+    cand = score_candidate(candidate, ref, api_key=api_key, progress=progress)
+    return ref, quality_verdict(cand, floor_result, tolerance)

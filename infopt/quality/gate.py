@@ -1,0 +1,62 @@
+"""The quality verdict: a candidate's fidelity against the noise floor (the reference scored by a
+fresh restart of itself), with the request's tolerance as the largest accepted drop.
+
+Thresholds, each a delta from the floor (from perfect when no floor was measured):
+- top-1 agreement >= floor - tolerance (absolute fraction of positions);
+- perplexity ratio <= floor ratio x (1 + tolerance);
+- mean delta-p of the reference token >= floor delta-p - tolerance.
+The KL lower bound is reported, not gated: it has no scale a tolerance maps onto.
+A measure fails on its point estimate; its interval says whether the miss is beyond noise.
+"""
+
+from __future__ import annotations
+
+from infopt.specs.quality import FidelityResult, MeasureVerdict, QualityVerdict
+
+
+def _agreement(c: FidelityResult, floor: FidelityResult | None, tol: float) -> MeasureVerdict:
+    base = floor.top1_agreement if floor else 1.0
+    threshold = base - tol
+    passed = c.top1_agreement >= threshold
+    lo, hi = c.top1_interval.low, c.top1_interval.high
+    beyond = (hi < threshold) if not passed else (lo >= threshold)
+    why = (f"top-1 agreement {c.top1_agreement:.1%} (95% {lo:.1%}-{hi:.1%}, {c.positions} "
+           f"tokens) vs threshold {threshold:.1%} (floor {base:.1%} - {tol:.1%})"
+           + ("" if beyond else "; the interval spans the threshold: more prompts would "
+              "settle it"))
+    return MeasureVerdict(measure="top1_agreement", value=c.top1_agreement,
+                          floor=floor.top1_agreement if floor else None, threshold=threshold,
+                          passed=passed, why=why)
+
+
+def _perplexity(c: FidelityResult, floor: FidelityResult | None, tol: float) -> MeasureVerdict:
+    base = floor.perplexity_ratio if floor else 1.0
+    threshold = base * (1 + tol)
+    return MeasureVerdict(
+        measure="perplexity_ratio", value=c.perplexity_ratio,
+        floor=floor.perplexity_ratio if floor else None, threshold=threshold,
+        passed=c.perplexity_ratio <= threshold,
+        why=f"perplexity ratio {c.perplexity_ratio:.4f} on the reference's tokens vs "
+            f"threshold {threshold:.4f} (floor {base:.4f} x (1 + {tol:g}))")
+
+
+def _delta_p(c: FidelityResult, floor: FidelityResult | None, tol: float) -> MeasureVerdict:
+    base = floor.delta_p_mean if floor else 0.0
+    threshold = base - tol
+    return MeasureVerdict(
+        measure="delta_p_mean", value=c.delta_p_mean,
+        floor=floor.delta_p_mean if floor else None, threshold=threshold,
+        passed=c.delta_p_mean >= threshold,
+        why=f"mean change in the reference token's probability {c.delta_p_mean:+.4f} vs "
+            f"threshold {threshold:+.4f} (5th percentile {c.delta_p_p05:+.3f})")
+
+
+def quality_verdict(candidate: FidelityResult, floor: FidelityResult | None,
+                    tolerance: float) -> QualityVerdict:
+    measures = [f(candidate, floor, tolerance) for f in (_agreement, _perplexity, _delta_p)]
+    failed = [m for m in measures if not m.passed]
+    where = "" if floor else " (no noise floor measured: thresholds from a perfect match)"
+    summary = ("token fidelity passed" + where if not failed else
+               "token fidelity regressed: " + "; ".join(m.why for m in failed) + where)
+    return QualityVerdict(passed=not failed, candidate=candidate, floor=floor,
+                          tolerance=tolerance, measures=measures, summary=summary)

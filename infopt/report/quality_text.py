@@ -1,0 +1,53 @@
+"""The quality verdict as text: the terminal table of `infopt quality` and the report's quality
+section. Every number with its sample count; the floor beside each measure."""
+
+from __future__ import annotations
+
+from infopt.specs.quality import FidelityResult, QualityVerdict
+
+
+def _row(label: str, f: FidelityResult) -> str:
+    return (f"{label:10} {f.positions:>6} {f.top1_agreement:>8.1%} "
+            f"{f.top1_interval.low:>6.1%}-{f.top1_interval.high:<6.1%} "
+            f"{f.delta_p_mean:>+9.4f} {f.delta_p_p05:>+8.3f} {f.perplexity_ratio:>9.4f} "
+            f"{f.kl_lower_bound_mean_nats:>9.4f}  {_divergence(f)}")
+
+
+def _divergence(f: FidelityResult) -> str:
+    return ",".join("-" if d is None else str(d) for d in f.first_divergence)
+
+
+def render_verdict(v: QualityVerdict) -> str:
+    head = (f"{'':10} {'tokens':>6} {'top-1':>8} {'95% interval':13} {'mean dp':>9} "
+            f"{'p05 dp':>8} {'ppl ratio':>9} {'KL>= nats':>9}  first divergence per prompt")
+    lines = [head]
+    if v.floor is not None:
+        lines.append(_row("floor", v.floor))
+    lines.append(_row("candidate", v.candidate))
+    if v.candidate.unscored_positions:
+        lines.append(f"({v.candidate.unscored_positions} positions the servers could not report "
+                     "were left out)")
+    lines += [f"{'PASS' if m.passed else 'FAIL'} {m.why}" for m in v.measures]
+    lines.append(("PASSED: " if v.passed else "FAILED: ") + v.summary)
+    return "\n".join(lines)
+
+
+def quality_markdown(rows: list[tuple[str, QualityVerdict]]) -> list[str]:
+    """The report's quality table: one row per judged configuration, the floor first."""
+    if not rows:
+        return []
+    out = ["| configuration | tokens | top-1 agreement (95% CI) | mean dp | ppl ratio | "
+           "KL lower bound (nats) | verdict |", "|---|---|---|---|---|---|---|"]
+    floor = rows[0][1].floor
+    if floor is not None:
+        out.append(_md("noise floor (reference restarted)", floor, "sets the thresholds"))
+    for name, v in rows:
+        failed = [m.measure for m in v.measures if not m.passed]
+        out.append(_md(name, v.candidate, "pass" if v.passed else "FAIL: " + ", ".join(failed)))
+    return out
+
+
+def _md(name: str, f: FidelityResult, verdict: str) -> str:
+    return (f"| {name} | {f.positions} | {f.top1_agreement:.1%} ({f.top1_interval.low:.1%}-"
+            f"{f.top1_interval.high:.1%}) | {f.delta_p_mean:+.4f} | {f.perplexity_ratio:.4f} | "
+            f"{f.kl_lower_bound_mean_nats:.4f} (lower bound) | {verdict} |")

@@ -1,0 +1,119 @@
+"""The quality gate inside a run (infopt.quality): the reference is started once, builds its
+greedy continuations and is stopped; a fresh restart at another batch size scores them for the
+noise floor; then every trial's configuration is judged once, while its engine runs, before its
+measurement counts. Everything is persisted under runs/<id>/quality/, keyed by what determines
+it (configuration, engine version, model digest, prompt set), so a resumed run re-measures
+nothing."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+from prefect import get_run_logger, task
+from prefect.cache_policies import NO_CACHE
+
+from infopt.engines import adapter_for, endpoint_for
+from infopt.quality.check import load_reference, save_reference
+from infopt.quality.gate import quality_verdict
+from infopt.quality.prompts import FIDELITY_PROMPTS
+from infopt.quality.teacher import DEFAULT_TOKENS, DEFAULT_TOP_K, build_reference, score_candidate
+from infopt.specs.base import EngineStartError
+from infopt.specs.quality import FidelityResult, QualityVerdict
+from infopt.specs.results import RunningEngine
+from infopt.specs.serving import with_knob
+from tasks.engine import start_engine, stop_engine
+
+
+def quality_key(config, engine_version: str, model_digest: str) -> str:
+    """What a configuration's scores depend on; the port and the served name do not."""
+    payload = {"config": config.model_dump(mode="json", exclude={"port", "served_model_name"}),
+               "engine_version": engine_version, "model": model_digest,
+               "prompts": FIDELITY_PROMPTS, "tokens": DEFAULT_TOKENS, "top_k": DEFAULT_TOP_K}
+    return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:12]
+
+
+def _floor_config(config):
+    """The reference at another batch size: two running requests where it had one, else one."""
+    knob = adapter_for(config.engine).concurrency_knob
+    return with_knob(config, knob, 1 if getattr(config, knob) not in (None, 1) else 2)
+
+
+@task(name="quality-reference", cache_policy=NO_CACHE)
+def quality_reference(config, quality_dir: str, weights_bytes: int, key: str
+                      ) -> tuple[str | None, str]:
+    """Build (or find) the reference and its floor. Returns (the reference file, or None when
+    the gate cannot run; what the report says about it)."""
+    log, d = get_run_logger(), Path(quality_dir)
+    ref_path, floor_path = d / f"reference-{key}.json", d / f"floor-{key}.json"
+    what = (f"Reference: the control configuration (the checkpoint's own weights, the "
+            f"engine's default KV precision), the highest precision this run's candidates "
+            f"share; floor: a fresh restart of it at {adapter_for(config.engine).concurrency_knob}"
+            f"={getattr(_floor_config(config), adapter_for(config.engine).concurrency_knob)} "
+            "scoring two sequences at once. Files: quality/.")
+    if ref_path.is_file() and floor_path.is_file():
+        log.info("quality reference %s: built earlier, reused", ref_path.name)
+        return str(ref_path), what
+    if adapter_for(config.engine).token_scoring is None:
+        return None, (f"The quality gate was NOT run: {config.engine} offers no exact teacher "
+                      "forcing that infopt knows, so no candidate's answers were compared.")
+    d.mkdir(parents=True, exist_ok=True)
+    try:
+        reference = load_reference(ref_path) or _build(config, d, key, weights_bytes)
+        save_reference(reference, ref_path)
+        floor = _floor(config, reference, d, key, weights_bytes)
+    except EngineStartError as exc:
+        return None, (f"The quality gate was NOT run: the reference configuration did not "
+                      f"start ({str(exc).splitlines()[0][:200]}).")
+    _atomic(floor_path, floor.model_dump_json(indent=2))
+    log.info("quality floor: top-1 agreement %.1f%% over %d tokens",
+             100 * floor.top1_agreement, floor.positions)
+    return str(ref_path), what
+
+
+def _build(config, d: Path, key: str, weights_bytes: int):
+    running = start_engine(config, str(d / f"reference-{key}.log"), weights_bytes)
+    try:
+        return build_reference(_endpoint(running, config), progress=get_run_logger().info)
+    finally:
+        stop_engine(running)
+
+
+def _floor(config, reference, d: Path, key: str, weights_bytes: int) -> FidelityResult:
+    cfg = _floor_config(config)
+    running = start_engine(cfg, str(d / f"floor-{key}.log"), weights_bytes)
+    try:
+        return score_candidate(_endpoint(running, cfg), reference, concurrency=2,
+                               label="floor")
+    finally:
+        stop_engine(running)
+
+
+def _endpoint(running: RunningEngine, config):
+    return endpoint_for(running.engine, running.base_url, config.served_model_name, running.pid)
+
+
+def _atomic(path: Path, text: str) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text, encoding="utf-8")
+    tmp.replace(path)
+
+
+@task(name="judge-quality", cache_policy=NO_CACHE)
+def judge_quality(running: RunningEngine, config, reference_path: str, key: str,
+                  tolerance: float) -> QualityVerdict:
+    """This configuration's verdict against the reference and floor (once per reference and
+    configuration key: repeats and resumed runs reuse it)."""
+    ref_path = Path(reference_path)
+    out = ref_path.with_name(ref_path.stem.replace("reference-", "verdict-", 1) + f"-{key}.json")
+    if out.is_file():
+        return QualityVerdict.model_validate_json(out.read_text(encoding="utf-8"))
+    reference = load_reference(ref_path)
+    floor_file = ref_path.with_name(ref_path.name.replace("reference-", "floor-", 1))
+    floor = FidelityResult.model_validate_json(floor_file.read_text(encoding="utf-8"))
+    verdict = quality_verdict(score_candidate(_endpoint(running, config), reference),
+                              floor, tolerance)
+    _atomic(out, verdict.model_dump_json(indent=2))
+    get_run_logger().info("quality %s: %s", key, verdict.summary)
+    return verdict

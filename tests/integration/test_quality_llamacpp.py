@@ -1,0 +1,73 @@
+"""The quality gate against real llama-server: weight variants made with the real
+`llama-quantize` from the shipped Q4_1 (F16 is the reference: the highest precision there is;
+it holds the Q4_1 weights dequantized), judged by teacher forcing. The close ones must pass and
+the degraded one must fail, and the floor (a restart at another batch size) is measured, not
+assumed. Recorded on llama.cpp 0.3.36 (AVX2 EPYC, 232 tokens): floor 100%, Q8_0 98.3%, KV
+q8_0 98.3%, KV q4_0 90.1%, Q4_0 72.0%, Q2_K 62.9% top-1 agreement."""
+
+from __future__ import annotations
+
+import pytest
+
+from infopt.engines import endpoint_for, llamacpp, process
+from infopt.engines.quantize import requantize
+from infopt.quality.check import check_quality
+from infopt.report.quality_text import render_verdict
+from infopt.specs.serving import LlamaCppConfig
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
+
+# Wider than the default 0.02 on purpose: another CPU's kernels (AVX-512 vs AVX2 dot products)
+# round differently, and at 0.02 this 135M model's Q8_0 sits at the edge (98.3% vs 98.0% here).
+# At 0.05 the close variants pass by ~3 points and Q2_K fails by ~30.
+TOLERANCE = 0.05
+
+
+@pytest.fixture(scope="module")
+def variants(engine_paths, gguf_model, tmp_path_factory):
+    d = tmp_path_factory.mktemp("variants")
+    return {t: requantize(engine_paths.llama_quantize, gguf_model, d / f"{t}.gguf", t)
+            for t in ("F16", "Q8_0", "Q2_K")}
+
+
+def _serve(binary, model, tmp_path, name, **knobs):
+    cfg = LlamaCppConfig(model_path=str(model), served_model_name="smollm2", threads=2,
+                         ctx_per_slot_tokens=2048, **knobs)
+    return process.start(llamacpp.ADAPTER, cfg, str(binary), tmp_path / f"{name}.log",
+                         weights_bytes=model.stat().st_size)
+
+
+@pytest.fixture(scope="module")
+def reference(llama_server, variants, tmp_path_factory):
+    """The F16 reference, and a fresh F16 restart at another batch size for the floor."""
+    d = tmp_path_factory.mktemp("ref")
+    ref = _serve(llama_server, variants["F16"], d, "ref")
+    floor = _serve(llama_server, variants["F16"], d, "floor", parallel_slots=2)
+    yield (endpoint_for("llamacpp", ref.base_url, "smollm2"),
+           endpoint_for("llamacpp", floor.base_url, "smollm2"), d / "reference.json")
+    process.stop(ref.pid)
+    process.stop(floor.pid)
+
+
+@pytest.mark.parametrize("name, weights, knobs, passes", [
+    ("Q8_0 weights", "Q8_0", {}, True),
+    ("KV q8_0", "F16", {"flash_attn": "on", "cache_type_k": "q8_0", "cache_type_v": "q8_0"},
+     True),
+    ("Q2_K weights", "Q2_K", {}, False),
+])
+def test_the_gate_passes_close_variants_and_fails_a_degraded_one(
+        reference, variants, llama_server, tmp_path, name, weights, knobs, passes):
+    ref, floor, cache = reference
+    cand = _serve(llama_server, variants[weights], tmp_path, "cand", **knobs)
+    try:
+        saved, verdict = check_quality(ref, endpoint_for("llamacpp", cand.base_url, "smollm2"),
+                                       floor=floor, tolerance=TOLERANCE, reference_file=cache)
+    finally:
+        process.stop(cand.pid)
+    print(f"\n{name}\n{render_verdict(verdict)}")
+    assert saved.self_agreement >= 0.95 and cache.is_file()  # built once, then read back
+    assert verdict.floor.top1_agreement >= 0.97  # a restart reproduces the reference
+    assert verdict.candidate.positions >= 200
+    assert verdict.passed is passes, verdict.summary
+    if not passes:  # the verdict names what regressed
+        assert "top-1 agreement" in verdict.summary and "perplexity ratio" in verdict.summary
