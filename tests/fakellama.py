@@ -6,7 +6,8 @@ this; everything else runs against the real one.
 
 Modes: "honest" (exact toy scores), "ignores_bias" (logit_bias dropped: the argmax comes back),
 "noisy" (its reported logprobs are unrelated to its greedy choice: garbage scores),
-"other_tokenizer" (tokenizes to other ids).
+"other_tokenizer" (tokenizes to other ids), "other_model" (honest, but another toy model: a
+candidate that regressed).
 """
 
 from __future__ import annotations
@@ -62,7 +63,7 @@ class _Handler(BaseHTTPRequestHandler):
         prefix, out, probs = list(req["prompt"]), [], []
         bias = {t: b for t, b in req.get("logit_bias", [])} if self.mode != "ignores_bias" else {}
         for step in range(req.get("n_predict", 1)):
-            lp = _logprobs(prefix)
+            lp = _logprobs(prefix, salt=3 if self.mode == "other_model" else 0)
             tok = max(range(VOCAB), key=lambda v: lp[v] + bias.get(v, 0.0))
             shown = _logprobs(prefix, salt=31 + step) if self.mode == "noisy" else lp
             top = sorted(range(VOCAB), key=lambda v: -shown[v])[:req.get("n_probs", 0)]

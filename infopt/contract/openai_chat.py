@@ -303,6 +303,31 @@ def _run(c: _Ctx, feature: str) -> tuple[CheckStatus, str, dict[str, Any]]:
         return CheckStatus.FAIL, f"the response is not in the OpenAI shape: {exc}"[:240], {}
 
 
+def _require_openai_server(endpoint: Endpoint, headers: dict[str, str],
+                           timeout_s: float) -> None:
+    """One paragraph, before any probe, for a URL that is no OpenAI-compatible server at all
+    (a web page, another API): every probe would only fail the same way. A 401 is not this:
+    it is an authenticating server, and the probes report it."""
+    url = f"{endpoint.base_url.rstrip('/')}/v1/models"
+    try:
+        r = httpx.get(url, headers=headers, timeout=timeout_s)
+    except httpx.TransportError as exc:
+        raise InputError(f"cannot reach {endpoint.base_url} ({exc}); give the base URL of a "
+                         "running OpenAI-compatible server, e.g. http://127.0.0.1:8000") from None
+    if r.status_code in (401, 403):
+        return
+    try:
+        ok = r.status_code == 200 and isinstance(r.json().get("data"), list)
+    except (ValueError, AttributeError):
+        ok = False
+    if not ok:
+        raise InputError(f"{endpoint.base_url} is not an OpenAI-compatible server: GET "
+                         f"/v1/models answered HTTP {r.status_code} "
+                         f"({r.headers.get('content-type', 'no content type')}: "
+                         f"{r.text[:80]!r}); give the base URL the server's /v1 routes hang "
+                         "off (without /v1), e.g. http://127.0.0.1:8000")
+
+
 def verify_chat(endpoint: Endpoint, *, required: tuple[str, ...] = (),
                 features: tuple[str, ...] = CHAT_FEATURES, api_key: str | None = None,
                 evidence_dir: Path | None = None, timeout_s: float = 60.0
@@ -319,6 +344,7 @@ def verify_chat(endpoint: Endpoint, *, required: tuple[str, ...] = (),
         except OSError as exc:
             raise InputError(f"cannot write contract evidence to {evidence_dir} "
                              f"({exc.strerror or exc}); give a writable folder") from None
+    _require_openai_server(endpoint, c.headers, timeout_s)
     checks = []
     for feature in features:
         status, detail, evidence = _run(c, feature)

@@ -90,3 +90,32 @@ def test_verify_exits_1_when_a_required_check_fails_and_2_when_unreachable(tmp_p
         assert ok.returncode == 0 and '"feature": "whole"' in ok.stdout
     out = _run("verify", "--endpoint", "http://127.0.0.1:9", "--model", "m")
     _assert_clean_error(out, "cannot reach http://127.0.0.1:9")
+
+
+def test_quality_exit_status_says_pass_fail_or_bad_input(tmp_path):
+    """`infopt quality`: 0 when the candidate holds, 1 when it regressed, 2 for an endpoint it
+    cannot score; the reference is saved once and read back."""
+    import json
+
+    from tests.fakellama import FakeLlama
+
+    with FakeLlama() as good, FakeLlama("noisy") as noisy, FakeLlama("other_model") as worse:
+        ref_file = tmp_path / "ref.json"
+        ok = _run("quality", "--reference", good.base_url, "--candidate", good.base_url,
+                  "--floor", good.base_url, "--tokens", "6", "--reference-file", str(ref_file),
+                  "--json")
+        assert ok.returncode == 0, ok.stderr
+        assert json.loads(ok.stdout)["passed"] is True and ref_file.is_file()
+        regressed = _run("quality", "--reference", good.base_url, "--candidate", worse.base_url,
+                         "--tokens", "6", "--reference-file", str(ref_file))
+        assert regressed.returncode == 1 and "FAILED: token fidelity regressed: top-1" in \
+            regressed.stdout, regressed.stdout + regressed.stderr
+        bad = _run("quality", "--reference", noisy.base_url, "--candidate", good.base_url,
+                   "--tokens", "6")
+        _assert_clean_error(bad, "would be garbage")
+    nowhere = _run("quality", "--reference", "http://127.0.0.1:9", "--candidate",
+                   "http://127.0.0.1:9")
+    _assert_clean_error(nowhere, "is neither a llama-server")
+    unwritable = _run("quality", "--reference", "http://127.0.0.1:9", "--candidate",
+                      "http://127.0.0.1:9", "--reference-file", str(tmp_path / "no" / "r.json"))
+    _assert_clean_error(unwritable, "--reference-file", "missing or not writable")

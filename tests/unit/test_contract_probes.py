@@ -59,3 +59,35 @@ def test_an_unwritable_evidence_folder_is_refused_before_any_probe(server, tmp_p
     with pytest.raises(InputError, match="cannot write contract evidence to .*a-file/ev"):
         verify_chat(Endpoint(base_url=server.base_url, model="fast-server"),
                     evidence_dir=blocker / "ev")
+
+
+@pytest.mark.parametrize("body, ctype", [
+    (b"<html><body>It works!</body></html>", "text/html"),
+    (b'{"status": "ok"}', "application/json"),
+])
+def test_a_url_that_is_no_openai_server_is_one_paragraph_before_any_probe(body, ctype):
+    """A web page, or a JSON API of another shape: refused once, not failed 12 times."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    class Page(BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.send_response(200)
+            self.send_header("Content-Type", ctype)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *a):
+            pass
+
+    srv = ThreadingHTTPServer(("127.0.0.1", 0), Page)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{srv.server_address[1]}"
+        with pytest.raises(InputError, match="is not an OpenAI-compatible server: GET "
+                                             r"/v1/models answered HTTP 200 \(" + ctype):
+            verify_chat(Endpoint(base_url=url, model="m"))
+    finally:
+        srv.shutdown()
+        srv.server_close()
