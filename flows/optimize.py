@@ -38,7 +38,7 @@ from infopt.tuning.search import (
     runnable_candidates,
     serving_target,
 )
-from infopt.contract.openai_chat import PROBES as CONTRACT_PROBES
+from infopt.contract.verify import PROBES as CONTRACT_PROBES, required_for
 from tasks.benchmark import benchmark_scenarios
 from tasks.engine import start_engine, stop_engine
 from tasks.plan import fit_candidates
@@ -101,6 +101,10 @@ def _candidates(dim: TuningDimension, baseline, model, hw, workload: Workload):
 def _stop_on_broken_baseline(trial: Trial, run_dir: Path) -> None:
     """Nothing to tune without a baseline that starts, keeps the API contract and passes the
     quality gate."""
+    if broken := [c for c in trial.contract if c.required and not c.ok]:
+        raise InfoptError("the baseline failed its API contract: " + "; ".join(
+            f"{c.feature} ({c.status.value}): {c.detail}" for c in broken) + ". Evidence: "
+            + str(trial_dir(run_dir, trial.key) / "contract"))
     if trial.quality is not None and not trial.quality.passed:
         raise InfoptError(f"the baseline failed the quality gate: {trial.quality.summary}. "
                           f"Evidence: {run_dir / 'quality'}; loosen quality_tolerance only if "
@@ -115,10 +119,6 @@ def _stop_on_broken_baseline(trial: Trial, run_dir: Path) -> None:
             f"the baseline configuration failed ({trial.failed}). Upstream: "
             f"{links or 'no match'}. Diagnosis: {out}; engine log: "
             f"{trial_dir(run_dir, trial.key) / 'engine.log'}")
-    if broken := [c for c in trial.contract if c.required and not c.ok]:
-        raise InfoptError("the baseline failed its API contract: " + "; ".join(
-            f"{c.feature} ({c.status.value}): {c.detail}" for c in broken) + ". Evidence: "
-            + str(trial_dir(run_dir, trial.key) / "contract"))
 
 
 def _within_budget(request: OptimizeRequest, specs: list[TrialSpec]) -> list[TrialSpec]:
@@ -227,11 +227,11 @@ def optimize(request: OptimizeRequest | None = None, run_id: str | None = None,
 
     # Run: each trial persisted under its key.
     ctx = TrialContext(run_dir=str(run_dir), model=model, hw=hw, workload=workload,
-                       contract_required=tuple(f for f in request.api.features
-                                               if f in CONTRACT_PROBES),
+                       contract_required=required_for(
+                           [str(r) for r in request.api.routes], request.api.features),
                        tokenizer_path=_tokenizer_path(model),
                        github_search=request.github_search, github_url=request.github_url,
-                       quality_reference=reference,
+                       contract_dir=str(run_dir / "contract"), quality_reference=reference,
                        quality_tolerance=request.quality_tolerance, engine_version=version,
                        model_digest=digest)
     trials = _run_all(specs, keys, fits, control_fit, ctx, request, t_start)

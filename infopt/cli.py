@@ -422,9 +422,9 @@ def verify(
     model: Annotated[str, typer.Option(help="the served model name")],
     require: Annotated[str | None, typer.Option(help="comma list of features that must pass "
                                                 "(beyond models, whole, stream, "
-                                                "include_usage): max_tokens, stop, n, seed, "
-                                                "logprobs, stream_count_matches_usage, "
-                                                "json_object, json_schema")] = None,
+                                                "include_usage), e.g. tools_required,"
+                                                "json_schema,responses_stream,"
+                                                "messages_count_tokens; all: see --json")] = None,
     engine: Annotated[str | None, typer.Option(help="the engine behind the endpoint, for its "
                                                "forced-length fields (default: generic)")] = None,
     evidence: Annotated[str | None, typer.Option(help="folder for each check's request and "
@@ -433,12 +433,13 @@ def verify(
                                                     "API key (never printed)")] = None,
     json_out: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
-    """Probe an endpoint's API contract through the official openai SDK; exit 1 when a required
-    check does not pass."""
+    """Probe an endpoint's API contract (Chat Completions with tools and structured output,
+    Responses, Anthropic Messages, auth and error shapes) through the official openai and
+    anthropic SDKs; exit 1 when a required check does not pass."""
     import json
     from pathlib import Path
 
-    from infopt.contract.openai_chat import verify_chat
+    from infopt.contract.verify import verify_endpoint
 
     try:
         key = None
@@ -448,7 +449,7 @@ def verify(
                 raise InfoptError(f"--api-key-env {api_key_env}: that environment variable is "
                                   "not set; export it or leave the option out")
         required = tuple(x.strip() for x in require.split(",") if x.strip()) if require else ()
-        checks = verify_chat(_endpoint(endpoint, model, engine), required=required,
+        checks = verify_endpoint(_endpoint(endpoint, model, engine), required=required,
                              api_key=key, evidence_dir=Path(evidence) if evidence else None)
     except InfoptError as exc:
         _fail(exc)

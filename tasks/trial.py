@@ -32,7 +32,7 @@ from infopt.specs.workload import Workload
 from infopt.troubleshoot.diagnose import contract_preserving_remedy, diagnose_file
 from infopt.tuning.search import objective_value
 from tasks.benchmark import benchmark
-from tasks.contract import verify_contract
+from tasks.contract import contract_key, verify_contract
 from tasks.engine import diagnose_start, start_engine, stop_engine
 from tasks.plan import label_ceilings
 from tasks.quality import judge_quality, quality_key
@@ -51,6 +51,9 @@ class TrialContext:
     github_url: str | None
     # Contract features the request requires beyond what the load generator needs.
     contract_required: tuple[str, ...] = ()
+    # Where each API surface's contract results are kept (tasks.contract); None: only the
+    # trials marked with_contract are probed.
+    contract_dir: str | None = None
     # The quality gate (tasks.quality): the reference file, None when the gate cannot run.
     quality_reference: str | None = None
     quality_tolerance: float = 0.02
@@ -128,6 +131,26 @@ def _judge(running: RunningEngine, config, ctx: TrialContext):
         return None, f"its tokens could not be scored ({exc})"
 
 
+def _gates(running: RunningEngine, spec: TrialSpec, config, ctx: TrialContext, key: str):
+    """The contract, then the quality gate, before the measurement counts.
+    Returns (contract checks, quality verdict | None, why the trial is rejected | None)."""
+    checks = []
+    if ctx.contract_dir is not None or spec.with_contract:
+        cache = None if ctx.contract_dir is None else str(Path(ctx.contract_dir) / (
+            contract_key(config, ctx.engine_version, ctx.model_digest) + ".json"))
+        checks = verify_contract(running, config.served_model_name, ctx.contract_required,
+                                 str(trial_dir(Path(ctx.run_dir), key) / "contract"), cache)
+        if broken := [c for c in checks if c.required and not c.ok]:
+            return checks, None, "rejected by the API contract: " + "; ".join(
+                f"{c.feature} ({c.status.value}): {c.detail[:120]}" for c in broken)
+    verdict, unscorable = _judge(running, config, ctx)
+    if unscorable is not None:
+        return checks, None, f"rejected by the quality gate: {unscorable}"
+    if verdict is not None and not verdict.passed:
+        return checks, verdict, f"rejected by the quality gate: {verdict.summary}"
+    return checks, verdict, None
+
+
 @task(name="run-trial", cache_policy=NO_CACHE)
 def run_trial(spec: TrialSpec, key: str, fit: MemoryFit | None, ctx: TrialContext) -> Trial:
     run_dir = Path(ctx.run_dir)
@@ -146,15 +169,11 @@ def run_trial(spec: TrialSpec, key: str, fit: MemoryFit | None, ctx: TrialContex
                       failed=f"{diag.category.value}: {diag.root_error[:300]}")
         write_trial(run_dir, key, trial)
         return trial
-    checks, verdict, bench, error = [], None, None, None
+    checks, verdict, bench, error, rejected = [], None, None, None, None
     with _engine(running):
         try:
-            if spec.with_contract:
-                checks = verify_contract(running, config.served_model_name,
-                                         ctx.contract_required,
-                                         str(trial_dir(run_dir, key) / "contract"))
-            verdict, unscorable = _judge(running, config, ctx)
-            if unscorable is None and (verdict is None or verdict.passed):
+            checks, verdict, rejected = _gates(running, spec, config, ctx, key)
+            if rejected is None:
                 bench = benchmark(running, config.served_model_name, ctx.workload,
                                   str(run_dir), key,
                                   max_input_tokens=ctx.model.native_context_tokens,
@@ -165,10 +184,8 @@ def run_trial(spec: TrialSpec, key: str, fit: MemoryFit | None, ctx: TrialContex
     if error is not None and died is None:
         raise error
     common.update(engine=running, benchmark=bench, contract=checks, quality=verdict)
-    if died is None and (unscorable or (verdict is not None and not verdict.passed)):
-        why = unscorable or verdict.summary
-        trial = Trial(**common, objective_value=None,
-                      failed=f"rejected by the quality gate: {why}"[:600])
+    if died is None and rejected is not None:
+        trial = Trial(**common, objective_value=None, failed=rejected[:600])
     elif died is not None:
         d = diagnose_file(running.log_path, str(config.engine))
         last = process.tail(Path(running.log_path), 3).replace("\n", " | ")

@@ -17,54 +17,30 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import httpx
-import openai
 from httpx_sse import connect_sse
 
 from infopt.loadgen.client import RequestJob, send_request
-from infopt.specs.base import InputError
-from infopt.specs.contract import CheckStatus, ContractCheck
-from infopt.specs.endpoint import Endpoint
+from infopt.specs.contract import CheckStatus
+
+from .context import PROBE_TOKENS, PROMPT, Probe, ProbeContext
 
 ROUTE = "/v1/chat/completions"
-PROBE_TOKENS = 8
 # What every check of this module is called; `required` picks from these.
 CHAT_FEATURES = ("models", "whole", "stream", "include_usage", "stream_count_matches_usage",
                  "max_tokens", "stop", "n", "seed", "logprobs", "json_object",
                  "json_schema")
 # What the load generator itself relies on: always required.
 BASE_REQUIRED = ("models", "whole", "stream", "include_usage")
-_PROMPT = [{"role": "user", "content": "Write two sentences about the sea."}]
-
-Probe = Callable[["_Ctx"], tuple[CheckStatus, str, dict[str, Any]]]
-
-
-class _Ctx:
-    def __init__(self, endpoint: Endpoint, api_key: str | None, timeout_s: float) -> None:
-        self.endpoint = endpoint
-        self.model = endpoint.model
-        self.sdk = openai.OpenAI(base_url=f"{endpoint.base_url.rstrip('/')}/v1",
-                                 api_key=api_key or "unused", max_retries=0, timeout=timeout_s)
-        self.headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        self.timeout_s = timeout_s
-
-    def chat(self, **kw: Any):
-        body = {"model": self.model, "messages": _PROMPT, "temperature": 0.0, **kw}
-        return self.sdk.chat.completions.create(**body)
-
-    def forced(self, n: int = PROBE_TOKENS) -> dict[str, Any]:
-        return {"extra_body": self.endpoint.forced_fields(n)}
 
 
 def _usage(resp) -> int | None:
     return resp.usage.completion_tokens if resp.usage else None
 
 
-def _models(c: _Ctx):
+def _models(c: ProbeContext):
     ids = [m.id for m in c.sdk.models.list().data]
     ok = c.model in ids
     return (CheckStatus.PASS if ok else CheckStatus.FAIL,
@@ -72,7 +48,7 @@ def _models(c: _Ctx):
             {"ids": ids})
 
 
-def _whole(c: _Ctx):
+def _whole(c: ProbeContext):
     r = c.chat(**c.forced())
     choice = r.choices[0] if r.choices else None
     problems = []
@@ -87,9 +63,9 @@ def _whole(c: _Ctx):
             f"{choice.finish_reason}", r.model_dump())
 
 
-def _stream(c: _Ctx):
+def _stream(c: ProbeContext):
     """The SSE framing itself: event-stream content type, JSON data events, `[DONE]` last."""
-    body = {"model": c.model, "messages": _PROMPT, "temperature": 0.0, "stream": True,
+    body = {"model": c.model, "messages": PROMPT, "temperature": 0.0, "stream": True,
             **c.endpoint.forced_fields(PROBE_TOKENS)}
     events, text, problems = [], "", []
     with httpx.Client(timeout=c.timeout_s, headers=c.headers) as client, connect_sse(
@@ -121,7 +97,7 @@ def _stream(c: _Ctx):
             "last", {"body": body, "events_head": events[:3], "events_tail": events[-2:]})
 
 
-def _include_usage(c: _Ctx):
+def _include_usage(c: ProbeContext):
     stream = c.chat(stream=True, stream_options={"include_usage": True}, **c.forced())
     chunks = list(stream)
     usage = next((ch.usage for ch in chunks if ch.usage is not None), None)
@@ -139,9 +115,9 @@ def _include_usage(c: _Ctx):
             "completion tokens", {"usage": usage.model_dump() if usage else None})
 
 
-def _stream_count(c: _Ctx):
+def _stream_count(c: ProbeContext):
     """The tokens the stream delivered equal what usage bills (the load generator's client)."""
-    job = RequestJob(request_id="contract-count", prompt=_PROMPT[0]["content"],
+    job = RequestJob(request_id="contract-count", prompt=PROMPT[0]["content"],
                      output_tokens=PROBE_TOKENS, concurrency=1,
                      forced=c.endpoint.forced_fields(PROBE_TOKENS),
                      counting=c.endpoint.stream_counting)
@@ -164,7 +140,7 @@ def _stream_count(c: _Ctx):
             f"streamed {rec.streamed_tokens} tokens, usage {rec.output_tokens}", ev)
 
 
-def _max_tokens(c: _Ctx):
+def _max_tokens(c: ProbeContext):
     r = c.chat(max_tokens=4)  # no forcing: the cap alone
     n, reason = _usage(r), r.choices[0].finish_reason if r.choices else None
     ok = n is not None and n <= 4 and (n < 4 or reason == "length")
@@ -172,7 +148,7 @@ def _max_tokens(c: _Ctx):
             f"max_tokens=4: {n} completion tokens, finish_reason {reason}", r.model_dump())
 
 
-def _stop(c: _Ctx):
+def _stop(c: ProbeContext):
     base = c.chat(max_tokens=24).choices[0].message.content or ""
     k = len(base) // 2
     stop = base[k:k + 4]
@@ -188,7 +164,7 @@ def _stop(c: _Ctx):
             {"stop": stop, "base": base, "got": got})
 
 
-def _n(c: _Ctx):
+def _n(c: ProbeContext):
     r = c.chat(n=2, temperature=1.0, seed=7, max_tokens=8)
     got = len(r.choices)
     return (CheckStatus.PASS if got == 2 else CheckStatus.FAIL,
@@ -196,7 +172,7 @@ def _n(c: _Ctx):
             r.model_dump())
 
 
-def _seed(c: _Ctx):
+def _seed(c: ProbeContext):
     a, b, other = (c.chat(temperature=1.0, seed=s, max_tokens=12).choices[0].message.content
                    for s in (1234, 1234, 4321))
     if a != b:
@@ -211,7 +187,7 @@ def _seed(c: _Ctx):
     return status, detail, {"seed_1234": [a, b], "seed_4321": other}
 
 
-def _logprobs(c: _Ctx):
+def _logprobs(c: ProbeContext):
     r = c.chat(logprobs=True, top_logprobs=2, **c.forced(4))
     lp = r.choices[0].logprobs if r.choices else None
     content = (lp.content or []) if lp else []
@@ -232,7 +208,7 @@ _JSON_PROMPT = [{"role": "user", "content": "Give a city and its population as J
 _JSON_TOKENS = 64
 
 
-def _json_answer(c: _Ctx, response_format: dict[str, Any]):
+def _json_answer(c: ProbeContext, response_format: dict[str, Any]):
     r = c.sdk.chat.completions.create(model=c.model, messages=_JSON_PROMPT, temperature=0.0,
                                       max_tokens=_JSON_TOKENS, response_format=response_format)
     text = r.choices[0].message.content or ""
@@ -245,7 +221,7 @@ def _json_answer(c: _Ctx, response_format: dict[str, Any]):
         return r, text, None, why
 
 
-def _json_object(c: _Ctx):
+def _json_object(c: ProbeContext):
     r, text, obj, why = _json_answer(c, {"type": "json_object"})
     ok = isinstance(obj, dict)
     return (CheckStatus.PASS if ok else CheckStatus.FAIL,
@@ -254,7 +230,7 @@ def _json_object(c: _Ctx):
             {"content": text})
 
 
-def _json_schema(c: _Ctx):
+def _json_schema(c: ProbeContext):
     import jsonschema  # a direct dependency; imported here because only this probe needs it
 
     r, text, obj, why = _json_answer(c, {"type": "json_schema", "json_schema": {
@@ -283,79 +259,3 @@ PROBES: dict[str, tuple[str, bool, Probe]] = {  # feature -> (route, streamed, p
     "json_object": (ROUTE, False, _json_object),
     "json_schema": (ROUTE, False, _json_schema),
 }
-
-
-def _run(c: _Ctx, feature: str) -> tuple[CheckStatus, str, dict[str, Any]]:
-    route, _, probe = PROBES[feature]
-    try:
-        return probe(c)
-    except (openai.BadRequestError, openai.UnprocessableEntityError,
-            openai.NotFoundError) as exc:  # refused: the server says it does not do this
-        return (CheckStatus.UNSUPPORTED, f"HTTP {exc.status_code}: {str(exc)[:200]}",
-                {"error": str(exc)[:500]})
-    except openai.APIStatusError as exc:
-        return CheckStatus.FAIL, f"HTTP {exc.status_code}: {str(exc)[:200]}", {}
-    except (openai.APIConnectionError, httpx.TransportError) as exc:
-        raise InputError(f"cannot reach {c.endpoint.base_url} ({exc}); give the base URL of a "
-                         "running OpenAI-compatible server, e.g. http://127.0.0.1:8000") from None
-    except (json.JSONDecodeError, openai.APIResponseValidationError, TypeError,
-            AttributeError) as exc:  # answered, but not in the OpenAI shape
-        return CheckStatus.FAIL, f"the response is not in the OpenAI shape: {exc}"[:240], {}
-
-
-def _require_openai_server(endpoint: Endpoint, headers: dict[str, str],
-                           timeout_s: float) -> None:
-    """One paragraph, before any probe, for a URL that is no OpenAI-compatible server at all
-    (a web page, another API): every probe would only fail the same way. A 401 is not this:
-    it is an authenticating server, and the probes report it."""
-    url = f"{endpoint.base_url.rstrip('/')}/v1/models"
-    try:
-        r = httpx.get(url, headers=headers, timeout=timeout_s)
-    except httpx.TransportError as exc:
-        raise InputError(f"cannot reach {endpoint.base_url} ({exc}); give the base URL of a "
-                         "running OpenAI-compatible server, e.g. http://127.0.0.1:8000") from None
-    if r.status_code in (401, 403):
-        return
-    try:
-        ok = r.status_code == 200 and isinstance(r.json().get("data"), list)
-    except (ValueError, AttributeError):
-        ok = False
-    if not ok:
-        raise InputError(f"{endpoint.base_url} is not an OpenAI-compatible server: GET "
-                         f"/v1/models answered HTTP {r.status_code} "
-                         f"({r.headers.get('content-type', 'no content type')}: "
-                         f"{r.text[:80]!r}); give the base URL the server's /v1 routes hang "
-                         "off (without /v1), e.g. http://127.0.0.1:8000")
-
-
-def verify_chat(endpoint: Endpoint, *, required: tuple[str, ...] = (),
-                features: tuple[str, ...] = CHAT_FEATURES, api_key: str | None = None,
-                evidence_dir: Path | None = None, timeout_s: float = 60.0
-                ) -> list[ContractCheck]:
-    """Probe each feature; `required` (plus BASE_REQUIRED) marks what the caller depends on."""
-    if unknown := sorted((set(required) | set(features)) - set(PROBES)):
-        raise InputError(f"unknown contract feature(s) {unknown}; known: {list(PROBES)}")
-    c, must = _Ctx(endpoint, api_key, timeout_s), set(required) | set(BASE_REQUIRED)
-    if evidence_dir is not None:  # checked before any probe: a bad folder must not cost a run
-        try:
-            evidence_dir.mkdir(parents=True, exist_ok=True)
-            (evidence_dir / ".write-test").touch()
-            (evidence_dir / ".write-test").unlink()
-        except OSError as exc:
-            raise InputError(f"cannot write contract evidence to {evidence_dir} "
-                             f"({exc.strerror or exc}); give a writable folder") from None
-    _require_openai_server(endpoint, c.headers, timeout_s)
-    checks = []
-    for feature in features:
-        status, detail, evidence = _run(c, feature)
-        path = None
-        if evidence_dir is not None:
-            path = evidence_dir / f"{feature}.json"
-            path.write_text(json.dumps({"feature": feature, "status": status.value,
-                                        "detail": detail, "evidence": evidence},
-                                       indent=2, default=str)[:200_000])
-        route, streamed, _ = PROBES[feature]
-        checks.append(ContractCheck(route=route, feature=feature, stream=streamed,
-                                    status=status, detail=detail, required=feature in must,
-                                    evidence=str(path) if path else None))
-    return checks

@@ -174,6 +174,10 @@ class EngineAdapter:
     # (GET path, JSON key) that only this engine's server answers with: tells a bare URL's
     # engine apart (infopt.engines.identify_engine). None: not identifiable this way.
     identity_probe: tuple[str, str] | None = None
+    # Config fields that can change what the API does (n with one slot, the context a prompt
+    # may fill, tool parsers, KV type): the contract is re-probed when one changes. None: any
+    # field can (every change is re-probed).
+    api_surface_knobs: tuple[str, ...] | None = None
     # Where its issues are filed: issue-first troubleshooting searches these, in this order.
     upstream_repos: tuple[str, ...] = ()
     # Knob values that need particular CPU instructions when the engine runs on a CPU.

@@ -172,6 +172,8 @@ ADAPTER = EngineAdapter(
     container_image="ghcr.io/ggml-org/llama.cpp:server",
     container_executable="/app/llama-server",
     tokenize_path="/tokenize",
+    api_surface_knobs=("parallel_slots", "ctx_per_slot_tokens", "cache_type_k",
+                       "cache_type_v", "flash_attn"),
     identity_probe=("/props", "default_generation_settings"),
     token_scoring=LLAMACPP_SCORING,
     tokenize_body=lambda model, text: {"content": text},

@@ -64,6 +64,10 @@ def build_launch(cfg: VllmConfig, python: str, port: int) -> Launch:
         argv += ["--kv-cache-dtype", cfg.kv_cache_dtype]
     if cfg.enforce_eager:
         argv.append("--enforce-eager")
+    if cfg.enable_auto_tool_choice:
+        argv.append("--enable-auto-tool-choice")
+    if cfg.tool_call_parser is not None:
+        argv += ["--tool-call-parser", cfg.tool_call_parser]
     if cfg.enable_prefix_caching is not None:
         argv.append("--enable-prefix-caching" if cfg.enable_prefix_caching
                     else "--no-enable-prefix-caching")
@@ -190,6 +194,8 @@ ADAPTER = EngineAdapter(
     container_image="vllm/vllm-openai:v0.32.0",
     container_executable="python3",
     tokenize_path="/tokenize",
+    api_surface_knobs=("max_model_len", "max_num_seqs", "kv_cache_dtype",
+                       "enable_auto_tool_choice", "tool_call_parser"),
     identity_probe=("/version", "version"),
     token_scoring=PROMPT_LOGPROBS_SCORING,
     tokenize_body=lambda model, text: {"model": model, "prompt": text, "add_special_tokens": False},

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from enum import StrEnum
 
+from pydantic import Field
+
 from .base import Spec
 
 
@@ -27,3 +29,30 @@ class ContractCheck(Spec):
     @property
     def ok(self) -> bool:
         return self.status is CheckStatus.PASS
+
+
+class ContractRemedy(Spec):
+    """What gives a configuration the features it lacks, as knob changes (engine data:
+    EngineAdapter.contract_remedies), with where that was found."""
+
+    features: list[str]  # the checks it provides
+    knob_changes: dict[str, bool | int | float | str]
+    change: str  # in words, with the engine's flags
+    source: str  # the engine's own message, or the documentation page
+
+
+class ContractGap(Spec):
+    """A check a configuration did not pass, and what would provide it (None: nothing known)."""
+
+    feature: str
+    status: CheckStatus
+    detail: str
+    required: bool
+    remedy: ContractRemedy | None = None
+
+
+class ContractOutcome(Spec):
+    """The gaps of the baseline's contract, and the remedy the run applied, if it did."""
+
+    gaps: list[ContractGap] = Field(default_factory=list)
+    applied: ContractRemedy | None = None

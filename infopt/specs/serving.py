@@ -74,6 +74,11 @@ class VllmConfig(_Common):
     max_num_batched_tokens: int | None = Field(None, ge=1)
     kv_cache_dtype: Literal["auto", "fp8", "fp8_e4m3", "fp8_e5m2"] = "auto"
     enforce_eager: bool = False
+    # Tool calls: vLLM refuses tool_choice required/named without a parser and "auto" without
+    # both (recorded on 0.32: HTTP 400 naming the flags). The parser reads the model family's
+    # call format (hermes: <tool_call> JSON, Qwen and others).
+    enable_auto_tool_choice: bool = False
+    tool_call_parser: str | None = Field(None, pattern=r"^[a-z0-9_]+$")
     enable_prefix_caching: bool | None = None
     # --gpu-memory-utilization: the fraction of device memory vLLM allows itself (default 0.9).
     gpu_memory_utilization: float | None = Field(None, gt=0, le=1)

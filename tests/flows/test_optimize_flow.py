@@ -112,15 +112,16 @@ def test_report_names_engine_version_and_exact_commands(report_and_dir):
 
 def test_contract_checked_and_no_engine_left_running(report_and_dir):
     report, _ = report_and_dir
-    from infopt.contract.openai_chat import CHAT_FEATURES
+    from infopt.contract.verify import FEATURES
+    from tests.integration.test_llamacpp import LLAMACPP_0_3_36
 
     _, run_dir = report_and_dir
-    assert [c.feature for c in report.contract] == list(CHAT_FEATURES)
+    assert [c.feature for c in report.contract] == list(FEATURES)
     status = {c.feature: c.status.value for c in report.contract}
     # The contract depends on the configuration: llama-server with --parallel 1 (the
     # baseline) refuses n=2 ("Value must be between 1 <= value <= 1"), while 2 slots serve it
-    # (tests/integration/test_llamacpp.py). Every other feature passes.
-    assert status == {**{f: "pass" for f in CHAT_FEATURES}, "n": "unsupported"}
+    # (tests/integration/test_llamacpp.py). Every other feature is as recorded there.
+    assert status == {**LLAMACPP_0_3_36, "n": "unsupported"}
     assert "1 <= value <= 1" in next(c.detail for c in report.contract if c.feature == "n")
     base = next(t for t in report.trials if t.contract)
     assert base.config.parallel_slots == 1

@@ -12,7 +12,8 @@ import httpx
 import numpy as np
 import pytest
 
-from infopt.contract.openai_chat import CHAT_FEATURES, verify_chat
+from infopt.contract.openai_chat import CHAT_FEATURES
+from infopt.contract.verify import verify_endpoint
 from infopt.engines import endpoint_for, llamacpp, process
 from infopt.loadgen.measure import measure_workload
 from infopt.loadgen.tokens import engine_counter
@@ -42,15 +43,70 @@ def test_started_on_localhost_with_version_and_log(server):
     assert httpx.get(f"{server.base_url}/metrics").status_code == 200
 
 
-def test_chat_contract_of_this_llama_server_version(server, tmp_path):
-    # Recorded for llama.cpp 0.3.36 (llama-server): every Chat Completions feature probed is
-    # supported as a client relies on it, n and seed included. The same probes fail a server
-    # that ignores those fields (tests/unit/test_contract_probes.py).
-    checks = verify_chat(endpoint_for("llamacpp", server.base_url, "smollm2", server.pid),
-                         evidence_dir=tmp_path)
-    assert {c.feature: c.status.value for c in checks} == {f: "pass" for f in CHAT_FEATURES}, \
-        [(c.feature, c.detail) for c in checks if not c.ok]
-    assert all((tmp_path / f"{f}.json").is_file() for f in CHAT_FEATURES)
+# Recorded for llama.cpp 0.3.36 (llama-server, SmolLM2-135M, 2 slots), with evidence files:
+# every Chat Completions feature passes, n and seed included (a server that ignores those
+# fields fails them: tests/unit/test_contract_probes.py). Tools: this model's chat template has
+# none, so no tool_calls come back, even when required or named (the text merely describes
+# the weather); the tool-result turn is answered. Responses: text.format json_schema is not
+# applied (a ```json fence comes back) and tool_choice required gives no function_call.
+# Anthropic Messages: all but tool use; count_tokens equals the billed prompt tokens once the
+# prompt-cache reads are added (llama-server reports cache hits as cache_read_input_tokens).
+LLAMACPP_0_3_36 = {
+    **{f: "pass" for f in CHAT_FEATURES},
+    "tools_auto": "fail", "tools_required": "fail", "tools_named": "fail",
+    "tools_parallel": "fail", "tools_second_turn": "pass",
+    "auth": "unsupported", "error_bad_request": "pass", "error_beyond_context": "pass",
+    "responses_create": "pass", "responses_stream": "pass", "responses_tools": "fail",
+    "responses_json_schema": "fail",
+    "messages_create": "pass", "messages_stream": "pass", "messages_system": "pass",
+    "messages_multi_turn": "pass", "messages_tools": "fail", "messages_count_tokens": "pass",
+}
+
+
+def test_contract_of_this_llama_server_version(server, tmp_path):
+    checks = verify_endpoint(endpoint_for("llamacpp", server.base_url, "smollm2", server.pid),
+                             evidence_dir=tmp_path)
+    got = {c.feature: c.status.value for c in checks}
+    assert got == LLAMACPP_0_3_36, [(c.feature, c.status.value, c.detail) for c in checks
+                                    if c.status.value != LLAMACPP_0_3_36.get(c.feature)]
+    assert all((tmp_path / f"{f}.json").is_file() for f in got)
+    by = {c.feature: c for c in checks}
+    assert "exceeds the available context size" in by["error_beyond_context"].detail
+    assert "not checked: no API key" in by["auth"].detail
+
+
+def test_auth_401_without_the_key_and_200_with_it(llama_server, gguf_model, tmp_path):
+    """llama-server --api-key-file: the key never appears on the command line."""
+    import subprocess
+    import time
+
+    from infopt.engines.process import free_port
+
+    key_file = tmp_path / "key"
+    key_file.write_text("probe-secret-123\n")
+    port = free_port()
+    proc = subprocess.Popen([str(llama_server), "-m", str(gguf_model), "--host", "127.0.0.1",
+                             "--port", str(port), "-c", "1024", "-t", "2",
+                             "--api-key-file", str(key_file)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        base = f"http://127.0.0.1:{port}"
+        for _ in range(100):
+            try:
+                if httpx.get(f"{base}/health").status_code == 200:
+                    break
+            except httpx.HTTPError:
+                time.sleep(0.1)
+        [auth] = verify_endpoint(endpoint_for("llamacpp", base, "smollm2"),
+                                 features=("auth",), api_key="probe-secret-123")
+        assert auth.status.value == "pass", auth.detail
+        assert auth.detail == "HTTP 401 without the key, 401 with a wrong one, 200 with it"
+        [open_auth] = verify_endpoint(endpoint_for("llamacpp", base, "smollm2"),
+                                      features=("auth",), api_key="wrong-key")
+        assert open_auth.status.value == "fail"
+    finally:
+        proc.terminate()
+        proc.wait(10)
 
 
 def test_benchmark_forces_lengths_and_runs_concurrently(server):

@@ -10,7 +10,8 @@ from collections.abc import Iterator
 import pytest
 
 from bench.fast_server import FastServer, start_server
-from infopt.contract.openai_chat import CHAT_FEATURES, verify_chat
+from infopt.contract.openai_chat import CHAT_FEATURES
+from infopt.contract.verify import verify_endpoint
 from infopt.specs.base import InputError
 from infopt.specs.endpoint import Endpoint
 
@@ -22,8 +23,8 @@ def server() -> Iterator[FastServer]:
 
 
 def test_a_server_that_ignores_fields_fails_them_rather_than_passing(server, tmp_path):
-    checks = verify_chat(Endpoint(base_url=server.base_url, model="fast-server"),
-                         required=("stop",), evidence_dir=tmp_path)
+    checks = verify_endpoint(Endpoint(base_url=server.base_url, model="fast-server"),
+                             required=("stop",), features=CHAT_FEATURES, evidence_dir=tmp_path)
     status = {c.feature: c.status.value for c in checks}
     assert [c.feature for c in checks] == list(CHAT_FEATURES)
     assert status == {"models": "pass", "whole": "pass", "stream": "pass",
@@ -41,23 +42,23 @@ def test_a_server_that_ignores_fields_fails_them_rather_than_passing(server, tmp
 
 
 def test_a_model_name_the_server_does_not_list_fails_models(server):
-    [check] = verify_chat(Endpoint(base_url=server.base_url, model="gpt-4"),
+    [check] = verify_endpoint(Endpoint(base_url=server.base_url, model="gpt-4"),
                           features=("models",))
     assert not check.ok and "'gpt-4' is not among them" in check.detail
 
 
 def test_unknown_features_and_unreachable_endpoints_are_input_errors():
     with pytest.raises(InputError, match=r"unknown contract feature\(s\) \['tools'\]"):
-        verify_chat(Endpoint(base_url="http://127.0.0.1:9", model="m"), required=("tools",))
+        verify_endpoint(Endpoint(base_url="http://127.0.0.1:9", model="m"), required=("tools",))
     with pytest.raises(InputError, match="cannot reach http://127.0.0.1:9"):
-        verify_chat(Endpoint(base_url="http://127.0.0.1:9", model="m"), features=("models",))
+        verify_endpoint(Endpoint(base_url="http://127.0.0.1:9", model="m"), features=("models",))
 
 
 def test_an_unwritable_evidence_folder_is_refused_before_any_probe(server, tmp_path):
     blocker = tmp_path / "a-file"
     blocker.write_text("x")
     with pytest.raises(InputError, match="cannot write contract evidence to .*a-file/ev"):
-        verify_chat(Endpoint(base_url=server.base_url, model="fast-server"),
+        verify_endpoint(Endpoint(base_url=server.base_url, model="fast-server"),
                     evidence_dir=blocker / "ev")
 
 
@@ -87,7 +88,26 @@ def test_a_url_that_is_no_openai_server_is_one_paragraph_before_any_probe(body, 
         url = f"http://127.0.0.1:{srv.server_address[1]}"
         with pytest.raises(InputError, match="is not an OpenAI-compatible server: GET "
                                              r"/v1/models answered HTTP 200 \(" + ctype):
-            verify_chat(Endpoint(base_url=url, model="m"))
+            verify_endpoint(Endpoint(base_url=url, model="m"))
     finally:
         srv.shutdown()
         srv.server_close()
+
+
+def test_tools_other_routes_and_errors_on_a_server_that_only_streams_chat(server):
+    """Text where a tool call was required is a failure; a route the server lacks (404) is
+    unsupported; a prompt far beyond any context answered 200 (silently truncated) fails."""
+    from infopt.contract.verify import FEATURES
+
+    checks = verify_endpoint(Endpoint(base_url=server.base_url, model="fast-server"),
+                             features=tuple(f for f in FEATURES if f not in CHAT_FEATURES))
+    got = {c.feature: c.status.value for c in checks}
+    assert {f: got[f] for f in ("tools_auto", "tools_required", "tools_named",
+                                "tools_parallel")} == dict.fromkeys(
+        ("tools_auto", "tools_required", "tools_named", "tools_parallel"), "fail")
+    assert got["tools_second_turn"] == "pass" and got["error_bad_request"] == "pass"
+    assert got["error_beyond_context"] == "fail" and got["auth"] == "unsupported"
+    assert all(v == "unsupported" for f, v in got.items()
+               if f.startswith(("responses_", "messages_"))), got
+    assert "no route POST /v1/responses" in next(c.detail for c in checks
+                                                 if c.feature == "responses_create")

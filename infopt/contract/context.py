@@ -1,0 +1,77 @@
+"""What every contract probe shares: the endpoint, the official SDK clients (openai; anthropic,
+made on first use), raw httpx headers, and how an exception becomes a check status.
+
+A probe is a function ProbeContext -> (CheckStatus, detail, evidence dict); it never depends on
+what the model says being true (SmolLM2-135M's facts are unreliable), only on how the server
+says it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from functools import cached_property
+from typing import Any
+
+import anthropic
+import httpx
+import openai
+
+from infopt.specs.base import InputError
+from infopt.specs.contract import CheckStatus
+from infopt.specs.endpoint import Endpoint
+
+PROBE_TOKENS = 8
+PROMPT = [{"role": "user", "content": "Write two sentences about the sea."}]
+
+ProbeResult = tuple[CheckStatus, str, dict[str, Any]]
+Probe = Callable[["ProbeContext"], ProbeResult]
+
+
+class ProbeContext:
+    def __init__(self, endpoint: Endpoint, api_key: str | None, timeout_s: float) -> None:
+        self.endpoint = endpoint
+        self.model = endpoint.model
+        self.base = endpoint.base_url.rstrip("/")
+        self.api_key = api_key
+        self.sdk = openai.OpenAI(base_url=f"{self.base}/v1", api_key=api_key or "unused",
+                                 max_retries=0, timeout=timeout_s)
+        self.headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self.timeout_s = timeout_s
+
+    @cached_property
+    def anthropic(self) -> anthropic.Anthropic:
+        # The SDK appends /v1/messages to the base URL; it sends the key as x-api-key.
+        return anthropic.Anthropic(base_url=self.base, api_key=self.api_key or "unused",
+                                   max_retries=0, timeout=self.timeout_s)
+
+    def chat(self, **kw: Any):
+        body = {"model": self.model, "messages": PROMPT, "temperature": 0.0, **kw}
+        return self.sdk.chat.completions.create(**body)
+
+    def forced(self, n: int = PROBE_TOKENS) -> dict[str, Any]:
+        return {"extra_body": self.endpoint.forced_fields(n)}
+
+
+# A 4xx that means "I do not do this": the server refused the feature, which is unsupported,
+# not broken. Any other status on a well-formed request is a failure.
+_REFUSED = {400, 404, 405, 422, 501}
+
+
+def run_probe(probe: Probe, c: ProbeContext) -> ProbeResult:
+    try:
+        return probe(c)
+    except (openai.APIStatusError, anthropic.APIStatusError) as exc:
+        status = CheckStatus.UNSUPPORTED if exc.status_code in _REFUSED else CheckStatus.FAIL
+        return status, f"HTTP {exc.status_code}: {str(exc)[:200]}", {"error": str(exc)[:500]}
+    except (openai.APIConnectionError, anthropic.APIConnectionError,
+            httpx.TransportError) as exc:
+        raise InputError(f"cannot reach {c.endpoint.base_url} ({exc}); give the base URL of a "
+                         "running OpenAI-compatible server, e.g. http://127.0.0.1:8000") from None
+    # The SDKs' response models are lenient (a missing field reads as None), so a response
+    # without a documented field surfaces here, as the probe reads it.
+    except (json.JSONDecodeError, openai.APIResponseValidationError,
+            anthropic.APIResponseValidationError, TypeError, AttributeError, IndexError,
+            KeyError) as exc:  # answered, but not in the shape
+        return (CheckStatus.FAIL, f"the response is not in the documented shape "
+                f"({type(exc).__name__}: {exc})"[:240], {})

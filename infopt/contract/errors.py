@@ -1,0 +1,98 @@
+"""Authentication and error shapes, over raw httpx (the status code and the body are the
+contract): with a key configured, 401 without it and 200 with it; a malformed request and a
+prompt beyond the context answered with a 4xx and OpenAI's error object
+(`{"error": {"message": ..., ...}}`), never a 200 (a silently truncated prompt), a 5xx or a
+hang."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+
+from infopt.specs.contract import CheckStatus
+
+from .context import Probe, ProbeContext, ProbeResult
+
+ROUTE = "/v1/chat/completions"
+# When the server does not say its context on /v1/models: more words than any context this
+# project serves on CPU; each "hello" is one token in the BPE vocabularies seen here.
+_FALLBACK_CONTEXT = 65_536
+
+
+def _post(c: ProbeContext, body: dict[str, Any], headers: dict[str, str] | None = None):
+    with httpx.Client(timeout=c.timeout_s) as client:
+        return client.post(f"{c.base}{ROUTE}", json=body,
+                           headers=c.headers if headers is None else headers)
+
+
+def _error_shape(r: httpx.Response) -> str | None:
+    """Why the body is not OpenAI's error object (None: it is)."""
+    try:
+        err = r.json().get("error")
+    except (ValueError, AttributeError):
+        return f"the body is not JSON: {r.text[:80]!r}"
+    if isinstance(err, dict) and isinstance(err.get("message"), str) and err["message"]:
+        return None
+    return f"no error.message in {r.text[:120]!r}"
+
+
+def _judge_error(r: httpx.Response, what: str) -> ProbeResult:
+    ev = {"status": r.status_code, "body": r.text[:500]}
+    if r.status_code == 200:
+        return CheckStatus.FAIL, f"{what} was answered 200, as if it were valid", ev
+    if not 400 <= r.status_code < 500:
+        return CheckStatus.FAIL, f"{what}: HTTP {r.status_code}, a 4xx expected", ev
+    shape = _error_shape(r)
+    return (CheckStatus.FAIL if shape else CheckStatus.PASS,
+            f"{what}: HTTP {r.status_code}" + (f", but {shape}" if shape else
+                                               f" with error.message {r.json()['error']['message'][:80]!r}"),
+            ev)
+
+
+def _bad_request(c: ProbeContext) -> ProbeResult:
+    return _judge_error(_post(c, {"model": c.model, "messages": "not a list"}),
+                        "messages given as a string")
+
+
+def _context_tokens(c: ProbeContext) -> int:
+    try:
+        for m in httpx.get(f"{c.base}/v1/models", headers=c.headers,
+                           timeout=c.timeout_s).json()["data"]:
+            if m.get("id") == c.model and isinstance(m.get("max_model_len"), int):
+                return m["max_model_len"]  # vLLM says it; llama-server does not
+    except (httpx.HTTPError, ValueError, KeyError, TypeError):
+        pass
+    return _FALLBACK_CONTEXT
+
+
+def _beyond_context(c: ProbeContext) -> ProbeResult:
+    n = _context_tokens(c) + 256
+    r = _post(c, {"model": c.model, "max_tokens": 1,
+                  "messages": [{"role": "user", "content": "hello " * n}]})
+    result = _judge_error(r, f"a prompt of about {n} tokens")
+    result[2]["prompt_words"] = n
+    return result
+
+
+def _auth(c: ProbeContext) -> ProbeResult:
+    if not c.api_key:
+        return (CheckStatus.UNSUPPORTED, "not checked: no API key configured (give one to "
+                "check 401 without it and 200 with it)", {})
+    body = {"model": c.model, "max_tokens": 1, "messages": [{"role": "user", "content": "hi"}]}
+    without, wrong, right = (_post(c, body, h) for h in (
+        {}, {"Authorization": "Bearer not-the-key"}, c.headers))
+    ev = {"without_key": without.status_code, "wrong_key": wrong.status_code,
+          "with_key": right.status_code}
+    ok = without.status_code == 401 and wrong.status_code == 401 and right.status_code == 200
+    return (CheckStatus.PASS if ok else CheckStatus.FAIL,
+            f"HTTP {without.status_code} without the key, {wrong.status_code} with a wrong "
+            f"one, {right.status_code} with it" + ("" if ok else " (401, 401, 200 expected)"),
+            ev)
+
+
+PROBES: dict[str, tuple[str, bool, Probe]] = {
+    "auth": (ROUTE, False, _auth),
+    "error_bad_request": (ROUTE, False, _bad_request),
+    "error_beyond_context": (ROUTE, False, _beyond_context),
+}
