@@ -10,6 +10,7 @@ left by a SIGKILLed optimizer is reaped when the next run starts (infopt.engines
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from prefect import flow, get_run_logger, task
@@ -38,7 +39,9 @@ from infopt.tuning.search import (
     runnable_candidates,
     serving_target,
 )
+from infopt.contract.remedies import contract_gaps, remedy_for_required
 from infopt.contract.verify import PROBES as CONTRACT_PROBES, required_for
+from infopt.specs.contract import ContractOutcome, ContractRemedy
 from tasks.benchmark import benchmark_scenarios
 from tasks.engine import start_engine, stop_engine
 from tasks.plan import fit_candidates
@@ -98,13 +101,16 @@ def _candidates(dim: TuningDimension, baseline, model, hw, workload: Workload):
     return values, fits, pruned + unfit
 
 
-def _stop_on_broken_baseline(trial: Trial, run_dir: Path) -> None:
+def _stop_on_broken_baseline(trial: Trial, run_dir: Path, gaps=()) -> None:
     """Nothing to tune without a baseline that starts, keeps the API contract and passes the
     quality gate."""
-    if broken := [c for c in trial.contract if c.required and not c.ok]:
+    if broken := [g for g in gaps if g.required]:
         raise InfoptError("the baseline failed its API contract: " + "; ".join(
-            f"{c.feature} ({c.status.value}): {c.detail}" for c in broken) + ". Evidence: "
-            + str(trial_dir(run_dir, trial.key) / "contract"))
+            f"{g.feature} ({g.status.value}): {g.detail}"
+            + (f" [would need: {g.remedy.change}]" if g.remedy else " [no known remedy]")
+            for g in broken) + (". Applied first: " + "; ".join(c.knob + "=" + str(c.value)
+                                for c in trial.changes) if trial.changes else "")
+            + ". Evidence: " + str(trial_dir(run_dir, trial.key) / "contract"))
     if trial.quality is not None and not trial.quality.passed:
         raise InfoptError(f"the baseline failed the quality gate: {trial.quality.summary}. "
                           f"Evidence: {run_dir / 'quality'}; loosen quality_tolerance only if "
@@ -127,7 +133,8 @@ def _within_budget(request: OptimizeRequest, specs: list[TrialSpec]) -> list[Tri
 
 
 def _run_all(specs: list[TrialSpec], keys: dict[str, str], fits: dict, control_fit,
-             ctx: TrialContext, request: OptimizeRequest, t_start: float) -> list[Trial]:
+             ctx: TrialContext, request: OptimizeRequest, t_start: float,
+             allow_remedy: bool = True) -> list[Trial]:
     trials: list[Trial] = []
     for spec in specs:
         wall = request.budgets.max_wall_s
@@ -138,9 +145,56 @@ def _run_all(specs: list[TrialSpec], keys: dict[str, str], fits: dict, control_f
         fit = fits.get(spec.value) if spec.value is not None else control_fit
         trial = run_trial(spec, keys[spec.trial_id], fit, ctx)
         if spec.with_contract:
-            _stop_on_broken_baseline(trial, Path(ctx.run_dir))
+            _remedy_or_stop(trial, Path(ctx.run_dir), allow_remedy)
         trials.append(trial)
     return trials
+
+
+class _RemedyNeeded(Exception):
+    """The baseline lacks required API features that one known knob change provides."""
+
+    def __init__(self, remedy: ContractRemedy, gaps) -> None:
+        super().__init__(remedy.change)
+        self.remedy, self.gaps = remedy, gaps
+
+
+def _remedy_or_stop(trial: Trial, run_dir: Path, allow_remedy: bool) -> None:
+    gaps = contract_gaps(trial.contract, adapter_for(trial.config.engine).contract_remedies)
+    remedy = remedy_for_required(gaps)
+    if allow_remedy and remedy is not None:
+        raise _RemedyNeeded(remedy, gaps)
+    _stop_on_broken_baseline(trial, run_dir, gaps)
+
+
+@dataclass(frozen=True)
+class _Plan:
+    dim: TuningDimension
+    specs: list[TrialSpec]
+    keys: dict[str, str]
+    fits: dict
+    pruned: list[str]
+    control_fit: object
+
+    @property
+    def run_args(self):
+        return self.specs, self.keys, self.fits, self.control_fit
+
+
+def _plan(request, control, baseline, model, hw, workload, version, digest, gate) -> _Plan:
+    """The dimension's runnable, fitting candidates around this baseline, ordered, keyed."""
+    dim = _dimension(request, baseline, workload)
+    values, fits, pruned = _candidates(dim, baseline, model, hw, workload)
+    control_fit = fit_candidates(model, hw, [control], workload.target_concurrency)[0]
+    specs = _within_budget(request, plan_trials(control, baseline, dim.knob, values,
+                                                request.budgets.repeats, request.seed))
+    keys = {s.trial_id: trial_key(s, workload, version, digest, gate) for s in specs}
+    return _Plan(dim, specs, keys, fits, pruned, control_fit)
+
+
+def _with_changes(config, knob_changes: dict):
+    for knob, value in knob_changes.items():
+        config = with_knob(config, knob, value)
+    return config
 
 
 def _median_trial(trials: list[Trial], value: str) -> Trial:
@@ -210,11 +264,6 @@ def optimize(request: OptimizeRequest | None = None, run_id: str | None = None,
     control, baseline = control_config(chosen, target), baseline_config(chosen, target)
     for knob, v in (request.tune.base_overrides if request.tune else {}).items():
         baseline = with_knob(baseline, knob, v)
-    dim = _dimension(request, baseline, workload)
-    values, fits, pruned = _candidates(dim, baseline, model, hw, workload)
-    control_fit = fit_candidates(model, hw, [control], workload.target_concurrency)[0]
-    specs = _within_budget(request, plan_trials(control, baseline, dim.knob, values,
-                                                request.budgets.repeats, request.seed))
     version = adapter.detect_version(adapter.locate())
     digest = model_digest(model.path)
     # The quality reference: the run's highest precision, the control (the checkpoint's own
@@ -223,9 +272,6 @@ def optimize(request: OptimizeRequest | None = None, run_id: str | None = None,
     reference, quality_note = quality_reference(control, str(run_dir / "quality"),
                                                 model.file_bytes, ref_key)
     gate = f"{ref_key}:{request.quality_tolerance}" if reference else ""
-    keys = {s.trial_id: trial_key(s, workload, version, digest, gate) for s in specs}
-
-    # Run: each trial persisted under its key.
     ctx = TrialContext(run_dir=str(run_dir), model=model, hw=hw, workload=workload,
                        contract_required=required_for(
                            [str(r) for r in request.api.routes], request.api.features),
@@ -234,7 +280,22 @@ def optimize(request: OptimizeRequest | None = None, run_id: str | None = None,
                        contract_dir=str(run_dir / "contract"), quality_reference=reference,
                        quality_tolerance=request.quality_tolerance, engine_version=version,
                        model_digest=digest)
-    trials = _run_all(specs, keys, fits, control_fit, ctx, request, t_start)
+
+    # Plan and run: each trial persisted under its key. A baseline lacking required API
+    # features that one known change provides is re-planned once with that change (the
+    # control's trials are reused by key).
+    applied, first_gaps = None, []
+    plan = _plan(request, control, baseline, model, hw, workload, version, digest, gate)
+    try:
+        trials = _run_all(*plan.run_args, ctx, request, t_start)
+    except _RemedyNeeded as need:
+        logger.warning("the baseline lacks required API features; candidate change: %s",
+                       need.remedy.change)
+        applied, first_gaps = need.remedy, need.gaps
+        baseline = _with_changes(baseline, need.remedy.knob_changes)
+        plan = _plan(request, control, baseline, model, hw, workload, version, digest, gate)
+        trials = _run_all(*plan.run_args, ctx, request, t_start, allow_remedy=False)
+    dim, fits, pruned, control_fit = plan.dim, plan.fits, plan.pruned, plan.control_fit
 
     # Decide: the dimension's best value against the baseline, the winner against the control.
     base_value = str(getattr(baseline, dim.knob))
@@ -247,11 +308,17 @@ def optimize(request: OptimizeRequest | None = None, run_id: str | None = None,
 
     # Report.
     base_trial = next(t for t in trials if t.role == "baseline")
+    control_trial = next((t for t in trials if t.role == "control"), base_trial)
+    outcome_contract = ContractOutcome(
+        control_gaps=contract_gaps(control_trial.contract, adapter.contract_remedies),
+        first_baseline_gaps=first_gaps, applied=applied,
+        baseline_gaps=contract_gaps(base_trial.contract, adapter.contract_remedies))
     report = OptimizationReport(
         run_id=run_id, created_at=time.strftime("%Y-%m-%dT%H:%M:%S%z"), hardware=hw, model=model,
         workload=workload, engine=chosen.value, engine_version=version,
         routing=[f"{r.engine.value}: {r.reason}" for r in routes], shortlist=shortlist,
-        pruned=pruned, contract=base_trial.contract, quality_note=quality_note, trials=trials,
+        pruned=pruned, contract=base_trial.contract, contract_outcome=outcome_contract,
+        quality_note=quality_note, trials=trials,
         tuning=outcome,
         winner_trial_id=winner.trial_id, winner_config=winner.config,
         winner_command=winner.engine.command, control_config=control,

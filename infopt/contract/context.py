@@ -30,12 +30,12 @@ Probe = Callable[["ProbeContext"], ProbeResult]
 
 class ProbeContext:
     def __init__(self, endpoint: Endpoint, api_key: str | None, timeout_s: float) -> None:
-        self.endpoint = endpoint
+        self.endpoint, self.timeout_s = endpoint, timeout_s
         self.model = endpoint.model
         self.base = endpoint.base_url.rstrip("/")
         self.api_key = api_key
         self.sdk = openai.OpenAI(base_url=f"{self.base}/v1", api_key=api_key or "unused",
-                                 max_retries=0, timeout=timeout_s)
+                                 max_retries=0, timeout=timeout_s, default_headers=self._close())
         self.headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self.timeout_s = timeout_s
 
@@ -43,7 +43,16 @@ class ProbeContext:
     def anthropic(self) -> anthropic.Anthropic:
         # The SDK appends /v1/messages to the base URL; it sends the key as x-api-key.
         return anthropic.Anthropic(base_url=self.base, api_key=self.api_key or "unused",
-                                   max_retries=0, timeout=self.timeout_s)
+                                   max_retries=0, timeout=self.timeout_s,
+                                   default_headers=self._close())
+
+    def _close(self) -> dict[str, str]:
+        """No connection reuse against a server that closes a connection after a stream
+        without saying so (llama-server: Endpoint.keepalive False): a request sent on the
+        reused connection races the close and fails as a connection error, a client artefact
+        (seen in a flow run), not the server's contract. `Connection: close` works with
+        either SDK's HTTP stack (the anthropic SDK 2.x brings its own httpx fork)."""
+        return {} if self.endpoint.keepalive else {"Connection": "close"}
 
     def chat(self, **kw: Any):
         body = {"model": self.model, "messages": PROMPT, "temperature": 0.0, **kw}

@@ -178,6 +178,9 @@ class EngineAdapter:
     # may fill, tool parsers, KV type): the contract is re-probed when one changes. None: any
     # field can (every change is re-probed).
     api_surface_knobs: tuple[str, ...] | None = None
+    # What gives a configuration contract features its defaults lack (specs.contract
+    # ContractRemedy): named in the report when the baseline fails one.
+    contract_remedies: tuple[Any, ...] = ()
     # Where its issues are filed: issue-first troubleshooting searches these, in this order.
     upstream_repos: tuple[str, ...] = ()
     # Knob values that need particular CPU instructions when the engine runs on a CPU.

@@ -28,6 +28,7 @@ from infopt.engines.base import (
     locate_executable,
 )
 from infopt.engines.scoring import LLAMACPP_SCORING
+from infopt.specs.contract import ContractRemedy
 from infopt.specs.inspection import ModelInspection
 from infopt.specs.plan import KvObservation
 from infopt.specs.serving import EngineName, LlamaCppConfig
@@ -150,6 +151,15 @@ def kv_allocation(m: ModelInspection, memory_bytes: int, weights_bytes: int, tp:
         f"compute buffer ~{overhead / GIB:.2f} GiB (estimate)"), upfront_pad_cells=LLAMACPP_CTX_PAD)
 
 
+# n > 1 choices run as parallel sequences, one slot each: with --parallel 1 llama-server
+# answers n=2 with HTTP 400 "n: Value must be between 1 <= value <= 1" (recorded on 0.3.36);
+# two slots serve it (the contract probe asks n=2; a client's own n needs as many slots).
+N_CHOICES = ContractRemedy(
+    features=["n"], knob_changes={"parallel_slots": 2},
+    change="--parallel 2 (each of n choices takes a slot; the probe asks n=2)",
+    source="llama-server 0.3.36's HTTP 400 for n=2 with --parallel 1")
+
+
 ADAPTER = EngineAdapter(
     kv_allocator=kv_allocation,
     name=EngineName.LLAMACPP,
@@ -172,6 +182,7 @@ ADAPTER = EngineAdapter(
     container_image="ghcr.io/ggml-org/llama.cpp:server",
     container_executable="/app/llama-server",
     tokenize_path="/tokenize",
+    contract_remedies=(N_CHOICES,),
     api_surface_knobs=("parallel_slots", "ctx_per_slot_tokens", "cache_type_k",
                        "cache_type_v", "flash_attn"),
     identity_probe=("/props", "default_generation_settings"),

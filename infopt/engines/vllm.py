@@ -35,6 +35,7 @@ from infopt.engines.base import (
     min_tokens_and_ignore_eos,
 )
 from infopt.engines.scoring import PROMPT_LOGPROBS_SCORING
+from infopt.specs.contract import ContractRemedy
 from infopt.specs.inspection import ModelInspection
 from infopt.specs.plan import KvObservation
 from infopt.specs.serving import EngineName, VllmConfig
@@ -95,6 +96,21 @@ def kv_from_log(text: str) -> KvObservation | None:
         return None
     line = next(ln for ln in text.splitlines() if _KV_TOKENS_RE.search(ln))
     return KvObservation(tokens=int(m.group(1).replace(",", "")), line=line.strip())
+
+
+# vLLM's own 400s name the flags (0.32: '"auto" tool choice requires --enable-auto-tool-choice
+# and --tool-call-parser to be set'). The parser must match the model family's call format;
+# hermes (<tool_call> JSON) is the one Qwen, Hermes and many fine-tunes emit. Measured on
+# SmolLM2-135M with it: Responses tools pass; Chat tools return calls whose arguments do not
+# fit the schema ("Paris" for {"city": ...}), so they still fail: the re-probe decides.
+TOOL_CALLING = ContractRemedy(
+    features=["tools_auto", "tools_required", "tools_named", "tools_parallel",
+              "responses_tools", "messages_tools"],
+    knob_changes={"enable_auto_tool_choice": True, "tool_call_parser": "hermes"},
+    change="--enable-auto-tool-choice --tool-call-parser hermes (use the model family's "
+           "parser)",
+    source="vLLM's HTTP 400 for tool_choice without them; "
+           "https://docs.vllm.ai/en/latest/features/tool_calling.html")
 
 
 @cache
@@ -194,6 +210,7 @@ ADAPTER = EngineAdapter(
     container_image="vllm/vllm-openai:v0.32.0",
     container_executable="python3",
     tokenize_path="/tokenize",
+    contract_remedies=(TOOL_CALLING,),
     api_surface_knobs=("max_model_len", "max_num_seqs", "kv_cache_dtype",
                        "enable_auto_tool_choice", "tool_call_parser"),
     identity_probe=("/version", "version"),

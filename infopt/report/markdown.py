@@ -226,6 +226,22 @@ def _shortlist_lines(r: OptimizationReport) -> list[str]:
     return lines
 
 
+def _contract_gap_lines(r: OptimizationReport) -> list[str]:
+    """What the engine's defaults lack and what would provide it (the engine's remedies)."""
+    o, lines = r.contract_outcome, []
+    if o.applied is not None:
+        lines += ["", f"The baseline lacked required features "
+                  f"({', '.join(g.feature for g in o.first_baseline_gaps if g.required)}); "
+                  f"the run applied the candidate change `{o.applied.change}` (source: "
+                  f"{o.applied.source}) and re-planned around it."]
+    gaps = [g for g in o.control_gaps if g.remedy is not None]
+    if gaps:
+        lines += ["", "Gaps of the engine's defaults (the control) and what would provide "
+                  "them:", ""] + [f"- `{g.feature}` ({g.status.value}): `{g.remedy.change}` "
+                                  f"(source: {g.remedy.source})" for g in gaps]
+    return lines
+
+
 def _quality_lines(r: OptimizationReport) -> list[str]:
     """One row per configuration the gate judged (repeats share a verdict), the floor first."""
     judged, seen = [], set()
@@ -323,6 +339,7 @@ def render_markdown(r: OptimizationReport) -> str:
         *[f"| `{c.route}` | {c.feature} | {c.stream} | "
           f"{c.status.value if c.ok else c.status.value.upper()} | "
           f"{'yes' if c.required else ''} | {c.detail} |" for c in r.contract],
+        *_contract_gap_lines(r),
         *_quality_lines(r),
         "",
         "## Target",

@@ -52,7 +52,10 @@ class ContractGap(Spec):
 
 
 class ContractOutcome(Spec):
-    """The gaps of the baseline's contract, and the remedy the run applied, if it did."""
+    """What the control (the engine's defaults) and the baseline lacked, and the remedy the
+    run applied as a candidate change when the baseline lacked a required feature."""
 
-    gaps: list[ContractGap] = Field(default_factory=list)
+    control_gaps: list[ContractGap] = Field(default_factory=list)
+    baseline_gaps: list[ContractGap] = Field(default_factory=list)  # after any remedy
+    first_baseline_gaps: list[ContractGap] = Field(default_factory=list)  # before it
     applied: ContractRemedy | None = None

@@ -9,7 +9,7 @@ from pydantic import Field
 from .base import Spec
 from .checkpoint import Shortlist
 from .comparison import Comparison
-from .contract import ContractCheck
+from .contract import ContractCheck, ContractOutcome
 from .diagnosis import Diagnosis, Remedy
 from .plan import CeilingRatio, MemoryFit
 from .quality import QualityVerdict
@@ -274,6 +274,7 @@ class OptimizationReport(Spec):
     shortlist: Shortlist | None = None  # hub variants of `base_model`, when one was named
     pruned: list[str] = Field(default_factory=list)  # candidate values the fit ruled out, why
     contract: list[ContractCheck]
+    contract_outcome: ContractOutcome = Field(default_factory=ContractOutcome)
     # What the quality gate compared against, or why it did not run.
     quality_note: str | None = None
     trials: list[Trial]
