@@ -295,7 +295,7 @@ def optimize(request: OptimizeRequest | None = None, run_id: str | None = None,
         baseline = _with_changes(baseline, need.remedy.knob_changes)
         plan = _plan(request, control, baseline, model, hw, workload, version, digest, gate)
         trials = _run_all(*plan.run_args, ctx, request, t_start, allow_remedy=False)
-    dim, fits, pruned, control_fit = plan.dim, plan.fits, plan.pruned, plan.control_fit
+    dim, pruned, control_fit = plan.dim, plan.pruned, plan.control_fit
 
     # Decide: the dimension's best value against the baseline, the winner against the control.
     base_value = str(getattr(baseline, dim.knob))

@@ -506,6 +506,9 @@ def quality(
     tokens: Annotated[int, typer.Option(min=1, max=1024, help="greedy reference tokens per "
                                         "prompt")] = 32,
     top_k: Annotated[int, typer.Option(min=1, max=20, help="top-k kept per position")] = 8,
+    tasks: Annotated[int, typer.Option(min=0, max=100, help="items per generative task set "
+                                       "(arithmetic, facts, JSON schema, needle, French, "
+                                       "code) run on both; 0: token fidelity only")] = 0,
     reference_file: Annotated[str | None, typer.Option(help="read the reference from this "
                                                        "file, or build and save it there")] = None,
     api_key_env: Annotated[str | None, typer.Option(help="environment variable holding the "
@@ -524,7 +527,7 @@ def quality(
         floor_end = quality_endpoint(floor, model, reference_engine) if floor else None
         _, verdict = check_quality(
             ends[0], ends[1], floor=floor_end, tolerance=tolerance, tokens=tokens, top_k=top_k,
-            reference_file=ref_file, api_key=key,
+            reference_file=ref_file, api_key=key, task_items=tasks,
             progress=None if json_out else lambda m: typer.echo(f"  {m}", err=True))
     except InfoptError as exc:
         _fail(exc)

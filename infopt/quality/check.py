@@ -16,6 +16,8 @@ from infopt.specs.endpoint import Endpoint
 from infopt.specs.quality import QualityVerdict, ReferenceSet
 
 from .gate import quality_verdict
+from .taskrun import run_tasksets
+from .tasksets import all_items
 from .teacher import DEFAULT_TOKENS, DEFAULT_TOP_K, Progress, build_reference, score_candidate
 
 
@@ -65,8 +67,10 @@ def save_reference(reference: ReferenceSet, path: Path) -> None:
 def check_quality(reference: Endpoint, candidate: Endpoint, *, floor: Endpoint | None = None,
                   tolerance: float = 0.02, tokens: int = DEFAULT_TOKENS,
                   top_k: int = DEFAULT_TOP_K, reference_file: Path | None = None,
-                  api_key: str | None = None, progress: Progress | None = None
-                  ) -> tuple[ReferenceSet, QualityVerdict]:
+                  api_key: str | None = None, progress: Progress | None = None,
+                  task_items: int = 0) -> tuple[ReferenceSet, QualityVerdict]:
+    """task_items > 0 also runs that many items of each generative task set on the reference
+    and the candidate."""
     ref = load_reference(reference_file) if reference_file else None
     if ref is None:
         ref = build_reference(reference, tokens=tokens, top_k=top_k, api_key=api_key,
@@ -78,4 +82,11 @@ def check_quality(reference: Endpoint, candidate: Endpoint, *, floor: Endpoint |
                                     label="floor", concurrency=2)
                     if floor else None)
     cand = score_candidate(candidate, ref, api_key=api_key, progress=progress)
-    return ref, quality_verdict(cand, floor_result, tolerance)
+    ref_tasks = cand_tasks = None
+    if task_items:
+        items = all_items(task_items)
+        if progress:
+            progress(f"task sets: {len(items)} items on the reference, then the candidate")
+        ref_tasks = run_tasksets(reference, items, api_key=api_key)
+        cand_tasks = run_tasksets(candidate, items, api_key=api_key)
+    return ref, quality_verdict(cand, floor_result, tolerance, ref_tasks, cand_tasks)

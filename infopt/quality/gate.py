@@ -6,12 +6,15 @@ Thresholds, each a delta from the floor (from perfect when no floor was measured
 - perplexity ratio <= floor ratio x (1 + tolerance);
 - mean delta-p of the reference token >= floor delta-p - tolerance.
 The KL lower bound is reported, not gated: it has no scale a tolerance maps onto.
+Task sets, when run, add one measure each (infopt.quality.taskrun: beyond-noise drops only).
 A measure fails on its point estimate; its interval says whether the miss is beyond noise.
 """
 
 from __future__ import annotations
 
-from infopt.specs.quality import FidelityResult, MeasureVerdict, QualityVerdict
+from infopt.specs.quality import FidelityResult, MeasureVerdict, QualityVerdict, TaskSetResult
+
+from .taskrun import taskset_verdicts
 
 
 def _agreement(c: FidelityResult, floor: FidelityResult | None, tol: float) -> MeasureVerdict:
@@ -52,11 +55,16 @@ def _delta_p(c: FidelityResult, floor: FidelityResult | None, tol: float) -> Mea
 
 
 def quality_verdict(candidate: FidelityResult, floor: FidelityResult | None,
-                    tolerance: float) -> QualityVerdict:
+                    tolerance: float, reference_tasks: list[TaskSetResult] | None = None,
+                    candidate_tasks: list[TaskSetResult] | None = None) -> QualityVerdict:
     measures = [f(candidate, floor, tolerance) for f in (_agreement, _perplexity, _delta_p)]
+    if reference_tasks and candidate_tasks:
+        measures += taskset_verdicts(reference_tasks, candidate_tasks, tolerance)
     failed = [m for m in measures if not m.passed]
     where = "" if floor else " (no noise floor measured: thresholds from a perfect match)"
-    summary = ("token fidelity passed" + where if not failed else
-               "token fidelity regressed: " + "; ".join(m.why for m in failed) + where)
+    summary = ("quality passed" + where if not failed else
+               "quality regressed: " + "; ".join(m.why for m in failed) + where)
     return QualityVerdict(passed=not failed, candidate=candidate, floor=floor,
-                          tolerance=tolerance, measures=measures, summary=summary)
+                          tolerance=tolerance, measures=measures, summary=summary,
+                          reference_tasks=reference_tasks or [],
+                          candidate_tasks=candidate_tasks or [])

@@ -27,6 +27,12 @@ def render_verdict(v: QualityVerdict) -> str:
     if v.candidate.unscored_positions:
         lines.append(f"({v.candidate.unscored_positions} positions the servers could not report "
                      "were left out)")
+    if v.candidate_tasks:
+        ref = {t.set_name: t for t in v.reference_tasks}
+        lines.append(f"{'task set':12} {'reference':>10} {'candidate':>10}  candidate 95%")
+        lines += [f"{t.set_name:12} {ref[t.set_name].passed:>5}/{ref[t.set_name].total:<4} "
+                  f"{t.passed:>5}/{t.total:<4}  {t.interval.low:.0%}-{t.interval.high:.0%}"
+                  for t in v.candidate_tasks]
     lines += [f"{'PASS' if m.passed else 'FAIL'} {m.why}" for m in v.measures]
     lines.append(("PASSED: " if v.passed else "FAILED: ") + v.summary)
     return "\n".join(lines)

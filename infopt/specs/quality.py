@@ -74,6 +74,21 @@ class FidelityResult(Spec):
     first_divergence: list[int | None]
 
 
+class TaskSetResult(Spec):
+    """One generative task set on one server: exact-scored greedy answers."""
+
+    set_name: str
+    passed: int
+    total: int
+    interval: Interval  # of passed / total
+    outcomes: list[bool]  # per item, in item order (the paired comparison needs them)
+    answers: list[str]  # each answer's start, the evidence
+
+    @property
+    def rate(self) -> float:
+        return self.passed / self.total if self.total else 0.0
+
+
 class MeasureVerdict(Spec):
     measure: str  # e.g. "top1_agreement", "perplexity_ratio"
     value: float
@@ -90,3 +105,6 @@ class QualityVerdict(Spec):
     tolerance: float
     measures: list[MeasureVerdict]
     summary: str  # one line; names what regressed when it fails
+    # The generative task sets, when run: the reference's results and the candidate's.
+    reference_tasks: list[TaskSetResult] = Field(default_factory=list)
+    candidate_tasks: list[TaskSetResult] = Field(default_factory=list)

@@ -108,7 +108,7 @@ def test_quality_exit_status_says_pass_fail_or_bad_input(tmp_path):
         assert json.loads(ok.stdout)["passed"] is True and ref_file.is_file()
         regressed = _run("quality", "--reference", good.base_url, "--candidate", worse.base_url,
                          "--tokens", "6", "--reference-file", str(ref_file))
-        assert regressed.returncode == 1 and "FAILED: token fidelity regressed: top-1" in \
+        assert regressed.returncode == 1 and "FAILED: quality regressed: top-1" in \
             regressed.stdout, regressed.stdout + regressed.stderr
         bad = _run("quality", "--reference", noisy.base_url, "--candidate", good.base_url,
                    "--tokens", "6")

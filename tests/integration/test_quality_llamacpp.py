@@ -71,3 +71,23 @@ def test_the_gate_passes_close_variants_and_fails_a_degraded_one(
     assert verdict.passed is passes, verdict.summary
     if not passes:  # the verdict names what regressed
         assert "top-1 agreement" in verdict.summary and "perplexity ratio" in verdict.summary
+
+
+def test_task_sets_run_on_both_and_join_the_verdict(reference, variants, llama_server,
+                                                    tmp_path):
+    """Two items per generative set on the real reference and Q8_0: every set scored on both,
+    paired, and a part of the verdict (on this 135M model the sets are noisy; the paired test
+    keeps noise from failing a close variant)."""
+    ref, floor, cache = reference
+    cand = _serve(llama_server, variants["Q8_0"], tmp_path, "cand")
+    try:
+        _, verdict = check_quality(ref, endpoint_for("llamacpp", cand.base_url, "smollm2"),
+                                   tolerance=TOLERANCE, reference_file=cache, task_items=2)
+    finally:
+        process.stop(cand.pid)
+    print(f"\n{render_verdict(verdict)}")
+    names = {"arithmetic", "facts", "json_schema", "needle", "non_english", "code"}
+    assert {t.set_name for t in verdict.candidate_tasks} == names
+    assert all(t.total == 2 == len(t.outcomes) for t in verdict.reference_tasks)
+    assert {m.measure for m in verdict.measures} >= {f"task:{n}" for n in names}
+    assert verdict.passed, verdict.summary
