@@ -73,6 +73,9 @@ def run_probe(probe: Probe, c: ProbeContext) -> ProbeResult:
     except (openai.APIStatusError, anthropic.APIStatusError) as exc:
         status = CheckStatus.UNSUPPORTED if exc.status_code in _REFUSED else CheckStatus.FAIL
         return status, f"HTTP {exc.status_code}: {str(exc)[:200]}", {"error": str(exc)[:500]}
+    except (openai.APITimeoutError, anthropic.APITimeoutError, httpx.TimeoutException):
+        # Reachable (the endpoint answered /v1/models first), but not within the probe's time.
+        return CheckStatus.FAIL, f"no answer within {c.timeout_s:.0f} s", {}
     except (openai.APIConnectionError, anthropic.APIConnectionError,
             httpx.TransportError) as exc:
         raise InputError(f"cannot reach {c.endpoint.base_url} ({exc}); give the base URL of a "

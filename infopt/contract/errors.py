@@ -16,7 +16,8 @@ from .context import Probe, ProbeContext, ProbeResult
 
 ROUTE = "/v1/chat/completions"
 # When the server does not say its context on /v1/models: more words than any context this
-# project serves on CPU; each "hello" is one token in the BPE vocabularies seen here.
+# project serves on CPU; each "hello" is one token in the BPE vocabularies seen here. A server
+# that really accepts it takes a long prefill: the probe then times out, a failure.
 _FALLBACK_CONTEXT = 65_536
 
 
@@ -56,13 +57,20 @@ def _bad_request(c: ProbeContext) -> ProbeResult:
 
 
 def _context_tokens(c: ProbeContext) -> int:
+    """The context a prompt may fill, as the server lists it on /v1/models: `max_model_len`
+    (vLLM, SGLang) or `meta.n_ctx` (llama-server, per slot). Unlisted: a bound above any
+    context served on CPU here, so the probe's prompt is still beyond it."""
     try:
-        for m in httpx.get(f"{c.base}/v1/models", headers=c.headers,
-                           timeout=c.timeout_s).json()["data"]:
-            if m.get("id") == c.model and isinstance(m.get("max_model_len"), int):
-                return m["max_model_len"]  # vLLM says it; llama-server does not
+        models = httpx.get(f"{c.base}/v1/models", headers=c.headers,
+                           timeout=c.timeout_s).json()["data"]
     except (httpx.HTTPError, ValueError, KeyError, TypeError):
-        pass
+        return _FALLBACK_CONTEXT
+    for m in models:
+        if isinstance(m, dict) and m.get("id") == c.model:
+            meta = m.get("meta") if isinstance(m.get("meta"), dict) else {}
+            for value in (m.get("max_model_len"), meta.get("n_ctx")):
+                if isinstance(value, int) and value > 0:
+                    return value
     return _FALLBACK_CONTEXT
 
 

@@ -111,3 +111,37 @@ def test_tools_other_routes_and_errors_on_a_server_that_only_streams_chat(server
                if f.startswith(("responses_", "messages_"))), got
     assert "no route POST /v1/responses" in next(c.detail for c in checks
                                                  if c.feature == "responses_create")
+
+
+def test_a_server_that_does_not_answer_in_time_fails_the_probe_not_the_run():
+    """Reachable (it lists models) but silent on a request: that check fails with the time
+    waited; it is not reported as an unreachable endpoint."""
+    import threading
+    import time
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    class Slow(BaseHTTPRequestHandler):
+        def do_GET(self):
+            body = b'{"object": "list", "data": [{"id": "m", "object": "model"}]}'
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def do_POST(self):
+            time.sleep(3)
+
+        def log_message(self, *a):
+            pass
+
+    srv = ThreadingHTTPServer(("127.0.0.1", 0), Slow)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{srv.server_address[1]}"
+        [check] = verify_endpoint(Endpoint(base_url=url, model="m"), features=("whole",),
+                                  timeout_s=1.0)
+        assert check.status.value == "fail" and check.detail == "no answer within 1 s"
+    finally:
+        srv.shutdown()
+        srv.server_close()
