@@ -153,3 +153,38 @@ def test_vllm_scores_tokens_exactly_and_matches_llama_server(vllm_server, llama_
     assert verdict.floor.top1_agreement >= 0.97  # vLLM re-scoring, two sequences batched
     assert verdict.candidate.top1_agreement >= 0.85, verdict.summary
     assert verdict.candidate.perplexity_ratio < 1.1
+
+
+def test_fp8_kv_is_judged_where_the_cpu_has_its_kernels_and_refused_where_not(
+        vllm_server, vllm_python, hf_model, tmp_path):
+    """vLLM's FP8 KV cache against its 16-bit default, token by token. vLLM 0.32 CPU has FP8
+    KV kernels only with AVX-512 or AMX: on such a CPU the candidate is started and judged
+    (it must score the same tokens; the verdict is recorded, not assumed); on an AVX2-only CPU
+    (this project's slower CI machines) the optimizer leaves it out with vLLM's own reason,
+    and no engine is started for it."""
+    from pathlib import Path
+
+    from infopt.engines.support import unsupported_config
+    from infopt.hardware.host import parse_cpuinfo
+    from infopt.quality.check import check_quality
+    from infopt.report.quality_text import render_verdict
+    from infopt.specs.serving import VllmConfig
+
+    _, isa, _ = parse_cpuinfo(Path("/proc/cpuinfo").read_text())
+    fp8 = VllmConfig(model_path=str(hf_model), served_model_name="smollm2", max_model_len=4096,
+                     enforce_eager=True, cpu_kvcache_space_gib=1, kv_cache_dtype="fp8")
+    refused = unsupported_config(fp8, isa)
+    if refused:
+        assert "AVX-512 or AMX" in refused[0].reason
+        return
+    cand = process.start(vllm.ADAPTER, fp8, str(vllm_python), tmp_path / "fp8.log",
+                         weights_bytes=270_000_000)
+    try:
+        _, verdict = check_quality(endpoint_for("vllm", vllm_server.base_url, "smollm2"),
+                                   endpoint_for("vllm", cand.base_url, "smollm2"),
+                                   tokens=12, tolerance=0.05)
+    finally:
+        process.stop(cand.pid)
+    print(f"\nvLLM fp8 KV vs auto\n{render_verdict(verdict)}")
+    assert verdict.candidate.positions >= 80
+    assert verdict.candidate.top1_agreement >= 0.5  # scored the same tokens, not garbage
