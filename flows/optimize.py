@@ -277,7 +277,7 @@ def optimize(request: OptimizeRequest | None = None, run_id: str | None = None,
                            [str(r) for r in request.api.routes], request.api.features),
                        tokenizer_path=_tokenizer_path(model),
                        github_search=request.github_search, github_url=request.github_url,
-                       contract_dir=str(run_dir / "contract"), quality_reference=reference,
+                       contract_every_trial=True, quality_reference=reference,
                        quality_tolerance=request.quality_tolerance, engine_version=version,
                        model_digest=digest)
 

@@ -1,8 +1,10 @@
 """Verify the API contract of a running engine (infopt.contract.verify). Every trial is
-checked before its measurement counts, but a trial whose configuration shares its API surface
-with one already probed (the same engine version, model and the adapter's api_surface_knobs)
-reuses those results: runs/<id>/contract/<key>.json. The evidence of each probe goes to the
-folder of the trial that ran it."""
+checked before its measurement counts: the control and the baseline on every probe (the
+report's route table), the other candidates on what is required. Results depend only on the
+engine version, the model and the adapter's api_surface_knobs, so they are kept per machine
+under $INFOPT_CACHE_DIR/contract/<key>.json with each probe's evidence, and a trial with the
+same API surface (in this run or a later one) reuses them: its evidence files are written from
+the cache into its own folder."""
 
 from __future__ import annotations
 
@@ -14,44 +16,73 @@ from prefect import get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 from pydantic import TypeAdapter
 
-from infopt.contract.verify import FEATURES, verify_endpoint
+from infopt.bootstrap import cache_root
 from infopt.engines import adapter_for, endpoint_for
 from infopt.specs.contract import ContractCheck
 from infopt.specs.results import RunningEngine
+from infopt.contract.verify import verify_endpoint
 
 _CHECKS = TypeAdapter(list[ContractCheck])
 
 
-def contract_key(config, engine_version: str, model_digest: str) -> str:
+def contract_key(config, engine_version: str, model_digest: str,
+                 features: tuple[str, ...]) -> str:
     """What the API surface depends on: engine, version, model, the knobs that can change it
-    (an adapter that names none: every knob but where it listens)."""
+    (an adapter that names none: every knob but where it listens), and the probes asked."""
     knobs = adapter_for(config.engine).api_surface_knobs
     dump = config.model_dump(mode="json", exclude={"port", "host", "served_model_name"})
     surface = dump if knobs is None else {k: dump[k] for k in knobs}
     payload = {"engine": str(config.engine), "engine_version": engine_version,
-               "model": model_digest, "surface": surface, "features": FEATURES}
+               "model": model_digest, "surface": surface, "features": list(features)}
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:12]
+
+
+def _cached(key: str, evidence_dir: Path, required: tuple[str, ...]
+            ) -> list[ContractCheck] | None:
+    path = cache_root() / "contract" / f"{key}.json"
+    if not path.is_file():
+        return None
+    try:
+        saved = json.loads(path.read_text(encoding="utf-8"))
+        checks = _CHECKS.validate_python(saved["checks"])
+    except (ValueError, KeyError):
+        return None  # a damaged entry is probed again
+    evidence_dir.mkdir(parents=True, exist_ok=True)
+    out = []
+    for c in checks:
+        file = evidence_dir / f"{c.feature}.json"
+        file.write_text(saved["evidence"].get(c.feature, "{}"), encoding="utf-8")
+        out.append(c.model_copy(update={"required": c.feature in required,
+                                        "evidence": str(file)}))
+    return out
+
+
+def _store(key: str, checks: list[ContractCheck]) -> None:
+    path = cache_root() / "contract" / f"{key}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    evidence = {c.feature: Path(c.evidence).read_text(encoding="utf-8")
+                for c in checks if c.evidence and Path(c.evidence).is_file()}
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps({"checks": _CHECKS.dump_python(checks, mode="json"),
+                               "evidence": evidence}), encoding="utf-8")
+    tmp.replace(path)
 
 
 @task(name="verify-contract", cache_policy=NO_CACHE)
 def verify_contract(running: RunningEngine, served_model_name: str, required: tuple[str, ...],
-                    evidence_dir: str, cache_file: str | None = None) -> list[ContractCheck]:
-    log = get_run_logger()
-    cached = Path(cache_file) if cache_file else None
-    if cached is not None and cached.is_file():
-        checks = _CHECKS.validate_json(cached.read_text(encoding="utf-8"))
-        log.info("contract: the same API surface was probed earlier (%s): reused", cached.name)
-        return [c.model_copy(update={"required": c.required or c.feature in required})
-                for c in checks]
+                    evidence_dir: str, features: tuple[str, ...], key: str | None = None
+                    ) -> list[ContractCheck]:
+    log, folder = get_run_logger(), Path(evidence_dir)
+    if key is not None and (checks := _cached(key, folder, required)) is not None:
+        log.info("contract: this API surface was probed before (contract/%s.json): reused",
+                 key)
+        return checks
     checks = verify_endpoint(endpoint_for(running.engine, running.base_url, served_model_name,
                                           running.pid),
-                             required=required, evidence_dir=Path(evidence_dir))
+                             required=required, features=features, evidence_dir=folder)
     for c in checks:
         log.info("contract %s %s: %s%s (%s)", c.route, c.feature, c.status.value,
                  " [required]" if c.required else "", c.detail)
-    if cached is not None:
-        cached.parent.mkdir(parents=True, exist_ok=True)
-        tmp = cached.with_name(cached.name + ".tmp")
-        tmp.write_bytes(_CHECKS.dump_json(checks, indent=2))
-        tmp.replace(cached)
+    if key is not None:
+        _store(key, checks)
     return checks

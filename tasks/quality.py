@@ -1,19 +1,21 @@
 """The quality gate inside a run (infopt.quality): the reference is started once, builds its
 greedy continuations and is stopped; a fresh restart at another batch size scores them for the
 noise floor; then every trial's configuration is judged once, while its engine runs, before its
-measurement counts. Everything is persisted under runs/<id>/quality/, keyed by what determines
-it (configuration, engine version, model digest, prompt set), so a resumed run re-measures
-nothing."""
+measurement counts. Everything is persisted under runs/<id>/quality/ and kept per machine under
+$INFOPT_CACHE_DIR/quality/, keyed by what determines it (configuration, engine version, model
+digest, prompt set), so a resumed run or a later run of the same model re-measures nothing."""
 
 from __future__ import annotations
 
 import hashlib
 import json
+import shutil
 from pathlib import Path
 
 from prefect import get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
+from infopt.bootstrap import cache_root
 from infopt.engines import adapter_for, endpoint_for
 from infopt.quality.check import load_reference, save_reference
 from infopt.quality.gate import quality_verdict
@@ -34,6 +36,24 @@ def quality_key(config, engine_version: str, model_digest: str) -> str:
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:12]
 
 
+def _recall(path: Path) -> bool:
+    """Whether `path` is there, copying it from the machine's cache when only that has it."""
+    if path.is_file():
+        return True
+    kept = cache_root() / "quality" / path.name
+    if not kept.is_file():
+        return False
+    path.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(kept, path)
+    return True
+
+
+def _keep(path: Path) -> None:
+    kept = cache_root() / "quality" / path.name
+    kept.parent.mkdir(parents=True, exist_ok=True)
+    _atomic(kept, path.read_text(encoding="utf-8"))
+
+
 def _floor_config(config):
     """The reference at another batch size: two running requests where it had one, else one."""
     knob = adapter_for(config.engine).concurrency_knob
@@ -52,7 +72,7 @@ def quality_reference(config, quality_dir: str, weights_bytes: int, key: str
             f"share; floor: a fresh restart of it at {adapter_for(config.engine).concurrency_knob}"
             f"={getattr(_floor_config(config), adapter_for(config.engine).concurrency_knob)} "
             "scoring two sequences at once. Files: quality/.")
-    if ref_path.is_file() and floor_path.is_file():
+    if _recall(ref_path) and _recall(floor_path):
         log.info("quality reference %s: built earlier, reused", ref_path.name)
         return str(ref_path), what
     if adapter_for(config.engine).token_scoring is None:
@@ -67,6 +87,8 @@ def quality_reference(config, quality_dir: str, weights_bytes: int, key: str
         return None, (f"The quality gate was NOT run: the reference configuration did not "
                       f"start ({str(exc).splitlines()[0][:200]}).")
     _atomic(floor_path, floor.model_dump_json(indent=2))
+    _keep(ref_path)
+    _keep(floor_path)
     log.info("quality floor: top-1 agreement %.1f%% over %d tokens",
              100 * floor.top1_agreement, floor.positions)
     return str(ref_path), what
@@ -107,7 +129,7 @@ def judge_quality(running: RunningEngine, config, reference_path: str, key: str,
     configuration key: repeats and resumed runs reuse it)."""
     ref_path = Path(reference_path)
     out = ref_path.with_name(ref_path.stem.replace("reference-", "verdict-", 1) + f"-{key}.json")
-    if out.is_file():
+    if _recall(out):
         return QualityVerdict.model_validate_json(out.read_text(encoding="utf-8"))
     reference = load_reference(ref_path)
     floor_file = ref_path.with_name(ref_path.name.replace("reference-", "floor-", 1))
@@ -115,5 +137,6 @@ def judge_quality(running: RunningEngine, config, reference_path: str, key: str,
     verdict = quality_verdict(score_candidate(_endpoint(running, config), reference),
                               floor, tolerance)
     _atomic(out, verdict.model_dump_json(indent=2))
+    _keep(out)
     get_run_logger().info("quality %s: %s", key, verdict.summary)
     return verdict

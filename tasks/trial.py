@@ -21,16 +21,18 @@ from pydantic import ValidationError
 
 from infopt.engines import process
 from infopt.report.rundir import load_trial, trial_dir, write_trial
-from infopt.specs.base import EngineStartError, InfoptError
+from infopt.specs.base import EngineStartError, InfoptError, InputError
 from infopt.specs.hardware import HardwareInventory
 from infopt.specs.model import ModelProfile
 from infopt.specs.plan import MemoryFit
 from infopt.specs.results import RunningEngine, Trial
 from infopt.specs.serving import with_knob
-from infopt.specs.trial import TrialSpec
+from infopt.specs.trial import TrialRole, TrialSpec
 from infopt.specs.workload import Workload
 from infopt.troubleshoot.diagnose import contract_preserving_remedy, diagnose_file
 from infopt.tuning.search import objective_value
+from infopt.contract.openai_chat import BASE_REQUIRED
+from infopt.contract.verify import FEATURES
 from tasks.benchmark import benchmark
 from tasks.contract import contract_key, verify_contract
 from tasks.engine import diagnose_start, start_engine, stop_engine
@@ -51,9 +53,9 @@ class TrialContext:
     github_url: str | None
     # Contract features the request requires beyond what the load generator needs.
     contract_required: tuple[str, ...] = ()
-    # Where each API surface's contract results are kept (tasks.contract); None: only the
-    # trials marked with_contract are probed.
-    contract_dir: str | None = None
+    # Probe every trial (results reused per API surface, tasks.contract); False: only the
+    # trials marked with_contract.
+    contract_every_trial: bool = False
     # The quality gate (tasks.quality): the reference file, None when the gate cannot run.
     quality_reference: str | None = None
     quality_tolerance: float = 0.02
@@ -131,15 +133,22 @@ def _judge(running: RunningEngine, config, ctx: TrialContext):
         return None, f"its tokens could not be scored ({exc})"
 
 
-def _gates(running: RunningEngine, spec: TrialSpec, config, ctx: TrialContext, key: str):
+def _gates(running: RunningEngine, spec: TrialSpec, config, ctx: TrialContext,
+           trial_key: str):
     """The contract, then the quality gate, before the measurement counts.
     Returns (contract checks, quality verdict | None, why the trial is rejected | None)."""
     checks = []
-    if ctx.contract_dir is not None or spec.with_contract:
-        cache = None if ctx.contract_dir is None else str(Path(ctx.contract_dir) / (
-            contract_key(config, ctx.engine_version, ctx.model_digest) + ".json"))
+    if ctx.contract_every_trial or spec.with_contract:
+        # The control and the baseline on every probe (the report's route table); the other
+        # candidates on what the run requires.
+        full = spec.role in (TrialRole.CONTROL, TrialRole.BASELINE) or spec.with_contract
+        features = FEATURES if full else tuple(dict.fromkeys(
+            (*BASE_REQUIRED, *ctx.contract_required)))
+        key = contract_key(config, ctx.engine_version, ctx.model_digest, features) \
+            if ctx.contract_every_trial else None
         checks = verify_contract(running, config.served_model_name, ctx.contract_required,
-                                 str(trial_dir(Path(ctx.run_dir), key) / "contract"), cache)
+                                 str(trial_dir(Path(ctx.run_dir), trial_key) / "contract"),
+                                 features, key)
         if broken := [c for c in checks if c.required and not c.ok]:
             return checks, None, "rejected by the API contract: " + "; ".join(
                 f"{c.feature} ({c.status.value}): {c.detail[:120]}" for c in broken)
@@ -178,7 +187,9 @@ def run_trial(spec: TrialSpec, key: str, fit: MemoryFit | None, ctx: TrialContex
                                   str(run_dir), key,
                                   max_input_tokens=ctx.model.native_context_tokens,
                                   tokenizer_path=ctx.tokenizer_path)
-        except (httpx.HTTPError, OSError) as exc:  # the engine stopped answering
+        # The engine stopped answering (a probe reports an unreachable endpoint as InputError);
+        # a dead engine makes a failed trial below, a live one re-raises.
+        except (httpx.HTTPError, OSError, InputError) as exc:
             error = exc
         died = _died(running)
     if error is not None and died is None:

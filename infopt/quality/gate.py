@@ -2,12 +2,13 @@
 fresh restart of itself), with the request's tolerance as the largest accepted drop.
 
 Thresholds, each a delta from the floor (from perfect when no floor was measured):
-- top-1 agreement >= floor - tolerance (absolute fraction of positions);
+- top-1 agreement >= floor - tolerance (absolute fraction of positions), failing only when its
+  whole 95% interval lies below (a drop beyond sampling noise);
 - perplexity ratio <= floor ratio x (1 + tolerance);
 - mean delta-p of the reference token >= floor delta-p - tolerance.
 The KL lower bound is reported, not gated: it has no scale a tolerance maps onto.
 Task sets, when run, add one measure each (infopt.quality.taskrun: beyond-noise drops only).
-A measure fails on its point estimate; its interval says whether the miss is beyond noise.
+The other measures fail on their point estimates (they are means over the same positions).
 """
 
 from __future__ import annotations
@@ -18,15 +19,17 @@ from .taskrun import taskset_verdicts
 
 
 def _agreement(c: FidelityResult, floor: FidelityResult | None, tol: float) -> MeasureVerdict:
+    """Fails when the drop is established: the whole 95% interval below the threshold. A
+    point estimate a fraction under it is within the sampling noise of a few hundred tokens
+    (98.0% over 245 tokens spans 95.3-99.1%), and gating on it flips with the CPU's rounding."""
     base = floor.top1_agreement if floor else 1.0
     threshold = base - tol
-    passed = c.top1_agreement >= threshold
     lo, hi = c.top1_interval.low, c.top1_interval.high
-    beyond = (hi < threshold) if not passed else (lo >= threshold)
+    passed = hi >= threshold
     why = (f"top-1 agreement {c.top1_agreement:.1%} (95% {lo:.1%}-{hi:.1%}, {c.positions} "
            f"tokens) vs threshold {threshold:.1%} (floor {base:.1%} - {tol:.1%})"
-           + ("" if beyond else "; the interval spans the threshold: more prompts would "
-              "settle it"))
+           + ("" if not passed else "" if lo >= threshold else
+              "; below the threshold but within its noise: more prompts would settle it"))
     return MeasureVerdict(measure="top1_agreement", value=c.top1_agreement,
                           floor=floor.top1_agreement if floor else None, threshold=threshold,
                           passed=passed, why=why)

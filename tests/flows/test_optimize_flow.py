@@ -123,7 +123,7 @@ def test_contract_checked_and_no_engine_left_running(report_and_dir):
     # (tests/integration/test_llamacpp.py). Every other feature is as recorded there.
     assert status == {**LLAMACPP_0_3_36, "n": "unsupported"}
     assert "1 <= value <= 1" in next(c.detail for c in report.contract if c.feature == "n")
-    base = next(t for t in report.trials if t.contract)
+    base = next(t for t in report.trials if t.role == "baseline")
     assert base.config.parallel_slots == 1
     assert (run_dir / "trials" / base.key / "contract" / "stream.json").is_file()
     assert "| `/v1/chat/completions` | n | False | UNSUPPORTED |" in \
