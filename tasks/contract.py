@@ -10,19 +10,29 @@ from __future__ import annotations
 
 import hashlib
 import json
+from functools import cache
 from pathlib import Path
 
 from prefect import get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 from pydantic import TypeAdapter
 
+import infopt.contract as contract_pkg
 from infopt.bootstrap import cache_root
+from infopt.contract.openai_chat import BASE_REQUIRED
 from infopt.engines import adapter_for, endpoint_for
 from infopt.specs.contract import ContractCheck
 from infopt.specs.results import RunningEngine
 from infopt.contract.verify import verify_endpoint
 
 _CHECKS = TypeAdapter(list[ContractCheck])
+
+
+@cache
+def probes_digest() -> str:
+    """The probes' own code: a change to any probe invalidates every kept result."""
+    files = sorted(Path(contract_pkg.__file__).parent.glob("*.py"))
+    return hashlib.sha256(b"".join(f.read_bytes() for f in files)).hexdigest()[:12]
 
 
 def contract_key(config, engine_version: str, model_digest: str,
@@ -33,7 +43,8 @@ def contract_key(config, engine_version: str, model_digest: str,
     dump = config.model_dump(mode="json", exclude={"port", "host", "served_model_name"})
     surface = dump if knobs is None else {k: dump[k] for k in knobs}
     payload = {"engine": str(config.engine), "engine_version": engine_version,
-               "model": model_digest, "surface": surface, "features": list(features)}
+               "model": model_digest, "surface": surface, "features": list(features),
+               "probes": probes_digest()}
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:12]
 
 
@@ -48,11 +59,11 @@ def _cached(key: str, evidence_dir: Path, required: tuple[str, ...]
     except (ValueError, KeyError):
         return None  # a damaged entry is probed again
     evidence_dir.mkdir(parents=True, exist_ok=True)
-    out = []
+    must, out = set(required) | set(BASE_REQUIRED), []
     for c in checks:
         file = evidence_dir / f"{c.feature}.json"
         file.write_text(saved["evidence"].get(c.feature, "{}"), encoding="utf-8")
-        out.append(c.model_copy(update={"required": c.feature in required,
+        out.append(c.model_copy(update={"required": c.feature in must,
                                         "evidence": str(file)}))
     return out
 

@@ -10,12 +10,15 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
+from functools import cache
 from pathlib import Path
 
 from prefect import get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
+import infopt.quality as quality_pkg
 from infopt.bootstrap import cache_root
+from infopt.engines import scoring
 from infopt.engines import adapter_for, endpoint_for
 from infopt.quality.check import load_reference, save_reference
 from infopt.quality.gate import quality_verdict
@@ -28,11 +31,20 @@ from infopt.specs.serving import with_knob
 from tasks.engine import start_engine, stop_engine
 
 
+@cache
+def scoring_digest() -> str:
+    """The scoring's own code (teacher forcing, measures, verdict, the engines' scoring): a
+    change invalidates every kept reference, floor and verdict."""
+    files = [Path(scoring.__file__)] + sorted(Path(quality_pkg.__file__).parent.glob("*.py"))
+    return hashlib.sha256(b"".join(f.read_bytes() for f in files)).hexdigest()[:12]
+
+
 def quality_key(config, engine_version: str, model_digest: str) -> str:
     """What a configuration's scores depend on; the port and the served name do not."""
     payload = {"config": config.model_dump(mode="json", exclude={"port", "served_model_name"}),
                "engine_version": engine_version, "model": model_digest,
-               "prompts": FIDELITY_PROMPTS, "tokens": DEFAULT_TOKENS, "top_k": DEFAULT_TOP_K}
+               "prompts": FIDELITY_PROMPTS, "tokens": DEFAULT_TOKENS, "top_k": DEFAULT_TOP_K,
+               "code": scoring_digest()}
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:12]
 
 
