@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from contextlib import contextmanager
 
 import pytest
 
@@ -68,30 +69,10 @@ def test_an_unwritable_evidence_folder_is_refused_before_any_probe(server, tmp_p
 ])
 def test_a_url_that_is_no_openai_server_is_one_paragraph_before_any_probe(body, ctype):
     """A web page, or a JSON API of another shape: refused once, not failed 12 times."""
-    import threading
-    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-
-    class Page(BaseHTTPRequestHandler):
-        def do_GET(self):
-            self.send_response(200)
-            self.send_header("Content-Type", ctype)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *a):
-            pass
-
-    srv = ThreadingHTTPServer(("127.0.0.1", 0), Page)
-    threading.Thread(target=srv.serve_forever, daemon=True).start()
-    try:
-        url = f"http://127.0.0.1:{srv.server_address[1]}"
-        with pytest.raises(InputError, match="is not an OpenAI-compatible server: GET "
-                                             r"/v1/models answered HTTP 200 \(" + ctype):
-            verify_endpoint(Endpoint(base_url=url, model="m"))
-    finally:
-        srv.shutdown()
-        srv.server_close()
+    with _tiny_server(lambda h: _answer(h, body, ctype)) as url, pytest.raises(
+            InputError, match="is not an OpenAI-compatible server: GET "
+                              r"/v1/models answered HTTP 200 \(" + ctype):
+        verify_endpoint(Endpoint(base_url=url, model="m"))
 
 
 def test_tools_other_routes_and_errors_on_a_server_that_only_streams_chat(server):
@@ -116,32 +97,44 @@ def test_tools_other_routes_and_errors_on_a_server_that_only_streams_chat(server
 def test_a_server_that_does_not_answer_in_time_fails_the_probe_not_the_run():
     """Reachable (it lists models) but silent on a request: that check fails with the time
     waited; it is not reported as an unreachable endpoint."""
-    import threading
     import time
+
+    models = b'{"object": "list", "data": [{"id": "m", "object": "model"}]}'
+    with _tiny_server(lambda h: _answer(h, models, "application/json"),
+                      post=lambda h: time.sleep(3)) as url:
+        [check] = verify_endpoint(Endpoint(base_url=url, model="m"), features=("whole",),
+                                  timeout_s=1.0)
+    assert check.status.value == "fail" and check.detail == "no answer within 1 s"
+
+
+def _answer(handler, body: bytes, ctype: str) -> None:
+    handler.send_response(200)
+    handler.send_header("Content-Type", ctype)
+    handler.send_header("Content-Length", str(len(body)))
+    handler.end_headers()
+    handler.wfile.write(body)
+
+
+@contextmanager
+def _tiny_server(get, post=None) -> Iterator[str]:
+    """A real HTTP server on loopback with the given GET (and POST) behaviour; yields its URL."""
+    import threading
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-    class Slow(BaseHTTPRequestHandler):
+    class Handler(BaseHTTPRequestHandler):
         def do_GET(self):
-            body = b'{"object": "list", "data": [{"id": "m", "object": "model"}]}'
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
+            get(self)
 
         def do_POST(self):
-            time.sleep(3)
+            (post or get)(self)
 
         def log_message(self, *a):
             pass
 
-    srv = ThreadingHTTPServer(("127.0.0.1", 0), Slow)
+    srv = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     threading.Thread(target=srv.serve_forever, daemon=True).start()
     try:
-        url = f"http://127.0.0.1:{srv.server_address[1]}"
-        [check] = verify_endpoint(Endpoint(base_url=url, model="m"), features=("whole",),
-                                  timeout_s=1.0)
-        assert check.status.value == "fail" and check.detail == "no answer within 1 s"
+        yield f"http://127.0.0.1:{srv.server_address[1]}"
     finally:
         srv.shutdown()
         srv.server_close()
