@@ -121,7 +121,11 @@ def test_contract_checked_and_no_engine_left_running(report_and_dir):
     # The contract depends on the configuration: llama-server with --parallel 1 (the
     # baseline) refuses n=2 ("Value must be between 1 <= value <= 1"), while 2 slots serve it
     # (tests/integration/test_llamacpp.py). Every other feature is as recorded there.
-    assert status == {**LLAMACPP_0_3_36, "n": "unsupported"}
+    want = {**LLAMACPP_0_3_36, "n": "unsupported"}
+    # The model's free text on an unconstrained route (see test_llamacpp.py): either verdict.
+    assert status.pop("responses_json_schema") in ("pass", "fail")
+    want.pop("responses_json_schema")
+    assert status == want
     assert "1 <= value <= 1" in next(c.detail for c in report.contract if c.feature == "n")
     base = next(t for t in report.trials if t.role == "baseline")
     assert base.config.parallel_slots == 1

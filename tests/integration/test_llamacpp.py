@@ -67,9 +67,13 @@ def test_contract_of_this_llama_server_version(server, tmp_path):
     checks = verify_endpoint(endpoint_for("llamacpp", server.base_url, "smollm2", server.pid),
                              evidence_dir=tmp_path)
     got = {c.feature: c.status.value for c in checks}
-    assert got == LLAMACPP_0_3_36, [(c.feature, c.status.value, c.detail) for c in checks
-                                    if c.status.value != LLAMACPP_0_3_36.get(c.feature)]
-    assert all((tmp_path / f"{f}.json").is_file() for f in got)
+    # Not constrained by this server, so it is the model's free text: a fenced answer (here)
+    # fails, bare JSON (possible with another CPU's rounding) would pass; never unsupported.
+    assert got.pop("responses_json_schema") in ("pass", "fail")
+    want = {f: v for f, v in LLAMACPP_0_3_36.items() if f != "responses_json_schema"}
+    assert got == want, [(c.feature, c.status.value, c.detail) for c in checks
+                         if c.status.value != LLAMACPP_0_3_36.get(c.feature)]
+    assert all((tmp_path / f"{c.feature}.json").is_file() for c in checks)
     by = {c.feature: c for c in checks}
     assert "exceeds the available context size" in by["error_beyond_context"].detail
     assert "not checked: no API key" in by["auth"].detail
