@@ -442,12 +442,7 @@ def verify(
     from infopt.contract.verify import verify_endpoint
 
     try:
-        key = None
-        if api_key_env:
-            key = os.environ.get(api_key_env)
-            if not key:
-                raise InfoptError(f"--api-key-env {api_key_env}: that environment variable is "
-                                  "not set; export it or leave the option out")
+        key = _api_key(api_key_env)
         required = tuple(x.strip() for x in require.split(",") if x.strip()) if require else ()
         checks = verify_endpoint(_endpoint(endpoint, model, engine), required=required,
                              api_key=key, evidence_dir=Path(evidence) if evidence else None)

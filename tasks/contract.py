@@ -21,6 +21,7 @@ import infopt.contract as contract_pkg
 from infopt.bootstrap import cache_root
 from infopt.contract.openai_chat import BASE_REQUIRED
 from infopt.engines import adapter_for, endpoint_for
+from infopt.report.rundir import atomic_write
 from infopt.specs.contract import ContractCheck
 from infopt.specs.results import RunningEngine
 from infopt.contract.verify import verify_endpoint
@@ -73,10 +74,8 @@ def _store(key: str, checks: list[ContractCheck]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     evidence = {c.feature: Path(c.evidence).read_text(encoding="utf-8")
                 for c in checks if c.evidence and Path(c.evidence).is_file()}
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps({"checks": _CHECKS.dump_python(checks, mode="json"),
-                               "evidence": evidence}), encoding="utf-8")
-    tmp.replace(path)
+    atomic_write(path, json.dumps({"checks": _CHECKS.dump_python(checks, mode="json"),
+                                   "evidence": evidence}))
 
 
 @task(name="verify-contract", cache_policy=NO_CACHE)

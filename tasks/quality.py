@@ -24,6 +24,7 @@ from infopt.quality.check import load_reference, save_reference
 from infopt.quality.gate import quality_verdict
 from infopt.quality.prompts import FIDELITY_PROMPTS
 from infopt.quality.teacher import DEFAULT_TOKENS, DEFAULT_TOP_K, build_reference, score_candidate
+from infopt.report.rundir import atomic_write
 from infopt.specs.base import EngineStartError
 from infopt.specs.quality import FidelityResult, QualityVerdict
 from infopt.specs.results import RunningEngine
@@ -63,7 +64,7 @@ def _recall(path: Path) -> bool:
 def _keep(path: Path) -> None:
     kept = cache_root() / "quality" / path.name
     kept.parent.mkdir(parents=True, exist_ok=True)
-    _atomic(kept, path.read_text(encoding="utf-8"))
+    atomic_write(kept, path.read_text(encoding="utf-8"))
 
 
 def _floor_config(config):
@@ -98,7 +99,7 @@ def quality_reference(config, quality_dir: str, weights_bytes: int, key: str
     except EngineStartError as exc:
         return None, (f"The quality gate was NOT run: the reference configuration did not "
                       f"start ({str(exc).splitlines()[0][:200]}).")
-    _atomic(floor_path, floor.model_dump_json(indent=2))
+    atomic_write(floor_path, floor.model_dump_json(indent=2))
     _keep(ref_path)
     _keep(floor_path)
     log.info("quality floor: top-1 agreement %.1f%% over %d tokens",
@@ -128,12 +129,6 @@ def _endpoint(running: RunningEngine, config):
     return endpoint_for(running.engine, running.base_url, config.served_model_name, running.pid)
 
 
-def _atomic(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    tmp.replace(path)
-
-
 @task(name="judge-quality", cache_policy=NO_CACHE)
 def judge_quality(running: RunningEngine, config, reference_path: str, key: str,
                   tolerance: float) -> QualityVerdict:
@@ -148,7 +143,7 @@ def judge_quality(running: RunningEngine, config, reference_path: str, key: str,
     floor = FidelityResult.model_validate_json(floor_file.read_text(encoding="utf-8"))
     verdict = quality_verdict(score_candidate(_endpoint(running, config), reference),
                               floor, tolerance)
-    _atomic(out, verdict.model_dump_json(indent=2))
+    atomic_write(out, verdict.model_dump_json(indent=2))
     _keep(out)
     get_run_logger().info("quality %s: %s", key, verdict.summary)
     return verdict

@@ -11,6 +11,7 @@ import httpx
 from pydantic import ValidationError
 
 from infopt.engines import endpoint_for, identify_engine
+from infopt.report.rundir import atomic_write
 from infopt.specs.base import InputError
 from infopt.specs.endpoint import Endpoint
 from infopt.specs.quality import QualityVerdict, ReferenceSet
@@ -59,9 +60,7 @@ def load_reference(path: Path) -> ReferenceSet | None:
 
 
 def save_reference(reference: ReferenceSet, path: Path) -> None:
-    tmp = path.with_name(path.name + ".tmp")  # atomic: a crash leaves the old file or none
-    tmp.write_text(reference.model_dump_json(), encoding="utf-8")
-    tmp.replace(path)
+    atomic_write(path, reference.model_dump_json())  # a crash leaves the old file or none
 
 
 def check_quality(reference: Endpoint, candidate: Endpoint, *, floor: Endpoint | None = None,

@@ -13,6 +13,7 @@ from __future__ import annotations
 import openai
 from scipy.stats import binomtest
 
+from infopt.contract.context import ProbeContext
 from infopt.specs.base import InputError
 from infopt.specs.endpoint import Endpoint
 from infopt.specs.quality import Interval, MeasureVerdict, TaskSetResult
@@ -27,9 +28,7 @@ def _interval(k: int, n: int) -> Interval:
 
 def run_tasksets(endpoint: Endpoint, items: list[TaskItem], *, api_key: str | None = None,
                  timeout_s: float = 120.0) -> list[TaskSetResult]:
-    sdk = openai.OpenAI(base_url=f"{endpoint.base_url.rstrip('/')}/v1",
-                        api_key=api_key or "unused", max_retries=0, timeout=timeout_s,
-                        default_headers={} if endpoint.keepalive else {"Connection": "close"})
+    sdk = ProbeContext(endpoint, api_key, timeout_s).sdk  # the contract's client settings
     by_set: dict[str, list[tuple[bool, str]]] = {}
     try:
         for item in items:

@@ -34,10 +34,10 @@ def write_records(run_dir: Path, trial_id: str, records: list[RequestRecord]) ->
     return path
 
 
-def _atomic_write(path: Path, text: str) -> None:
-    # Write then rename: a crash never leaves a half-written report behind.
+def atomic_write(path: Path, text: str) -> None:
+    # Write then rename: a crash never leaves a half-written file behind.
     tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(text)
+    tmp.write_text(text, encoding="utf-8")
     tmp.replace(path)
 
 
@@ -45,7 +45,7 @@ def write_trial(run_dir: Path, key: str, trial: Trial) -> Path:
     """trials/<key>/trial.json, atomically: it exists only once the trial is complete."""
     path = trial_dir(run_dir, key) / "trial.json"
     path.parent.mkdir(parents=True, exist_ok=True)
-    _atomic_write(path, trial.model_dump_json(indent=2))
+    atomic_write(path, trial.model_dump_json(indent=2))
     return path
 
 
@@ -62,6 +62,6 @@ def load_trial(run_dir: Path, key: str) -> Trial | None:
 def write_report(run_dir: Path, report: OptimizationReport, markdown: str) -> tuple[Path, Path]:
     run_dir.mkdir(parents=True, exist_ok=True)
     md, js = run_dir / "report.md", run_dir / "report.json"
-    _atomic_write(js, report.model_dump_json(indent=2))
-    _atomic_write(md, markdown)
+    atomic_write(js, report.model_dump_json(indent=2))
+    atomic_write(md, markdown)
     return md, js
