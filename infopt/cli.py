@@ -453,8 +453,7 @@ def verify(
         typer.echo(json.dumps([c.model_dump(mode="json") for c in checks], indent=2))
     else:
         for c in checks:
-            result = c.status.value if c.ok else c.status.value.upper()
-            typer.echo(f"{c.route:22} {c.feature:28} {result:12}"
+            typer.echo(f"{c.route:22} {c.feature:28} {c.shown:15}"
                        f"{'required ' if c.required else '         '}{c.detail}")
     if broken := [c.feature for c in checks if c.required and not c.ok]:
         typer.echo(f"required check(s) not passed: {', '.join(broken)}", err=True)

@@ -13,7 +13,7 @@ def contract_gaps(checks: Sequence[ContractCheck],
     by_feature = {f: r for r in remedies for f in r.features}
     return [ContractGap(feature=c.feature, status=c.status, detail=c.detail,
                         required=c.required, remedy=by_feature.get(c.feature))
-            for c in checks if not c.ok]
+            for c in checks if c.gap]
 
 
 def remedy_for_required(gaps: Sequence[ContractGap]) -> ContractRemedy | None:

@@ -14,12 +14,12 @@ from infopt.specs.base import InputError
 from infopt.specs.contract import ContractCheck
 from infopt.specs.endpoint import Endpoint
 
-from . import anthropic_messages, chat_tools, errors, openai_chat, responses
+from . import anthropic_messages, chat_tools, errors, openai_chat, reasoning, responses
 from .context import Probe, ProbeContext, run_probe
 
 PROBES: dict[str, tuple[str, bool, Probe]] = {
-    **openai_chat.PROBES, **chat_tools.PROBES, **errors.PROBES, **responses.PROBES,
-    **anthropic_messages.PROBES}
+    **openai_chat.PROBES, **reasoning.PROBES, **chat_tools.PROBES, **errors.PROBES,
+    **responses.PROBES, **anthropic_messages.PROBES}
 FEATURES = tuple(PROBES)
 # What a client of each route needs at the least: required whenever the route is requested.
 ROUTE_BASICS = {"chat_completions": openai_chat.BASE_REQUIRED, "completions": ("models",),

@@ -40,7 +40,8 @@ def endpoint_for(engine: EngineName | str, base_url: str, model: str,
                 if a.tokenize_path and a.tokenize_body and a.tokenize_count else None)
     return Endpoint(base_url=base_url, model=model, forced_fields=a.forced_length_fields,
                     stream_counting=a.stream_counting, keepalive=a.stream_keepalive,
-                    tokenize=tokenize, scoring=a.token_scoring, pid=pid, engine=str(a.name))
+                    tokenize=tokenize, scoring=a.token_scoring,
+                    chat_template=a.chat_template_route, pid=pid, engine=str(a.name))
 
 
 def identify_engine(base_url: str, timeout_s: float = 5.0) -> EngineName | None:

@@ -174,6 +174,9 @@ class EngineAdapter:
     # (GET path, JSON key) that only this engine's server answers with: tells a bare URL's
     # engine apart (infopt.engines.identify_engine). None: not identifiable this way.
     identity_probe: tuple[str, str] | None = None
+    # (GET path, JSON key) where its server publishes the chat template it applies (the
+    # reasoning probe's evidence). None: not published over HTTP.
+    chat_template_route: tuple[str, str] | None = None
     # Config fields that can change what the API does (n with one slot, the context a prompt
     # may fill, tool parsers, KV type): the contract is re-probed when one changes. None: any
     # field can (every change is re-probed).

@@ -337,7 +337,7 @@ def render_markdown(r: OptimizationReport) -> str:
         "| route | feature | stream | result | required | detail |",
         "|---|---|---|---|---|---|",
         *[f"| `{c.route}` | {c.feature} | {c.stream} | "
-          f"{c.status.value if c.ok else c.status.value.upper()} | "
+          f"{c.shown} | "
           f"{'yes' if c.required else ''} | {c.detail} |" for c in r.contract],
         *_contract_gap_lines(r),
         *_quality_lines(r),

@@ -1,6 +1,6 @@
-"""The API contract as data: one `ContractCheck` per route and feature, each pass, fail or
-unsupported, with its evidence (the request and an excerpt of the response, saved beside the
-trial). Partial support is a failure, never support."""
+"""The API contract as data: one `ContractCheck` per route and feature, each pass, fail,
+unsupported or not applicable, with its evidence (the request and an excerpt of the response,
+saved beside the trial). Partial support is a failure, never support."""
 
 from __future__ import annotations
 
@@ -15,6 +15,9 @@ class CheckStatus(StrEnum):
     PASS = "pass"
     FAIL = "fail"  # answered, but not as a client relies on (wrong shape, ignored field)
     UNSUPPORTED = "unsupported"  # refused with a 4xx, or could not be checked, and why
+    # The model has no such behaviour (reasoning fields on a model that does not reason), with
+    # the evidence; not a server gap, and no remedy would provide it.
+    NOT_APPLICABLE = "not applicable"
 
 
 class ContractCheck(Spec):
@@ -29,6 +32,17 @@ class ContractCheck(Spec):
     @property
     def ok(self) -> bool:
         return self.status is CheckStatus.PASS
+
+    @property
+    def gap(self) -> bool:
+        """Worth naming: not passed, and either required or something a server could give
+        (a model that does not reason lacks nothing unless reasoning was asked for)."""
+        return not self.ok and (self.required or self.status is not CheckStatus.NOT_APPLICABLE)
+
+    @property
+    def shown(self) -> str:
+        """The status as tables print it: gaps in capitals."""
+        return self.status.value.upper() if self.gap else self.status.value
 
 
 class ContractRemedy(Spec):

@@ -65,5 +65,8 @@ class Endpoint:
     keepalive: bool = True
     tokenize: TokenizeRoute | None = None  # None: prompts counted another way, or approximate
     scoring: TokenScoring | None = None  # None: no exact teacher forcing on this server
+    # (GET path, JSON key) where the server publishes the chat template it applies; None: it
+    # does not (the reasoning probe then judges by the answer alone).
+    chat_template: tuple[str, str] | None = None
     pid: int | None = None  # the server's process (group), for CPU/RSS sampling
     engine: str | None = None  # label only (logs, reports); nothing branches on it

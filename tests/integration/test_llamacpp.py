@@ -7,6 +7,8 @@ import os
 import socket
 import subprocess
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import httpx
 import numpy as np
@@ -53,6 +55,7 @@ def test_started_on_localhost_with_version_and_log(server):
 # prompt-cache reads are added (llama-server reports cache hits as cache_read_input_tokens).
 LLAMACPP_0_3_36 = {
     **{f: "pass" for f in CHAT_FEATURES},
+    "reasoning": "not applicable",
     "tools_auto": "fail", "tools_required": "fail", "tools_named": "fail",
     "tools_parallel": "fail", "tools_second_turn": "pass",
     "auth": "unsupported", "error_bad_request": "pass", "error_beyond_context": "pass",
@@ -77,21 +80,17 @@ def test_contract_of_this_llama_server_version(server, tmp_path):
     by = {c.feature: c for c in checks}
     assert "exceeds the available context size" in by["error_beyond_context"].detail
     assert "not checked: no API key" in by["auth"].detail
+    assert "the chat template has no thinking marker" in by["reasoning"].detail
 
 
-def test_auth_401_without_the_key_and_200_with_it(llama_server, gguf_model, tmp_path):
-    """llama-server --api-key-file: the key never appears on the command line."""
-    import subprocess
+@contextmanager
+def _own_server(llama_server, gguf_model, *flags: str) -> Iterator[str]:
+    """A llama-server of its own with extra flags, on loopback; yields its base URL."""
     import time
 
-    from infopt.engines.process import free_port
-
-    key_file = tmp_path / "key"
-    key_file.write_text("probe-secret-123\n")
-    port = free_port()
+    port = process.free_port()
     proc = subprocess.Popen([str(llama_server), "-m", str(gguf_model), "--host", "127.0.0.1",
-                             "--port", str(port), "-c", "1024", "-t", "2",
-                             "--api-key-file", str(key_file)],
+                             "--port", str(port), "-c", "1024", "-t", "2", *flags],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         base = f"http://127.0.0.1:{port}"
@@ -101,6 +100,17 @@ def test_auth_401_without_the_key_and_200_with_it(llama_server, gguf_model, tmp_
                     break
             except httpx.HTTPError:
                 time.sleep(0.1)
+        yield base
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+def test_auth_401_without_the_key_and_200_with_it(llama_server, gguf_model, tmp_path):
+    """llama-server --api-key-file: the key never appears on the command line."""
+    key_file = tmp_path / "key"
+    key_file.write_text("probe-secret-123\n")
+    with _own_server(llama_server, gguf_model, "--api-key-file", str(key_file)) as base:
         [auth] = verify_endpoint(endpoint_for("llamacpp", base, "smollm2"),
                                  features=("auth",), api_key="probe-secret-123")
         assert auth.status.value == "pass", auth.detail
@@ -108,9 +118,31 @@ def test_auth_401_without_the_key_and_200_with_it(llama_server, gguf_model, tmp_
         [open_auth] = verify_endpoint(endpoint_for("llamacpp", base, "smollm2"),
                                       features=("auth",), api_key="wrong-key")
         assert open_auth.status.value == "fail"
-    finally:
-        proc.terminate()
-        proc.wait(10)
+
+
+# A template that opens a think block, as reasoning models' templates do. llama.cpp 0.3.36
+# does not recognise it as a reasoning format (content-only), so even with --reasoning-format
+# deepseek the thinking stays in content: the probe must call that a failure, read from the
+# template the server publishes at /props, never "not applicable". Real newlines inside the
+# template's string literals: llama.cpp's template engine takes them as they are.
+THINK_TEMPLATE = """{% for message in messages %}{{'<|im_start|>' + message['role'] + '
+' + message['content'] + '<|im_end|>' + '
+'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant
+<think>
+' }}{% endif %}
+"""
+
+
+def test_a_thinking_template_without_separated_reasoning_fails(llama_server, gguf_model,
+                                                               tmp_path):
+    template = tmp_path / "think.jinja"
+    template.write_text(THINK_TEMPLATE)
+    with _own_server(llama_server, gguf_model, "--jinja", "--chat-template-file",
+                     str(template), "--reasoning-format", "deepseek") as base:
+        [check] = verify_endpoint(endpoint_for("llamacpp", base, "smollm2"),
+                                  features=("reasoning",))
+    assert check.status.value == "fail", check.detail
+    assert "<think>" in check.detail
 
 
 def test_benchmark_forces_lengths_and_runs_concurrently(server):

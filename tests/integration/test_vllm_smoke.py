@@ -101,6 +101,7 @@ def max_overlap(intervals: list[tuple[float, float]]) -> int:
 # failure, not support. Anthropic Messages: all but tool use (the same 400).
 VLLM_0_32_CPU = {
     **{f: "pass" for f in CHAT_FEATURES},
+    "reasoning": "not applicable",
     "tools_auto": "unsupported", "tools_required": "unsupported",
     "tools_named": "unsupported", "tools_parallel": "unsupported", "tools_second_turn": "pass",
     "auth": "unsupported", "error_bad_request": "pass", "error_beyond_context": "pass",

@@ -138,3 +138,62 @@ def _tiny_server(get, post=None) -> Iterator[str]:
     finally:
         srv.shutdown()
         srv.server_close()
+
+
+@pytest.mark.parametrize("separated, content, template, status", [
+    ("17*23: 17*20=340, +51", "391", None, "pass"),
+    ("thinking", "<think>again</think>391", None, "fail"),
+    ("", "<think>17*20=340</think>391", None, "fail"),
+    ("", "391", "{{ '<|im_start|>assistant\n<think>\n' }}", "fail"),
+    ("", "391", "{{ message['content'] }}", "not applicable"),
+    ("", "391", None, "not applicable"),
+])
+def test_reasoning_verdicts(separated, content, template, status):
+    from infopt.contract.reasoning import classify
+
+    assert classify(separated, content, template)[0].value == status
+
+
+def _reasoning_server(separate_in_stream: bool):
+    """A reasoning model's server: reasoning_content whole; in the stream only if asked."""
+    def post(h):
+        body = json.loads(h.rfile.read(int(h.headers["Content-Length"])))
+        base = {"id": "x", "created": 0, "model": "m"}
+        if not body.get("stream"):
+            _answer(h, json.dumps({**base, "object": "chat.completion", "choices": [{
+                "index": 0, "finish_reason": "stop", "message": {
+                    "role": "assistant", "content": "391",
+                    "reasoning_content": "17*20=340, 17*3=51"}}]}).encode(),
+                "application/json")
+            return
+        deltas = [{"reasoning_content": "17*20=340"} if separate_in_stream else
+                  {"content": "<think>17*20=340</think>"}, {"content": "391"}]
+        frames = b"".join(b"data: " + json.dumps({**base, "object": "chat.completion.chunk",
+                                                 "choices": [{"index": 0, "delta": d}]}
+                                                ).encode() + b"\n\n" for d in deltas)
+        _answer(h, frames + b"data: [DONE]\n\n", "text/event-stream")
+    return _tiny_server(lambda h: _answer(h, b'{"data": [{"id": "m"}]}', "application/json"),
+                        post=post)
+
+
+@pytest.mark.parametrize("separate_in_stream, status", [(True, "pass"), (False, "fail")])
+def test_reasoning_must_be_separated_whole_and_streamed(separate_in_stream, status, tmp_path):
+    with _reasoning_server(separate_in_stream) as url:
+        [check] = verify_endpoint(Endpoint(base_url=url, model="m"), features=("reasoning",),
+                                  evidence_dir=tmp_path)
+    assert check.status.value == status, check.detail
+    evidence = json.loads((tmp_path / "reasoning.json").read_text())["evidence"]
+    assert evidence["message"]["reasoning_content"] == "17*20=340, 17*3=51"
+    assert ("17*20=340" in evidence["stream"]["reasoning"]) is separate_in_stream
+
+
+def test_a_not_applicable_check_is_no_gap_unless_required():
+    from infopt.contract.remedies import contract_gaps
+    from infopt.specs.contract import ContractCheck
+
+    def na(required):
+        return ContractCheck(route="/v1/chat/completions", feature="reasoning", stream=False,
+                             status="not applicable", detail="no reasoning", required=required)
+    assert contract_gaps([na(False)], []) == [] and na(False).shown == "not applicable"
+    assert [g.feature for g in contract_gaps([na(True)], [])] == ["reasoning"]
+    assert na(True).shown == "NOT APPLICABLE"
