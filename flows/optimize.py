@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from prefect import flow, get_run_logger, task
+from prefect import flow, get_run_logger
 
 from infopt.bootstrap import default_paths
 from infopt.engines import adapter_for, process, registry
@@ -23,7 +23,7 @@ from infopt.model.digest import model_digest
 from infopt.report.rundir import new_run_id, runs_root, trial_dir
 from infopt.specs.base import EngineStartError, InfoptError
 from infopt.specs.request import OptimizeRequest
-from infopt.specs.results import OptimizationReport, Trial, TuningOutcome
+from infopt.specs.results import OptimizationReport, Trial
 from infopt.specs.scenarios import ScenarioName
 from infopt.specs.serving import with_knob
 from infopt.specs.trial import TrialSpec, TuningDimension, trial_key
@@ -34,7 +34,6 @@ from infopt.tuning.search import (
     control_config,
     control_gain,
     control_recommendation,
-    decide,
     first_dimension,
     runnable_candidates,
     serving_target,
@@ -42,8 +41,7 @@ from infopt.tuning.search import (
 from infopt.contract.remedies import contract_gaps, remedy_for_required
 from infopt.contract.verify import PROBES as CONTRACT_PROBES, required_for
 from infopt.specs.contract import ContractOutcome, ContractRemedy
-from tasks.benchmark import benchmark_scenarios
-from tasks.engine import start_engine, stop_engine
+from flows.winner import WinnerContext, decide_and_confirm
 from tasks.plan import fit_candidates
 from tasks.quality import quality_key, quality_reference
 from tasks.report import write_report_task
@@ -53,12 +51,6 @@ from tasks.trial import TrialContext, run_trial
 
 def _stop_engines_hook(flow, flow_run, state) -> None:
     process.stop_all()
-
-
-@task(name="decide-tuning")
-def decide_tuning(trials: list[Trial], knob: str, baseline_value: str, workload: Workload,
-                  seed: int) -> TuningOutcome:
-    return decide(trials, knob, baseline_value, workload.objective, seed=seed)
 
 
 def _tokenizer_path(model) -> str | None:
@@ -197,33 +189,10 @@ def _with_changes(config, knob_changes: dict):
     return config
 
 
-def _median_trial(trials: list[Trial], value: str) -> Trial:
-    """Among the trials of `value`, the one at that value's median objective."""
-    measured = sorted((t for t in trials if t.value == value and t.role != "control"
-                       and t.objective_value is not None), key=lambda t: t.objective_value)
-    return measured[len(measured) // 2]
-
-
 def _control_command(trials: list[Trial], adapter, control) -> str:
     """The command the control trial ran; rendered on a placeholder port if none started."""
     ran = next((t.engine.command for t in trials if t.role == "control" and t.engine), None)
     return ran or adapter.build_launch(control, adapter.locate(), 8000).command
-
-
-def _scenarios(request: OptimizeRequest, winner: Trial, model, run_dir: Path):
-    if not request.scenarios:
-        return []
-    get_run_logger().info("measuring the winner (%s) on the standard scenarios", winner.trial_id)
-    running = start_engine(winner.config, str(trial_dir(run_dir, "t-scenarios") / "engine.log"),
-                           model.file_bytes)
-    try:
-        return benchmark_scenarios(
-            running, winner.config.served_model_name, model.native_context_tokens,
-            request.workload.peak_active_generations, request.scenario_requests, request.seed,
-            str(run_dir), "t-scenarios", None if "all" in request.scenarios
-            else request.scenarios, tokenizer_path=_tokenizer_path(model))
-    finally:
-        stop_engine(running)
 
 
 @flow(name="optimize", on_failure=[_stop_engines_hook], on_crashed=[_stop_engines_hook],
@@ -299,12 +268,16 @@ def optimize(request: OptimizeRequest | None = None, run_id: str | None = None,
 
     # Decide: the dimension's best value against the baseline, the winner against the control.
     base_value = str(getattr(baseline, dim.knob))
-    outcome = decide_tuning(trials, dim.knob, base_value, workload, request.seed)
+    # The winner is confirmed on the task sets against the reference's answers (the engine
+    # started once for them and the standard scenarios).
+    decision = decide_and_confirm(trials, dim.knob, base_value, WinnerContext(
+        request=request, workload=workload, model=model, run_dir=run_dir, control=control,
+        reference_key=ref_key if reference else None, engine_version=version,
+        model_digest=digest, tokenizer_path=_tokenizer_path(model)))
+    outcome, winner = decision.outcome, decision.winner
     gain = control_gain(trials, outcome.winner_value, workload.objective, seed=request.seed)
     gain.recommendation = control_recommendation(gain, control_fit.context_tokens,
                                                  model.native_context_tokens)
-    winner = _median_trial(trials, outcome.winner_value)
-    scenario_results = _scenarios(request, winner, model, run_dir)
 
     # Report.
     base_trial = next(t for t in trials if t.role == "baseline")
@@ -326,7 +299,7 @@ def optimize(request: OptimizeRequest | None = None, run_id: str | None = None,
         baseline_config=baseline, gain_vs_control=gain,
         winner_deployment=render_deployment(winner.config, port=8000, gpus=len(hw.gpus),
                                             name=f"infopt-{run_id}".lower()),
-        scenarios=scenario_results, notes=[f"skipped {s}" for s in skipped] + [
+        scenarios=decision.scenarios, tasks=decision.tasks, notes=[f"skipped {s}" for s in skipped] + [
             f"required API feature `{f}`: no contract probe for it yet, so it was NOT checked"
             for f in request.api.features if f not in CONTRACT_PROBES] + [
             f"dimension `{dim.knob}`: {dim.why}",

@@ -510,15 +510,17 @@ def quality(
     json_out: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """Token fidelity of a candidate against a reference under teacher forcing (top-1
-    agreement with its interval, delta-p, perplexity ratio, a KL lower bound); exit 1 when the
-    candidate regressed beyond the tolerance."""
+    agreement with its interval, delta-p, perplexity ratio, a KL lower bound), and with
+    --tasks the generative task sets (alone, for a server without exact token scoring); exit
+    1 when the candidate regressed beyond the tolerance."""
     from infopt.quality.check import check_quality, quality_endpoint
 
     try:
         key, ref_file = _api_key(api_key_env), _writable_file(reference_file, "--reference-file")
-        ends = [quality_endpoint(u, model, e) for u, e in (
+        ends = [quality_endpoint(u, model, e, tasks_only_ok=tasks > 0) for u, e in (
             (reference, reference_engine), (candidate, candidate_engine))]
-        floor_end = quality_endpoint(floor, model, reference_engine) if floor else None
+        floor_end = (quality_endpoint(floor, model, reference_engine, tasks_only_ok=tasks > 0)
+                     if floor else None)
         _, verdict = check_quality(
             ends[0], ends[1], floor=floor_end, tolerance=tolerance, tokens=tokens, top_k=top_k,
             reference_file=ref_file, api_key=key, task_items=tasks,

@@ -23,10 +23,12 @@ from infopt.engines import adapter_for, endpoint_for
 from infopt.quality.check import load_reference, save_reference
 from infopt.quality.gate import quality_verdict
 from infopt.quality.prompts import FIDELITY_PROMPTS
+from infopt.quality.taskrun import run_tasksets
+from infopt.quality.tasksets import all_items
 from infopt.quality.teacher import DEFAULT_TOKENS, DEFAULT_TOP_K, build_reference, score_candidate
 from infopt.report.rundir import atomic_write
 from infopt.specs.base import EngineStartError
-from infopt.specs.quality import FidelityResult, QualityVerdict
+from infopt.specs.quality import FidelityResult, QualityVerdict, TaskSetResult
 from infopt.specs.results import RunningEngine
 from infopt.specs.serving import with_knob
 from tasks.engine import start_engine, stop_engine
@@ -147,3 +149,49 @@ def judge_quality(running: RunningEngine, config, reference_path: str, key: str,
     _keep(out)
     get_run_logger().info("quality %s: %s", key, verdict.summary)
     return verdict
+
+
+def _sets_file(quality_dir: str, key: str, items_per_set: int) -> Path:
+    return Path(quality_dir) / f"tasks-{key}-{items_per_set}.json"
+
+
+def _kept_sets(out: Path) -> list[TaskSetResult] | None:
+    if not _recall(out):
+        return None
+    rows = json.loads(out.read_text(encoding="utf-8"))
+    return [TaskSetResult.model_validate(r) for r in rows]
+
+
+def _run_sets(endpoint, out: Path, items_per_set: int) -> list[TaskSetResult]:
+    items = all_items(items_per_set)
+    get_run_logger().info("task sets: %d items on %s", len(items), endpoint.base_url)
+    results = run_tasksets(endpoint, items)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write(out, json.dumps([r.model_dump(mode="json") for r in results], indent=2))
+    _keep(out)
+    return results
+
+
+@task(name="reference-task-sets", cache_policy=NO_CACHE)
+def reference_task_sets(config, quality_dir: str, weights_bytes: int, key: str,
+                        items_per_set: int) -> list[TaskSetResult]:
+    """The reference's answers on the generative task sets (its engine started for them
+    unless they were kept from an earlier run)."""
+    out = _sets_file(quality_dir, key, items_per_set)
+    if (kept := _kept_sets(out)) is not None:
+        return kept
+    running = start_engine(config, str(Path(quality_dir) / f"tasks-{key}.log"), weights_bytes)
+    try:
+        return _run_sets(_endpoint(running, config), out, items_per_set)
+    finally:
+        stop_engine(running)
+
+
+@task(name="task-sets", cache_policy=NO_CACHE)
+def task_sets(running: RunningEngine, config, quality_dir: str, key: str,
+              items_per_set: int) -> list[TaskSetResult]:
+    """A running configuration's answers on the same items (kept by its quality key)."""
+    out = _sets_file(quality_dir, key, items_per_set)
+    if (kept := _kept_sets(out)) is not None:
+        return kept
+    return _run_sets(_endpoint(running, config), out, items_per_set)

@@ -38,14 +38,27 @@ def served_model(base_url: str, timeout_s: float = 10.0) -> str:
     return ids[0]
 
 
-def quality_endpoint(base_url: str, model: str | None, engine: str | None) -> Endpoint:
+def quality_endpoint(base_url: str, model: str | None, engine: str | None, *,
+                     tasks_only_ok: bool = False) -> Endpoint:
+    """The endpoint with its engine's exact scoring; a server of no known engine gets the
+    generic endpoint (no scoring) when the task sets can judge it alone."""
     name = engine or identify_engine(base_url)
-    if name is None:
+    if name is None and not tasks_only_ok:
         raise InputError(
             f"{base_url} is neither a llama-server (GET /props) nor a vLLM server (GET "
             "/version), the engines whose exact token scoring infopt knows; if it is one "
-            "behind a proxy, name it with --reference-engine / --candidate-engine")
-    return endpoint_for(name, base_url, model or served_model(base_url))
+            "behind a proxy, name it with --reference-engine / --candidate-engine, or compare "
+            "on the generative task sets alone with --tasks N")
+    model = model or served_model(base_url)
+    return endpoint_for(name, base_url, model) if name else Endpoint(base_url, model)
+
+
+def _unscored(*endpoints: Endpoint | None) -> str | None:
+    """Why token fidelity cannot be measured (None: it can)."""
+    if bad := [e.base_url for e in endpoints if e is not None and e.scoring is None]:
+        return (f"{', '.join(bad)} offers no exact token scoring infopt knows (neither "
+                "llama-server nor vLLM), so token fidelity was not measured")
+    return None
 
 
 def load_reference(path: Path) -> ReferenceSet | None:
@@ -67,9 +80,18 @@ def check_quality(reference: Endpoint, candidate: Endpoint, *, floor: Endpoint |
                   tolerance: float = 0.02, tokens: int = DEFAULT_TOKENS,
                   top_k: int = DEFAULT_TOP_K, reference_file: Path | None = None,
                   api_key: str | None = None, progress: Progress | None = None,
-                  task_items: int = 0) -> tuple[ReferenceSet, QualityVerdict]:
+                  task_items: int = 0) -> tuple[ReferenceSet | None, QualityVerdict]:
     """task_items > 0 also runs that many items of each generative task set on the reference
-    and the candidate."""
+    and the candidate; they alone decide when a server has no exact token scoring (the
+    returned reference is then None)."""
+    if (why := _unscored(reference, candidate, floor)) is not None:
+        if floor is not None or not task_items:
+            raise InputError(why + ("; a noise floor (--floor) is a token-fidelity measure: "
+                                    "drop it" if floor is not None else
+                                    "; compare on the generative task sets with --tasks N"))
+        ref_tasks, cand_tasks = _tasks(reference, candidate, task_items, api_key, progress)
+        return None, quality_verdict(None, None, tolerance, ref_tasks, cand_tasks,
+                                     fidelity_note=why)
     ref = load_reference(reference_file) if reference_file else None
     if ref is None:
         ref = build_reference(reference, tokens=tokens, top_k=top_k, api_key=api_key,
@@ -81,11 +103,15 @@ def check_quality(reference: Endpoint, candidate: Endpoint, *, floor: Endpoint |
                                     label="floor", concurrency=2)
                     if floor else None)
     cand = score_candidate(candidate, ref, api_key=api_key, progress=progress)
-    ref_tasks = cand_tasks = None
-    if task_items:
-        items = all_items(task_items)
-        if progress:
-            progress(f"task sets: {len(items)} items on the reference, then the candidate")
-        ref_tasks = run_tasksets(reference, items, api_key=api_key)
-        cand_tasks = run_tasksets(candidate, items, api_key=api_key)
+    ref_tasks, cand_tasks = (_tasks(reference, candidate, task_items, api_key, progress)
+                             if task_items else (None, None))
     return ref, quality_verdict(cand, floor_result, tolerance, ref_tasks, cand_tasks)
+
+
+def _tasks(reference: Endpoint, candidate: Endpoint, task_items: int, api_key: str | None,
+           progress: Progress | None):
+    items = all_items(task_items)
+    if progress:
+        progress(f"task sets: {len(items)} items on the reference, then the candidate")
+    return (run_tasksets(reference, items, api_key=api_key),
+            run_tasksets(candidate, items, api_key=api_key))

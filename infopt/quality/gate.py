@@ -57,17 +57,26 @@ def _delta_p(c: FidelityResult, floor: FidelityResult | None, tol: float) -> Mea
             f"threshold {threshold:+.4f} (5th percentile {c.delta_p_p05:+.3f})")
 
 
-def quality_verdict(candidate: FidelityResult, floor: FidelityResult | None,
+def quality_verdict(candidate: FidelityResult | None, floor: FidelityResult | None,
                     tolerance: float, reference_tasks: list[TaskSetResult] | None = None,
-                    candidate_tasks: list[TaskSetResult] | None = None) -> QualityVerdict:
-    measures = [f(candidate, floor, tolerance) for f in (_agreement, _perplexity, _delta_p)]
+                    candidate_tasks: list[TaskSetResult] | None = None,
+                    fidelity_note: str | None = None) -> QualityVerdict:
+    """`candidate` None: token fidelity was not measured (`fidelity_note` says why); the task
+    sets, which must then be given, decide alone."""
+    measures = ([f(candidate, floor, tolerance) for f in (_agreement, _perplexity, _delta_p)]
+                if candidate is not None else [])
     if reference_tasks and candidate_tasks:
         measures += taskset_verdicts(reference_tasks, candidate_tasks, tolerance)
+    if not measures:
+        raise ValueError("a quality verdict needs token fidelity or task sets")
     failed = [m for m in measures if not m.passed]
-    where = "" if floor else " (no noise floor measured: thresholds from a perfect match)"
+    where = ("" if floor or candidate is None else
+             " (no noise floor measured: thresholds from a perfect match)")
+    if candidate is None:
+        where = f" (task sets only: {fidelity_note})"
     summary = ("quality passed" + where if not failed else
                "quality regressed: " + "; ".join(m.why for m in failed) + where)
     return QualityVerdict(passed=not failed, candidate=candidate, floor=floor,
                           tolerance=tolerance, measures=measures, summary=summary,
                           reference_tasks=reference_tasks or [],
-                          candidate_tasks=candidate_tasks or [])
+                          candidate_tasks=candidate_tasks or [], fidelity_note=fidelity_note)

@@ -70,7 +70,7 @@ def taskset_verdicts(reference: list[TaskSetResult], candidate: list[TaskSetResu
         passed = not (p < alpha and c.rate < threshold)
         out.append(MeasureVerdict(
             measure=f"task:{c.set_name}", value=c.rate, floor=None, threshold=threshold,
-            passed=passed,
+            passed=passed, p_value=p,
             why=f"{c.set_name}: {c.passed}/{c.total} vs the reference's {r.passed}/{r.total} "
                 f"on the same items (McNemar one-sided p = {p:.3f}; a regression needs "
                 f"p < {alpha} and a drop beyond {tolerance:.0%})"))

@@ -11,7 +11,7 @@ from infopt.specs.results import (
     Trial,
     TuningOutcome,
 )
-from infopt.report.quality_text import quality_markdown
+from infopt.report.quality_text import quality_markdown, tasks_markdown
 from infopt.report.workload_text import describe_workload
 from infopt.specs.workload import OBJECTIVE_UNIT, Objective
 
@@ -252,12 +252,12 @@ def _quality_lines(r: OptimizationReport) -> list[str]:
                                                  else " (control)"), t.quality))
     head = ["", "## Quality gate (measured)", "", r.quality_note or ""]
     if not judged:
-        return head
+        return head + tasks_markdown(r.tasks)
     tol = judged[0][1].tolerance
     return head + ["", "Token fidelity under teacher forcing: each configuration scores the "
                    "reference's greedy tokens of a fixed prompt set (docs/metrics.md); "
                    f"thresholds are the floor minus the tolerance {tol:g}.", "",
-                   *quality_markdown(judged)]
+                   *quality_markdown(judged), *tasks_markdown(r.tasks)]
 
 
 def render_markdown(r: OptimizationReport) -> str:

@@ -3,7 +3,7 @@ section. Every number with its sample count; the floor beside each measure."""
 
 from __future__ import annotations
 
-from infopt.specs.quality import FidelityResult, QualityVerdict
+from infopt.specs.quality import FidelityResult, QualityVerdict, TaskSetOutcome
 
 
 def _row(label: str, f: FidelityResult) -> str:
@@ -20,11 +20,12 @@ def _divergence(f: FidelityResult) -> str:
 def render_verdict(v: QualityVerdict) -> str:
     head = (f"{'':10} {'tokens':>6} {'top-1':>8} {'95% interval':13} {'mean dp':>9} "
             f"{'p05 dp':>8} {'ppl ratio':>9} {'KL>= nats':>9}  first divergence per prompt")
-    lines = [head]
+    lines = [head] if v.candidate is not None else [f"token fidelity: {v.fidelity_note}"]
     if v.floor is not None:
         lines.append(_row("floor", v.floor))
-    lines.append(_row("candidate", v.candidate))
-    if v.candidate.unscored_positions:
+    if v.candidate is not None:
+        lines.append(_row("candidate", v.candidate))
+    if v.candidate is not None and v.candidate.unscored_positions:
         lines.append(f"({v.candidate.unscored_positions} positions the servers could not report "
                      "were left out)")
     if v.candidate_tasks:
@@ -48,6 +49,8 @@ def quality_markdown(rows: list[tuple[str, QualityVerdict]]) -> list[str]:
     if floor is not None:
         out.append(_md("noise floor (reference restarted)", floor, "sets the thresholds"))
     for name, v in rows:
+        if v.candidate is None:  # not in a run: every trial's engine has exact scoring
+            continue
         failed = [m.measure for m in v.measures if not m.passed]
         out.append(_md(name, v.candidate, "pass" if v.passed else "FAIL: " + ", ".join(failed)))
     return out
@@ -57,3 +60,24 @@ def _md(name: str, f: FidelityResult, verdict: str) -> str:
     return (f"| {name} | {f.positions} | {f.top1_agreement:.1%} ({f.top1_interval.low:.1%}-"
             f"{f.top1_interval.high:.1%}) | {f.delta_p_mean:+.4f} | {f.perplexity_ratio:.4f} | "
             f"{f.kl_lower_bound_mean_nats:.4f} (lower bound) | {verdict} |")
+
+
+def tasks_markdown(t: TaskSetOutcome | None) -> list[str]:
+    """The generative task sets: the reference's and the recommended configuration's pass
+    counts on the same items, with intervals and each set's paired verdict."""
+    if t is None:
+        return []
+    ref = {r.set_name: r for r in t.reference}
+    verdict = {v.measure.removeprefix("task:"): v for v in t.verdicts}
+    out = ["", f"Generative task sets ({t.items_per_set} items per set, greedy, exact checks; "
+           f"the same items on both; recommended: `{t.winner_trial_id}`). A set regresses only "
+           "on a paired drop beyond its noise (McNemar one-sided p < 0.05) and beyond the "
+           "tolerance.", "",
+           "| set | reference | recommended (95% CI) | verdict (McNemar one-sided) |", "|---|---|---|---|"]
+    for w in t.winner:
+        r, v = ref[w.set_name], verdict[w.set_name]
+        out.append(f"| {w.set_name} | {r.passed}/{r.total} | {w.passed}/{w.total} "
+                   f"({w.interval.low:.0%}-{w.interval.high:.0%}) | "
+                   f"{'pass' if v.passed else 'REGRESSED'} (p = {v.p_value:.3f}) |")
+    out += [f"- Not recommended despite its speed: {e}" for e in t.excluded]
+    return out

@@ -96,15 +96,36 @@ class MeasureVerdict(Spec):
     threshold: float
     passed: bool
     why: str
+    p_value: float | None = None  # a paired test's, where the measure has one
 
 
 class QualityVerdict(Spec):
     passed: bool
-    candidate: FidelityResult
+    # None: token fidelity was not measured (a server without exact scoring): `fidelity_note`
+    # says why, and the task sets alone decide.
+    candidate: FidelityResult | None
     floor: FidelityResult | None
     tolerance: float
     measures: list[MeasureVerdict]
     summary: str  # one line; names what regressed when it fails
+    fidelity_note: str | None = None
     # The generative task sets, when run: the reference's results and the candidate's.
     reference_tasks: list[TaskSetResult] = Field(default_factory=list)
     candidate_tasks: list[TaskSetResult] = Field(default_factory=list)
+
+
+class TaskSetOutcome(Spec):
+    """The generative task sets in a run: the reference's results, the recommended
+    configuration's on the same items, and each set's verdict. A value that won on speed but
+    regressed here was excluded and the decision re-made without it (`excluded`)."""
+
+    items_per_set: int
+    reference: list[TaskSetResult]
+    winner_trial_id: str
+    winner: list[TaskSetResult]
+    verdicts: list[MeasureVerdict]
+    excluded: list[str] = Field(default_factory=list)  # "knob=value: why", in order
+
+    @property
+    def passed(self) -> bool:
+        return all(v.passed for v in self.verdicts)

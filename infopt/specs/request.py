@@ -79,6 +79,10 @@ class OptimizeRequest(Spec):
     # Quality gate tolerance (issue 12): the largest accepted drop of the candidate's score
     # against the higher-precision reference, as a fraction.
     quality_tolerance: float = Field(0.02, ge=0, le=1)
+    # Items per generative task set (arithmetic, facts, JSON schema, needle, French, code),
+    # answered by the reference and by the recommended configuration; a value whose answers
+    # regress beyond noise is not recommended. 0: token fidelity alone.
+    quality_task_items: int = Field(8, ge=0, le=500)
     # The shortest context the user accepts if the native window cannot fit (None: only the
     # native context; infopt never shortens it on its own).
     min_context_tokens: int | None = Field(None, ge=16, le=10_000_000)

@@ -12,7 +12,7 @@ from .comparison import Comparison
 from .contract import ContractCheck, ContractOutcome
 from .diagnosis import Diagnosis, Remedy
 from .plan import CeilingRatio, MemoryFit
-from .quality import QualityVerdict
+from .quality import QualityVerdict, TaskSetOutcome
 from .hardware import HardwareInventory
 from .model import ModelProfile
 from .serving import ServingConfig
@@ -290,4 +290,6 @@ class OptimizationReport(Spec):
     # The winner on the specification's standard scenarios (short, medium, full context,
     # single stream, target concurrency).
     scenarios: list[ScenarioResult] = Field(default_factory=list)
+    # The generative task sets: the reference's and the recommended configuration's answers.
+    tasks: TaskSetOutcome | None = None
     notes: list[str]

@@ -23,7 +23,7 @@ def test_a_required_feature_the_baseline_lacks_is_provided_by_its_remedy(prefect
     request = OptimizeRequest(model=ModelTarget(path=str(default_paths().gguf)),
                               workload=wl.traffic, objective=wl.objective,
                               api=ApiRequirements(features=["n"]), budgets=Budgets(repeats=1),
-                              scenarios=[])
+                              scenarios=[], quality_task_items=0)
     report = optimize(request=request, runs_dir=str(tmp_path))
     o = report.contract_outcome
     assert o.applied is not None and o.applied.knob_changes == {"parallel_slots": 2}

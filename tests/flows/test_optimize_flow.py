@@ -35,7 +35,7 @@ def report_and_dir(prefect_api, tmp_path_factory):
             model=ModelTarget(path=str(gguf), hub_id="HuggingFaceTB/SmolLM2-135M-Instruct",
                               hub_endpoint=hub.endpoint),
             workload=wl.traffic, objective=wl.objective, budgets=Budgets(repeats=2), scenarios=["short", "single-stream"],
-            scenario_requests=2)
+            scenario_requests=2, quality_task_items=2)
         report = optimize(request=request, runs_dir=str(runs))
     return report, runs / report.run_id
 
@@ -149,6 +149,23 @@ def test_every_trial_passed_the_quality_gate_against_a_measured_floor(report_and
     assert len(list((run_dir / "quality").glob("floor-*.json"))) == 1
     md = (run_dir / "report.md").read_text()
     assert "## Quality gate (measured)" in md and "noise floor (reference restarted)" in md
+
+
+def test_the_recommended_configuration_answered_the_task_sets(report_and_dir):
+    """The reference and the winner answer the same 2 items of each of the 6 sets; kept in
+    quality/, tabled in the report; a set regresses only beyond noise."""
+    report, run_dir = report_and_dir
+    t = report.tasks
+    assert t is not None and t.winner_trial_id == report.winner_trial_id
+    names = ["arithmetic", "facts", "json_schema", "needle", "non_english", "code"]
+    assert [r.set_name for r in t.reference] == [w.set_name for w in t.winner] == names
+    assert all(r.total == w.total == 2 for r, w in zip(t.reference, t.winner))
+    assert [v.measure for v in t.verdicts] == [f"task:{n}" for n in names]
+    # 2 items cannot reach p < 0.05 (McNemar: at best 0.25), so no set can regress here.
+    assert t.passed and t.excluded == []
+    assert len(list((run_dir / "quality").glob("tasks-*-2.json"))) >= 1
+    md = (run_dir / "report.md").read_text()
+    assert "Generative task sets (2 items per set" in md and "| needle |" in md
 
 
 def test_report_carries_classification_bandwidth_and_shortlist(report_and_dir):

@@ -38,7 +38,7 @@ def test_quantized_v_cache_without_flash_attn_is_remedied(prefect_api, gguf, tmp
         budgets=Budgets(repeats=1),
         tune=TuneOverride(knob="cache_type_v", values=["f16", "q8_0"],
                           base_overrides={"flash_attn": "off"}),
-        scenarios=[])  # not this test's subject (full context takes minutes)
+        quality_task_items=0, scenarios=[])  # not this test's subject (full context takes minutes)
     with FakeGitHub() as gh:
         report = optimize(request=request.model_copy(update={"github_url": gh.url}),
                           runs_dir=str(tmp_path))

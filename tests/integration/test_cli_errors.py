@@ -116,6 +116,19 @@ def test_quality_exit_status_says_pass_fail_or_bad_input(tmp_path):
     nowhere = _run("quality", "--reference", "http://127.0.0.1:9", "--candidate",
                    "http://127.0.0.1:9")
     _assert_clean_error(nowhere, "is neither a llama-server")
+    from bench.fast_server import start_server
+
+    with start_server() as fast:  # no known engine: no exact scoring, the task sets alone
+        alone = _run("quality", "--reference", fast.base_url, "--candidate", fast.base_url,
+                     "--tasks", "1")
+        assert alone.returncode == 0, alone.stdout + alone.stderr
+        assert "token fidelity: " in alone.stdout and "task sets only" in alone.stdout
+        floored = _run("quality", "--reference", fast.base_url, "--candidate", fast.base_url,
+                       "--floor", fast.base_url, "--tasks", "1")
+        _assert_clean_error(floored, "no exact token scoring", "drop it")
+        untasked = _run("quality", "--reference", fast.base_url, "--candidate",
+                        fast.base_url)
+        _assert_clean_error(untasked, "is neither a llama-server", "--tasks N")
     unwritable = _run("quality", "--reference", "http://127.0.0.1:9", "--candidate",
                       "http://127.0.0.1:9", "--reference-file", str(tmp_path / "no" / "r.json"))
     _assert_clean_error(unwritable, "--reference-file", "missing or not writable")

@@ -26,6 +26,7 @@ workload: {{name: durability, input_lengths: {{kind: fixed, tokens: 32}},
            output_lengths: {{kind: fixed, tokens: {out}}}, measured_requests: {requests}}}
 objective: throughput
 scenarios: []
+quality_task_items: 0
 budgets: {{repeats: {repeats}}}
 github_search: false
 """

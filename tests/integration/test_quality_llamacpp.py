@@ -91,3 +91,24 @@ def test_task_sets_run_on_both_and_join_the_verdict(reference, variants, llama_s
     assert all(t.total == 2 == len(t.outcomes) for t in verdict.reference_tasks)
     assert {m.measure for m in verdict.measures} >= {f"task:{n}" for n in names}
     assert verdict.passed, verdict.summary
+
+
+def test_a_server_without_exact_scoring_is_judged_on_the_task_sets_alone(reference):
+    """A server infopt cannot teacher-force (no known engine: bench/fast_server.py, which
+    answers every prompt with the same filler) is compared on the task sets alone, and its
+    answers' collapse is a regression; the verdict says fidelity was not measured."""
+    from bench.fast_server import start_server
+    from infopt.quality.check import quality_endpoint
+
+    ref, _, _ = reference
+    with start_server() as fast:
+        cand = quality_endpoint(fast.base_url, None, None, tasks_only_ok=True)
+        assert cand.scoring is None
+        got_ref, verdict = check_quality(ref, cand, tolerance=TOLERANCE, task_items=6)
+    print(f"\n{render_verdict(verdict)}")
+    assert got_ref is None and verdict.candidate is None
+    assert "token fidelity was not measured" in verdict.fidelity_note
+    assert all(t.passed == 0 for t in verdict.candidate_tasks)
+    assert not verdict.passed and "task sets only" in verdict.summary
+    regressed = [m.measure for m in verdict.measures if not m.passed]
+    assert regressed and all(m.startswith("task:") for m in regressed)

@@ -1,0 +1,117 @@
+"""The optimize flow's last steps before the report: decide the dimension's winner, confirm it
+on the generative task sets against the reference's answers (a value that won on speed but
+regresses there is excluded and the decision re-made, down to the baseline), and measure it
+on the standard scenarios. The winner's engine is started once for both."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from prefect import get_run_logger, task
+
+from infopt.quality.taskrun import taskset_verdicts
+from infopt.report.rundir import trial_dir
+from infopt.specs.quality import TaskSetOutcome, TaskSetResult
+from infopt.specs.request import OptimizeRequest
+from infopt.specs.results import ScenarioResult, Trial, TuningOutcome
+from infopt.specs.workload import Workload
+from infopt.tuning.search import decide
+from tasks.benchmark import benchmark_scenarios
+from tasks.engine import start_engine, stop_engine
+from tasks.quality import quality_key, reference_task_sets, task_sets
+
+
+@task(name="decide-tuning")
+def decide_tuning(trials: list[Trial], knob: str, baseline_value: str, workload: Workload,
+                  seed: int) -> TuningOutcome:
+    return decide(trials, knob, baseline_value, workload.objective, seed=seed)
+
+
+def median_trial(trials: list[Trial], value: str) -> Trial:
+    """Among the trials of `value`, the one at that value's median objective."""
+    measured = sorted((t for t in trials if t.value == value and t.role != "control"
+                       and t.objective_value is not None), key=lambda t: t.objective_value)
+    return measured[len(measured) // 2]
+
+
+@dataclass
+class WinnerContext:
+    """What confirming a winner needs from the run (the flow builds it once)."""
+
+    request: OptimizeRequest
+    workload: Workload
+    model: object  # ModelProfile
+    run_dir: Path
+    control: object  # the reference configuration (the control)
+    reference_key: str | None  # None: no quality reference, so no task sets
+    engine_version: str
+    model_digest: str
+    tokenizer_path: str | None = None
+    reference_sets: list[TaskSetResult] | None = field(default=None, init=False)
+
+    @property
+    def items(self) -> int:
+        return self.request.quality_task_items if self.reference_key else 0
+
+
+@dataclass
+class Decision:
+    outcome: TuningOutcome
+    winner: Trial
+    tasks: TaskSetOutcome | None
+    scenarios: list[ScenarioResult]
+
+
+def decide_and_confirm(trials: list[Trial], knob: str, base_value: str,
+                       wc: WinnerContext) -> Decision:
+    """Decide; confirm the winner on the task sets; measure it on the scenarios."""
+    excluded: list[str] = []  # "knob=value: why", for the report
+    dropped: set[str] = set()
+    while True:
+        kept = [t for t in trials if t.value not in dropped]
+        outcome = decide_tuning(kept, knob, base_value, wc.workload, wc.request.seed)
+        winner = median_trial(kept, outcome.winner_value)
+        if not wc.items and not wc.request.scenarios:
+            return Decision(outcome, winner, None, [])
+        if wc.items and wc.reference_sets is None:  # before the winner starts: one at a time
+            wc.reference_sets = reference_task_sets(
+                wc.control, str(wc.run_dir / "quality"), wc.model.file_bytes,
+                wc.reference_key, wc.items)
+        running = start_engine(winner.config, str(trial_dir(wc.run_dir, "t-scenarios") /
+                                                  "engine.log"), wc.model.file_bytes)
+        try:
+            tasks = _tasks(running, winner, wc, excluded) if wc.items else None
+            if tasks is not None and not tasks.passed and winner.value != base_value:
+                why = "; ".join(v.why for v in tasks.verdicts if not v.passed)
+                get_run_logger().warning("%s=%s regressed on the task sets (%s): excluded, "
+                                         "deciding again", knob, winner.value, why)
+                excluded.append(f"{knob}={winner.value}: {why}")
+                dropped.add(winner.value)
+                continue
+            return Decision(outcome, winner, tasks, _scenarios(running, winner, wc))
+        finally:
+            stop_engine(running)
+
+
+def _tasks(running, winner: Trial, wc: WinnerContext, excluded: list[str]) -> TaskSetOutcome:
+    key = quality_key(winner.config, wc.engine_version, wc.model_digest)
+    sets = (wc.reference_sets if key == wc.reference_key else
+            task_sets(running, winner.config, str(wc.run_dir / "quality"), key, wc.items))
+    return TaskSetOutcome(
+        items_per_set=wc.items, reference=wc.reference_sets, winner_trial_id=winner.trial_id,
+        winner=sets, excluded=list(excluded),
+        verdicts=taskset_verdicts(wc.reference_sets, sets, wc.request.quality_tolerance))
+
+
+def _scenarios(running, winner: Trial, wc: WinnerContext) -> list[ScenarioResult]:
+    names = wc.request.scenarios
+    if not names:
+        return []
+    get_run_logger().info("measuring the winner (%s) on the standard scenarios",
+                          winner.trial_id)
+    return benchmark_scenarios(
+        running, winner.config.served_model_name, wc.model.native_context_tokens,
+        wc.request.workload.peak_active_generations, wc.request.scenario_requests,
+        wc.request.seed, str(wc.run_dir), "t-scenarios", None if "all" in names else names,
+        tokenizer_path=wc.tokenizer_path)
