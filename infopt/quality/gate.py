@@ -60,15 +60,17 @@ def _delta_p(c: FidelityResult, floor: FidelityResult | None, tol: float) -> Mea
 def quality_verdict(candidate: FidelityResult | None, floor: FidelityResult | None,
                     tolerance: float, reference_tasks: list[TaskSetResult] | None = None,
                     candidate_tasks: list[TaskSetResult] | None = None,
-                    fidelity_note: str | None = None) -> QualityVerdict:
+                    fidelity_note: str | None = None,
+                    extra_measures: list[MeasureVerdict] | None = None) -> QualityVerdict:
     """`candidate` None: token fidelity was not measured (`fidelity_note` says why); the task
-    sets, which must then be given, decide alone."""
+    sets or lm-eval's metrics, one of which must then be given, decide alone."""
     measures = ([f(candidate, floor, tolerance) for f in (_agreement, _perplexity, _delta_p)]
                 if candidate is not None else [])
     if reference_tasks and candidate_tasks:
         measures += taskset_verdicts(reference_tasks, candidate_tasks, tolerance)
+    measures += extra_measures or []  # lm-eval's metrics (infopt.quality.lmeval)
     if not measures:
-        raise ValueError("a quality verdict needs token fidelity or task sets")
+        raise ValueError("a quality verdict needs token fidelity, task sets or lm-eval")
     failed = [m for m in measures if not m.passed]
     where = ("" if floor or candidate is None else
              " (no noise floor measured: thresholds from a perfect match)")

@@ -132,3 +132,6 @@ def test_quality_exit_status_says_pass_fail_or_bad_input(tmp_path):
     unwritable = _run("quality", "--reference", "http://127.0.0.1:9", "--candidate",
                       "http://127.0.0.1:9", "--reference-file", str(tmp_path / "no" / "r.json"))
     _assert_clean_error(unwritable, "--reference-file", "missing or not writable")
+    limit_alone = _run("quality", "--reference", "http://127.0.0.1:9", "--candidate",
+                       "http://127.0.0.1:9", "--lm-eval-limit", "3")
+    _assert_clean_error(limit_alone, "go with --lm-eval TASKS")
