@@ -41,6 +41,7 @@ from infopt.tuning.search import (
 from infopt.contract.remedies import contract_gaps, remedy_for_required
 from infopt.contract.verify import PROBES as CONTRACT_PROBES, required_for
 from infopt.specs.contract import ContractOutcome, ContractRemedy
+from flows.expose import expose_winner
 from flows.winner import WinnerContext, decide_and_confirm
 from tasks.plan import fit_candidates
 from tasks.quality import quality_key, quality_reference
@@ -275,6 +276,7 @@ def optimize(request: OptimizeRequest | None = None, run_id: str | None = None,
         reference_key=ref_key if reference else None, engine_version=version,
         model_digest=digest, tokenizer_path=_tokenizer_path(model)))
     outcome, winner = decision.outcome, decision.winner
+    exposure, approvals = expose_winner(request, winner, model.file_bytes, run_dir)
     gain = control_gain(trials, outcome.winner_value, workload.objective, seed=request.seed)
     gain.recommendation = control_recommendation(gain, control_fit.context_tokens,
                                                  model.native_context_tokens)
@@ -299,7 +301,9 @@ def optimize(request: OptimizeRequest | None = None, run_id: str | None = None,
         baseline_config=baseline, gain_vs_control=gain,
         winner_deployment=render_deployment(winner.config, port=8000, gpus=len(hw.gpus),
                                             name=f"infopt-{run_id}".lower()),
-        scenarios=decision.scenarios, tasks=decision.tasks, notes=[f"skipped {s}" for s in skipped] + [
+        scenarios=decision.scenarios, tasks=decision.tasks,
+        approvals=[a for t in trials for a in t.approvals] + approvals, exposure=exposure,
+        notes=[f"skipped {s}" for s in skipped] + [
             f"required API feature `{f}`: no contract probe for it yet, so it was NOT checked"
             for f in request.api.features if f not in CONTRACT_PROBES] + [
             f"dimension `{dim.knob}`: {dim.why}",

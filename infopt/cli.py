@@ -652,6 +652,11 @@ def _device_target(spec: str | None):
     return DeviceTarget(kind=dk, compute_capability=cc or None)
 
 
+from infopt.cli_approvals import register as _register_approvals  # noqa: E402
+
+_register_approvals(app, _fail)
+
+
 def main() -> None:  # pragma: no cover - console entry for `python -m infopt.cli`
     app()
 

@@ -9,6 +9,7 @@ from prefect.cache_policies import NO_CACHE
 
 from infopt.engines import adapter_for
 from infopt.engines import process
+from infopt.specs.approval import ExposureGrant
 from infopt.specs.base import EngineStartError
 from infopt.specs.diagnosis import Diagnosis
 from infopt.troubleshoot.diagnose import diagnose_file
@@ -35,13 +36,14 @@ def _is_transient(task, task_run, state) -> bool:
 @task(name="start-engine", cache_policy=NO_CACHE, retries=2, retry_delay_seconds=1,
       retry_condition_fn=_is_transient)
 def start_engine(config: AnyServingConfig, log_path: str, weights_bytes: int,
-                 extra_env: dict[str, str] | None = None) -> RunningEngine:
+                 extra_env: dict[str, str] | None = None,
+                 exposure: ExposureGrant | None = None) -> RunningEngine:
     adapter = adapter_for(config.engine)
     executable = adapter.locate()
     logger = get_run_logger()
     logger.info("starting %s: log %s", adapter.display_name, log_path)
     running = process.start(adapter, config, executable, Path(log_path), weights_bytes,
-                            extra_env=extra_env)
+                            extra_env=extra_env, exposure=exposure)
     logger.info("%s %s ready at %s in %.1f s", adapter.display_name, running.version,
                 running.base_url, running.startup_s)
     return running

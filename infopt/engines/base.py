@@ -174,6 +174,9 @@ class EngineAdapter:
     # (GET path, JSON key) that only this engine's server answers with: tells a bare URL's
     # engine apart (infopt.engines.identify_engine). None: not identifiable this way.
     identity_probe: tuple[str, str] | None = None
+    # The environment variable its server reads an API key from (never argv, where `ps` shows
+    # it; never the launch's printed env). None: no such variable, so infopt will not expose it.
+    api_key_env: str | None = None
     # (GET path, JSON key) where its server publishes the chat template it applies (the
     # reasoning probe's evidence). None: not published over HTTP.
     chat_template_route: tuple[str, str] | None = None

@@ -186,7 +186,8 @@ ADAPTER = EngineAdapter(
     api_surface_knobs=("parallel_slots", "ctx_per_slot_tokens", "cache_type_k",
                        "cache_type_v", "flash_attn"),
     identity_probe=("/props", "default_generation_settings"),
-    chat_template_route=("/props", "chat_template"),  # tools/server/README.md, GET /props
+    chat_template_route=("/props", "chat_template"),
+    api_key_env="LLAMA_API_KEY",  # llama-server --help: --api-key KEY (env: LLAMA_API_KEY)  # tools/server/README.md, GET /props
     token_scoring=LLAMACPP_SCORING,
     tokenize_body=lambda model, text: {"content": text},
     tokenize_count=lambda js: len(js["tokens"]),

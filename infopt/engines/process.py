@@ -23,7 +23,8 @@ import httpx
 from infopt.engines import registry
 from infopt.engines.base import EngineAdapter
 from infopt.engines.render import write_launch_files
-from infopt.specs.base import EngineStartError, InputError
+from infopt.specs.approval import ExposureGrant, is_loopback
+from infopt.specs.base import EngineStartError, ExposureError, InputError
 from infopt.specs.results import RunningEngine
 
 _LIVE: dict[int, subprocess.Popen[bytes]] = {}
@@ -58,11 +59,59 @@ def tail(path: Path, lines: int = 20) -> str:
         return ""
 
 
+def _secret_env(adapter: EngineAdapter, config, exposure: ExposureGrant | None
+                ) -> dict[str, str]:
+    """The one gate in front of every non-loopback bind: whatever set `config.host` (a flag, a
+    file, a flow parameter, a knob), no grant from an approved expose gate means no start.
+    An exposed engine always requires its API key, handed over in the environment only."""
+    if is_loopback(config.host):
+        return {}
+    if exposure is None or not exposure.answer.approved or exposure.address != config.host:
+        raise ExposureError(
+            f"refusing to bind {adapter.display_name} to {config.host}: serving beyond "
+            "127.0.0.1 needs an approved expose gate (the request's `expose: {address: ...}` "
+            "answered in the Prefect UI or with `infopt approve`, or pre-authorized with "
+            "`authorize: [expose]`); nothing else sets a non-loopback host")
+    if adapter.api_key_env is None:
+        raise ExposureError(f"{adapter.display_name} reads its API key only from the command "
+                            "line, where any local user sees it: infopt does not expose it")
+    return {adapter.api_key_env: exposure.api_key.get_secret_value()}
+
+
+def _connect_host(host: str) -> str:
+    """Where this machine reaches an engine bound to `host` (a wildcard bind: loopback)."""
+    return {"0.0.0.0": "127.0.0.1", "::": "::1"}.get(host, host)
+
+
+def listening(pid: int) -> list[str]:
+    """The addresses the engine's process group really listens on ("ip:port"), read from
+    the kernel's socket table: what the report states, never the configured value."""
+    import psutil
+
+    try:
+        root = psutil.Process(pid)
+        procs = [root, *root.children(recursive=True)]
+    except psutil.NoSuchProcess:
+        return []
+    found = set()
+    for p in procs:
+        try:
+            found |= {f"{c.laddr.ip}:{c.laddr.port}" for c in p.net_connections(kind="inet")
+                      if c.status == psutil.CONN_LISTEN}
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            continue
+    return sorted(found)
+
+
 def start(adapter: EngineAdapter, config, executable: str, log_path: Path,
           weights_bytes: int, *, poll_interval_s: float = 0.25,
-          extra_env: dict[str, str] | None = None) -> RunningEngine:
+          extra_env: dict[str, str] | None = None,
+          exposure: ExposureGrant | None = None) -> RunningEngine:
     """Launch `config` with `adapter` and block until its health route answers 200.
-    `extra_env`: environment on top of the adapter's (a troubleshooting remedy's env_changes)."""
+    `extra_env`: environment on top of the adapter's (a troubleshooting remedy's env_changes).
+    `exposure`: the grant a non-loopback `config.host` needs (its key goes to the engine's
+    environment only: not in the printed command, the log or the returned record)."""
+    secret_env = _secret_env(adapter, config, exposure)
     port = config.port if config.port is not None else free_port(config.host)
     if config.port is not None:
         check_port_free(config.host, port)
@@ -78,13 +127,15 @@ def start(adapter: EngineAdapter, config, executable: str, log_path: Path,
         log.write(f"$ {launch.command}\n".encode())
         log.flush()
         proc = subprocess.Popen(launch.argv, stdout=log, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, env={**os.environ, **launch.env},
+                                stdin=subprocess.DEVNULL,
+                                env={**os.environ, **launch.env, **secret_env},
                                 start_new_session=True)  # own group: we can kill its children
     with _LOCK:
         _LIVE[proc.pid] = proc
     registry.record(proc.pid, launch.command)  # for reap_stale() after a SIGKILLed optimizer
     _install_signal_handlers()
-    url = f"http://{config.host}:{port}"
+    host = _connect_host(config.host)
+    url = f"http://{f'[{host}]' if ':' in host else host}:{port}"
     try:
         _wait_ready(proc, f"{url}{adapter.health_path}", timeout_s, poll_interval_s, log_path,
                     adapter.display_name)
@@ -94,7 +145,9 @@ def start(adapter: EngineAdapter, config, executable: str, log_path: Path,
     return RunningEngine(
         engine=str(adapter.name), pid=proc.pid, base_url=url, port=port, argv=launch.argv,
         env_overrides=launch.env, command=launch.command, version=version,
-        log_path=str(log_path), startup_s=time.perf_counter() - t0)
+        log_path=str(log_path), startup_s=time.perf_counter() - t0,
+        bind_addresses=listening(proc.pid),
+        api_key_source=exposure.key_source if secret_env and exposure else None)
 
 
 def _wait_ready(proc: subprocess.Popen[bytes], health_url: str, timeout_s: float,

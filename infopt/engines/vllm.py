@@ -214,6 +214,8 @@ ADAPTER = EngineAdapter(
     api_surface_knobs=("max_model_len", "max_num_seqs", "kv_cache_dtype",
                        "enable_auto_tool_choice", "tool_call_parser"),
     identity_probe=("/version", "version"),
+    # entrypoints/serve/middleware/register.py: args.api_key or envs.VLLM_API_KEY
+    api_key_env="VLLM_API_KEY",
     token_scoring=PROMPT_LOGPROBS_SCORING,
     tokenize_body=lambda model, text: {"model": model, "prompt": text, "add_special_tokens": False},
     tokenize_count=lambda js: int(js["count"]),

@@ -11,6 +11,7 @@ from infopt.specs.results import (
     Trial,
     TuningOutcome,
 )
+from infopt.report.approvals_text import approvals_lines, binding_lines
 from infopt.report.quality_text import quality_markdown, tasks_markdown
 from infopt.report.workload_text import describe_workload
 from infopt.specs.workload import OBJECTIVE_UNIT, Objective
@@ -275,9 +276,11 @@ def render_markdown(r: OptimizationReport) -> str:
         r.winner_command,
         "```",
         "",
-        "(`--port` was picked free for the trial; any free port works. The engine binds "
-        "127.0.0.1 only: exposing it beyond localhost needs an approval.)",
+        "(`--port` was picked free for the trial; any free port works.)",
         "",
+        *binding_lines(r),
+        "",
+        *approvals_lines(r),
         *(_control_lines(r)),
         f"Winner: trial `{r.winner_trial_id}`; objective **{w.objective.value}** = "
         f"{winner.objective_value:.4g} {OBJECTIVE_UNIT[w.objective]} (measured, scenario "

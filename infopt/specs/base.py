@@ -27,6 +27,10 @@ class EngineUnavailableError(InfoptError):
     """An engine binary or environment is missing."""
 
 
+class ExposureError(InfoptError):
+    """A non-loopback bind without an approved or pre-authorized expose gate."""
+
+
 class EngineStartError(InfoptError):
     """An engine process failed to become ready. Carries the log path for diagnosis."""
 

@@ -9,6 +9,7 @@ from enum import StrEnum
 
 from pydantic import Field, ValidationError, model_validator
 
+from .approval import ExposeRequest
 from .base import Spec
 from .serving import EngineName, KnobValue
 from .traffic import RouteName, TrafficSpec
@@ -60,6 +61,14 @@ class TuneOverride(Spec):
     values: list[KnobValue] = Field(..., min_length=1, max_length=32)
     base_overrides: dict[str, KnobValue] = Field(default_factory=dict)
 
+    @model_validator(mode="after")
+    def _no_address(self) -> "TuneOverride":
+        if "host" in {self.knob, *self.base_overrides}:
+            raise ValueError("tune: `host` is not a tuning knob; to serve beyond 127.0.0.1 ask "
+                             "for it with `expose: {address: ...}`, which waits for the expose "
+                             "gate and requires an API key")
+        return self
+
 
 class OptimizeRequest(Spec):
     name: str = Field("optimize", pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
@@ -87,7 +96,13 @@ class OptimizeRequest(Spec):
     # native context; infopt never shortens it on its own).
     min_context_tokens: int | None = Field(None, ge=16, le=10_000_000)
     budgets: Budgets = Field(default_factory=Budgets)
+    # Side effects allowed without asking (recorded as pre-authorized); every other download,
+    # quantization and exposure waits at its gate for up to approval_timeout_s, then is denied.
     authorize: list[Authorization] = Field(default_factory=list)
+    approval_timeout_s: int = Field(3600, ge=1, le=7 * 86400)
+    # Serve the recommended configuration beyond 127.0.0.1 (behind the expose gate, with an
+    # API key); None: loopback only. No other field or flag sets a non-loopback host.
+    expose: ExposeRequest | None = None
     kv_prefix_budget: KvPrefixBudget = Field(default_factory=KvPrefixBudget)
     tune: TuneOverride | None = None
     port: int | None = Field(None, ge=1024, le=65535, description="None: a free port")

@@ -7,6 +7,7 @@ import time
 from pydantic import Field
 
 from .base import Spec
+from .approval import ExposureOutcome, GateAnswer
 from .checkpoint import Shortlist
 from .comparison import Comparison
 from .contract import ContractCheck, ContractOutcome
@@ -33,6 +34,10 @@ class RunningEngine(Spec):
     version: str
     log_path: str
     startup_s: float
+    # What the process group really listens on ("ip:port", from the socket table), and where
+    # the API key it requires is kept when it was exposed (never the key itself).
+    bind_addresses: list[str] = Field(default_factory=list)
+    api_key_source: str | None = None
 
 
 class RequestRecord(Spec):
@@ -221,6 +226,7 @@ class Trial(Spec):
     diagnosis: Diagnosis | None = None  # why a start failed (first attempt), when it did
     remedy: Remedy | None = None  # the contract-preserving change applied after diagnosis
     ceilings: list[CeilingRatio] = Field(default_factory=list)  # measured / ceiling per level
+    approvals: list[GateAnswer] = Field(default_factory=list)  # the gates this trial needed
 
 
 class TuningOutcome(Spec):
@@ -292,4 +298,7 @@ class OptimizationReport(Spec):
     scenarios: list[ScenarioResult] = Field(default_factory=list)
     # The generative task sets: the reference's and the recommended configuration's answers.
     tasks: TaskSetOutcome | None = None
+    # Every gate of the run with its answer, and the exposure of the recommended configuration.
+    approvals: list[GateAnswer] = Field(default_factory=list)
+    exposure: ExposureOutcome | None = None
     notes: list[str]

@@ -1,0 +1,156 @@
+"""Approval gates against a real `prefect server start` on 127.0.0.1 (started and stopped
+here): a flow (tests/gated_flow.py) pauses at a gate in its own process and `infopt approve`
+answers from another: approve -> the action happens; deny -> skipped and recorded; timeout ->
+skipped and recorded, the parent goes on; bad answers -> a clear error, the run still paused;
+pre-authorization -> no pause at all."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from infopt.engines.process import free_port
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    home = tmp_path_factory.mktemp("prefect-home")
+    port = free_port()
+    env = {**os.environ, "PREFECT_HOME": str(home), "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+           "PREFECT_API_URL": f"http://127.0.0.1:{port}/api"}
+    log = (home / "server.log").open("wb")
+    proc = subprocess.Popen([str(Path(sys.executable).with_name("prefect")), "server", "start",
+                             "--host", "127.0.0.1", "--port", str(port)], env=env, stdout=log,
+                            stderr=subprocess.STDOUT, start_new_session=True)
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(f"http://127.0.0.1:{port}/api/health", timeout=2).status_code == 200:
+                break
+        except httpx.HTTPError:
+            pass
+        if proc.poll() is not None:
+            pytest.fail(f"prefect server exited: {(home / 'server.log').read_text()[-2000:]}")
+        time.sleep(0.5)
+    else:
+        pytest.fail("prefect server did not answer /api/health within 180 s")
+    yield env
+    proc.terminate()
+    proc.wait(30)
+
+
+def _infopt(env, *args):
+    return subprocess.run([sys.executable, "-m", "infopt.cli", *args], capture_output=True,
+                          text=True, timeout=120, env=env, cwd=ROOT)
+
+
+def _gated(env, out: Path, timeout_s: int, *authorize: str) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "tests.gated_flow", str(out),
+                             str(timeout_s), *authorize], env=env, cwd=ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def _wait_pending(env, flow: subprocess.Popen, seen: set[str]) -> dict:
+    """The one gate waiting that no earlier test answered."""
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline:
+        out = _infopt(env, "approvals", "--json")
+        assert out.returncode == 0, out.stderr
+        fresh = [p for p in json.loads(out.stdout) if p["gate_run_id"] not in seen]
+        if fresh:
+            seen.add(fresh[0]["gate_run_id"])
+            return fresh[0]
+        assert flow.poll() is None, flow.stdout.read()
+        time.sleep(1)
+    pytest.fail("no gate paused within 180 s")
+
+
+def _answer(out: Path) -> dict:
+    return json.loads(out.with_suffix(".answer.json").read_text())
+
+
+SEEN: set[str] = set()
+
+
+def test_bad_answers_are_errors_and_the_run_stays_paused_then_approve_acts(server, tmp_path):
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    from flows.approvals import resume
+    from infopt.specs.base import InputError
+
+    out = tmp_path / "action.txt"
+    flow = _gated(server, out, 300)
+    gate = _wait_pending(server, flow, SEEN)
+    assert gate["key"] == "quantize-test" and "**llama-quantize** will write" in \
+        gate["description"]
+    listed = _infopt(server, "approvals", "--run", gate["gate_run_id"])
+    assert "infopt approve " + gate["gate_run_id"] in listed.stdout
+    wrong = _infopt(server, "approve", gate["gate_run_id"], "--gate", "quantize-other")
+    assert wrong.returncode == 2 and "has no gate 'quantize-other'" in wrong.stderr
+    assert "Traceback" not in wrong.stderr
+    # The server's own rejection (HTTP 200, status REJECT) of input the form would refuse.
+    with temporary_settings({PREFECT_API_URL: server["PREFECT_API_URL"]}), pytest.raises(
+            InputError, match="rejected the answer.*still paused"):
+        resume(gate["gate_run_id"], {"approved": "perhaps"})
+    again = _infopt(server, "approvals", "--run", gate["gate_run_id"], "--json")
+    assert [p["key"] for p in json.loads(again.stdout)] == ["quantize-test"]
+    ok = _infopt(server, "approve", gate["gate_run_id"], "--gate", "quantize-test",
+                 "--reason", "disk is free")
+    assert ok.returncode == 0, ok.stderr
+    assert flow.wait(120) == 0, flow.stdout.read()
+    assert out.read_text() == "the action happened\n"
+    a = _answer(out)
+    assert a["approved"] and a["source"] == "person" and a["reason"] == "disk is free"
+    assert a["answered_by"].endswith("(infopt approve)") and a["flow_run_id"] == \
+        gate["gate_run_id"]
+
+
+def test_deny_skips_the_action_and_records_why(server, tmp_path):
+    out = tmp_path / "action.txt"
+    flow = _gated(server, out, 300)
+    gate = _wait_pending(server, flow, SEEN)
+    denied = _infopt(server, "approve", gate["gate_run_id"], "--deny", "--reason", "not today")
+    assert denied.returncode == 0, denied.stderr
+    assert flow.wait(120) == 0
+    assert not out.exists()
+    a = _answer(out)
+    assert not a["approved"] and a["source"] == "person" and a["reason"] == "not today"
+
+
+def test_a_timeout_denies_and_the_parent_goes_on(server, tmp_path):
+    out = tmp_path / "action.txt"
+    flow = _gated(server, out, 4)
+    assert flow.wait(180) == 0, flow.stdout.read()  # the parent completed
+    assert not out.exists()
+    a = _answer(out)
+    assert not a["approved"] and a["source"] == "timeout"
+    assert a["reason"] == "no answer within 4 s", a["reason"]
+
+
+def test_pre_authorization_answers_without_pausing(server, tmp_path):
+    out = tmp_path / "action.txt"
+    flow = _gated(server, out, 300, "quantize")
+    assert flow.wait(120) == 0, flow.stdout.read()
+    a = _answer(out)
+    assert a["approved"] and a["source"] == "pre-authorized" and a["flow_run_id"] is None
+
+
+def test_answering_needs_the_server_and_a_real_run(server):
+    no_server = _infopt({k: v for k, v in server.items() if k != "PREFECT_API_URL"},
+                        "approvals")
+    assert no_server.returncode == 2 and "PREFECT_API_URL is not set" in no_server.stderr
+    bogus = _infopt(server, "approve", "not-a-run-id")
+    assert bogus.returncode == 2 and "is not a flow run id" in bogus.stderr
+    missing = _infopt(server, "approve", "00000000-0000-0000-0000-000000000000")
+    assert missing.returncode == 2 and "no flow run" in missing.stderr, missing.stderr
