@@ -29,6 +29,7 @@ from infopt.specs.serving import with_knob
 from infopt.specs.trial import TrialSpec, TuningDimension, trial_key
 from infopt.specs.workload import Workload
 from infopt.tuning.plan import plan_trials
+from infopt.tuning.weights import weight_specs
 from infopt.tuning.search import (
     baseline_config,
     control_config,
@@ -42,6 +43,7 @@ from infopt.contract.remedies import contract_gaps, remedy_for_required
 from infopt.contract.verify import PROBES as CONTRACT_PROBES, required_for
 from infopt.specs.contract import ContractOutcome, ContractRemedy
 from flows.expose import expose_winner
+from flows.weights import weight_variants
 from flows.winner import WinnerContext, decide_and_confirm
 from tasks.plan import fit_candidates
 from tasks.quality import quality_key, quality_reference
@@ -159,6 +161,21 @@ def _remedy_or_stop(trial: Trial, run_dir: Path, allow_remedy: bool) -> None:
     _stop_on_broken_baseline(trial, run_dir, gaps)
 
 
+def _weight_trials(variants, answers, request, model, baseline, plan, ctx, workload, version,
+                   digest, gate, t_start) -> list[Trial]:
+    """The approved local weight variants as trials of the baseline with only its weights
+    changed (judged by the quality gate, then measured); each carries its gate's answer."""
+    if not variants:
+        return []
+    specs = weight_specs(baseline, variants, answers, Path(model.path).name,
+                         request.budgets.repeats, request.seed, first_index=len(plan.specs))
+    keys = {s.trial_id: trial_key(s, workload, version, digest, gate) for s in specs}
+    base_fit = plan.fits[str(getattr(baseline, plan.dim.knob))]  # smaller weights fit too
+    trials = _run_all(specs, keys, dict.fromkeys(variants, base_fit), plan.control_fit, ctx,
+                      request, t_start)
+    return trials
+
+
 @dataclass(frozen=True)
 class _Plan:
     dim: TuningDimension
@@ -251,6 +268,12 @@ def optimize(request: OptimizeRequest | None = None, run_id: str | None = None,
                        quality_tolerance=request.quality_tolerance, engine_version=version,
                        model_digest=digest)
 
+    # Weight variants to make here: their quantize gates are asked now, before any trial, so
+    # a person answers at the start; their trials run after the dimension's.
+    variants, answers, weight_notes = weight_variants(request, model, chosen.value, version,
+                                                      digest)
+    quantize_answers = list(answers.values())
+
     # Plan and run: each trial persisted under its key. A baseline lacking required API
     # features that one known change provides is re-planned once with that change (the
     # control's trials are reused by key).
@@ -266,6 +289,8 @@ def optimize(request: OptimizeRequest | None = None, run_id: str | None = None,
         plan = _plan(request, control, baseline, model, hw, workload, version, digest, gate)
         trials = _run_all(*plan.run_args, ctx, request, t_start, allow_remedy=False)
     dim, pruned, control_fit = plan.dim, plan.pruned, plan.control_fit
+    weight_trials = _weight_trials(variants, answers, request, model, baseline, plan,
+                                   ctx, workload, version, digest, gate, t_start)
 
     # Decide: the dimension's best value against the baseline, the winner against the control.
     base_value = str(getattr(baseline, dim.knob))
@@ -276,7 +301,7 @@ def optimize(request: OptimizeRequest | None = None, run_id: str | None = None,
         reference_key=ref_key if reference else None, engine_version=version,
         model_digest=digest, tokenizer_path=_tokenizer_path(model)))
     outcome, winner = decision.outcome, decision.winner
-    exposure, approvals = expose_winner(request, winner, model.file_bytes, run_dir)
+    exposure, expose_answers = expose_winner(request, winner, model.file_bytes, run_dir)
     gain = control_gain(trials, outcome.winner_value, workload.objective, seed=request.seed)
     gain.recommendation = control_recommendation(gain, control_fit.context_tokens,
                                                  model.native_context_tokens)
@@ -293,7 +318,7 @@ def optimize(request: OptimizeRequest | None = None, run_id: str | None = None,
         workload=workload, engine=chosen.value, engine_version=version,
         routing=[f"{r.engine.value}: {r.reason}" for r in routes], shortlist=shortlist,
         pruned=pruned, contract=base_trial.contract, contract_outcome=outcome_contract,
-        quality_note=quality_note, trials=trials,
+        quality_note=quality_note, trials=trials + weight_trials,
         tuning=outcome,
         winner_trial_id=winner.trial_id, winner_config=winner.config,
         winner_command=winner.engine.command, control_config=control,
@@ -302,11 +327,11 @@ def optimize(request: OptimizeRequest | None = None, run_id: str | None = None,
         winner_deployment=render_deployment(winner.config, port=8000, gpus=len(hw.gpus),
                                             name=f"infopt-{run_id}".lower()),
         scenarios=decision.scenarios, tasks=decision.tasks,
-        approvals=[a for t in trials for a in t.approvals] + approvals, exposure=exposure,
+        approvals=quantize_answers + expose_answers, exposure=exposure,
         notes=[f"skipped {s}" for s in skipped] + [
             f"required API feature `{f}`: no contract probe for it yet, so it was NOT checked"
             for f in request.api.features if f not in CONTRACT_PROBES] + [
-            f"dimension `{dim.knob}`: {dim.why}",
+            *weight_notes, f"dimension `{dim.knob}`: {dim.why}",
             "control: the engine's out-of-the-box defaults on the same workload; every gain is "
             "stated against it",
             "prompts carry unique heads (no prefix-cache reuse beyond the chat template); "

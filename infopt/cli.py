@@ -116,6 +116,10 @@ def optimize(
                                                   "single-stream, target-concurrency")] = None,
     scenario_requests: Annotated[int | None, typer.Option(help="measured requests per "
                                                           "scenario (default 4)")] = None,
+    authorize: Annotated[str | None, typer.Option(help="pre-authorize side effects, a comma "
+                                                  "list of download, quantize, expose "
+                                                  "(recorded as such in the report); the "
+                                                  "others wait at their gates")] = None,
 ) -> None:
     """Run the optimize flow (default: this host, the bundled model, a chat workload)."""
     _prefect_env(prefect_home)
@@ -142,6 +146,8 @@ def optimize(
                 ("workload.output_lengths", _fixed(output_tokens)),
                 ("workload.routes", [{"route": api_route}] if api_route else None),
                 ("scenario_requests", scenario_requests),
+                ("authorize", None if authorize is None else
+                 [x.strip() for x in authorize.split(",") if x.strip()]),
                 ("scenarios", None if scenarios is None else
                  [] if scenarios.strip() in ("", "none") else
                  [x.strip() for x in scenarios.split(",")])):
@@ -155,6 +161,13 @@ def optimize(
         if api_route in {r.value for r in RouteName}:  # a bad name is reported once, below
             _set(data, "api.routes", [api_route])
         request = parse_request(data, source)
+        if (asks := request.unauthorized_gates()) and not os.environ.get("PREFECT_API_URL"):
+            raise InfoptError(
+                f"this run stops at {' and '.join(asks)} gate(s) for a person's answer, but "
+                "PREFECT_API_URL is not set, so it would run on a temporary Prefect server that "
+                "no UI or other terminal can reach: start one (`prefect server start`, then "
+                "export PREFECT_API_URL=http://127.0.0.1:4200/api) and answer in its UI or with "
+                f"`infopt approve`, or pre-authorize with --authorize {','.join(asks)}")
         # Pre-flight, before Prefect starts: a bad model, a busy port or a missing engine is
         # reported in one paragraph here instead of as a failed flow run.
         profile = profile_model(request.model.path or str(default_paths().gguf))

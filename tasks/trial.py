@@ -172,7 +172,8 @@ def run_trial(spec: TrialSpec, key: str, fit: MemoryFit | None, ctx: TrialContex
     running, config, diag, remedy = _start(spec, log, ctx)
     common = dict(trial_id=spec.trial_id, role=spec.role.value, dimension=spec.dimension,
                   value=spec.value, repeat=spec.repeat, config=config, fit=fit,
-                  diagnosis=diag, remedy=remedy, key=key, changes=spec.changes)
+                  diagnosis=diag, remedy=remedy, key=key, changes=spec.changes,
+                  approvals=spec.approvals)
     if running is None:
         trial = Trial(**common, engine=None, benchmark=None, objective_value=None,
                       failed=f"{diag.category.value}: {diag.root_error[:300]}")

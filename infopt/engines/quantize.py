@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import subprocess
 from pathlib import Path
+from typing import get_args
 
 from infopt.specs.base import InfoptError
+from infopt.specs.request import GgufType
 
-# llama-quantize's type names that this project tries or uses as a reference.
-GGUF_TYPES = ("F16", "BF16", "Q8_0", "Q6_K", "Q5_K_M", "Q4_K_M", "Q4_0", "Q4_1", "Q3_K_M",
-              "Q2_K")
+GGUF_TYPES = get_args(GgufType)  # llama-quantize's type names infopt uses
 
 
 def requantize(binary: Path, source: Path, out: Path, gguf_type: str,

@@ -11,7 +11,7 @@ from infopt.specs.results import (
     Trial,
     TuningOutcome,
 )
-from infopt.report.approvals_text import approvals_lines, binding_lines
+from infopt.report.approvals_text import approvals_lines, binding_lines, weight_lines
 from infopt.report.quality_text import quality_markdown, tasks_markdown
 from infopt.report.workload_text import describe_workload
 from infopt.specs.workload import OBJECTIVE_UNIT, Objective
@@ -344,6 +344,8 @@ def render_markdown(r: OptimizationReport) -> str:
           f"{'yes' if c.required else ''} | {c.detail} |" for c in r.contract],
         *_contract_gap_lines(r),
         *_quality_lines(r),
+        "",
+        *weight_lines(r, OBJECTIVE_UNIT[w.objective]),
         "",
         "## Target",
         "",

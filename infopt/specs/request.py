@@ -6,6 +6,7 @@ fields). Sizes and counts are capped so a typo cannot schedule a week of trials.
 from __future__ import annotations
 
 from enum import StrEnum
+from typing import Literal
 
 from pydantic import Field, ValidationError, model_validator
 
@@ -30,6 +31,11 @@ class Authorization(StrEnum):
     DOWNLOAD = "download"  # fetch weights
     QUANTIZE = "quantize"  # run calibration or a local quantization
     EXPOSE = "expose"  # bind an engine beyond 127.0.0.1
+
+
+# llama-quantize's type names that infopt makes weight variants of (or uses as a reference).
+GgufType = Literal["F16", "BF16", "Q8_0", "Q6_K", "Q5_K_M", "Q4_K_M", "Q4_0", "Q4_1", "Q3_K_M",
+                   "Q2_K"]
 
 
 class Budgets(Spec):
@@ -103,6 +109,9 @@ class OptimizeRequest(Spec):
     # Serve the recommended configuration beyond 127.0.0.1 (behind the expose gate, with an
     # API key); None: loopback only. No other field or flag sets a non-loopback host.
     expose: ExposeRequest | None = None
+    # Weight variants to make locally with llama-quantize (GGUF on llama.cpp), each behind the
+    # quantize gate, then judged by the quality gate and measured beside the baseline.
+    requantize: list[GgufType] = Field(default_factory=list, max_length=8)
     kv_prefix_budget: KvPrefixBudget = Field(default_factory=KvPrefixBudget)
     tune: TuneOverride | None = None
     port: int | None = Field(None, ge=1024, le=65535, description="None: a free port")
@@ -125,6 +134,11 @@ class OptimizeRequest(Spec):
             raise ValueError("; ".join(e["msg"].removeprefix("Value error, ")
                                        for e in exc.errors())) from None
         return self
+
+    def unauthorized_gates(self) -> list[str]:
+        """The kinds of gate this request will stop at for a person's answer."""
+        wanted = (["quantize"] if self.requantize else []) + (["expose"] if self.expose else [])
+        return [k for k in wanted if k not in self.authorize]
 
     def tuning_workload(self) -> Workload:
         """The traffic with its objective resolved: what every trial measures and is judged on."""

@@ -12,6 +12,7 @@ from typing import Any
 
 from pydantic import Field
 
+from .approval import GateAnswer
 from .base import Spec
 from .serving import KnobValue, ServingConfig
 from .workload import Workload
@@ -21,6 +22,9 @@ class TrialRole(StrEnum):
     CONTROL = "control"  # the engine's out-of-the-box defaults: every gain is stated against it
     BASELINE = "baseline"  # the simplest correct configuration at the full native context
     TUNING = "tuning"  # a candidate of the dimension being tuned
+    # A weight variant made on this machine behind the quantize gate (infopt.tuning.weights):
+    # measured and judged beside the dimension, not part of its decision (issue 14's ladder).
+    WEIGHTS = "weights"
 
 
 class TuningDimension(Spec):
@@ -50,6 +54,7 @@ class TrialSpec(Spec):
     repeat: int = Field(1, ge=1)
     seed: int = Field(0, ge=0)
     with_contract: bool = False  # check the API contract before measuring
+    approvals: list[GateAnswer] = Field(default_factory=list)  # the gates that let it run
 
 
 def changes_from(control: Any, config: Any) -> list[KnobChange]:

@@ -7,16 +7,12 @@ pre-authorization -> no pause at all."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-import httpx
 import pytest
-
-from infopt.engines.process import free_port
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
 
@@ -24,30 +20,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    home = tmp_path_factory.mktemp("prefect-home")
-    port = free_port()
-    env = {**os.environ, "PREFECT_HOME": str(home), "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
-           "PREFECT_API_URL": f"http://127.0.0.1:{port}/api"}
-    log = (home / "server.log").open("wb")
-    proc = subprocess.Popen([str(Path(sys.executable).with_name("prefect")), "server", "start",
-                             "--host", "127.0.0.1", "--port", str(port)], env=env, stdout=log,
-                            stderr=subprocess.STDOUT, start_new_session=True)
-    deadline = time.monotonic() + 180
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(f"http://127.0.0.1:{port}/api/health", timeout=2).status_code == 200:
-                break
-        except httpx.HTTPError:
-            pass
-        if proc.poll() is not None:
-            pytest.fail(f"prefect server exited: {(home / 'server.log').read_text()[-2000:]}")
-        time.sleep(0.5)
-    else:
-        pytest.fail("prefect server did not answer /api/health within 180 s")
-    yield env
-    proc.terminate()
-    proc.wait(30)
+def server(prefect_server):
+    return prefect_server
 
 
 def _infopt(env, *args):
