@@ -30,12 +30,16 @@ engines: $(STAMP)
 demo: engines
 	@$(VENV)/bin/infopt optimize --target examples/targets/demo.yaml
 
-# lm-evaluation-harness (the optional extra of `infopt quality --lm-eval`), in its own venv.
-.PHONY: lm-eval
+# lm-evaluation-harness (the optional extra of `infopt quality --lm-eval`), in its own venv;
+# headless Chromium + chromedriver from Debian for the Prefect UI approval test.
+.PHONY: lm-eval browser
 lm-eval: $(STAMP)
 	@$(PIP_ENV) $(PY) -m infopt.bootstrap lm-eval
 
-test: engines lm-eval
+browser: $(STAMP)
+	@$(PIP_ENV) $(PY) -m infopt.bootstrap browser
+
+test: engines lm-eval browser
 	@$(PY) -m pytest -q -ra --durations=10
 
 # Benchmarks of infopt itself (speed goals are checked here, not by timed unit tests).

@@ -13,6 +13,7 @@ from collections.abc import Collection
 from prefect import flow, get_run_logger, runtime
 from prefect.flow_runs import pause_flow_run
 from prefect.input import RunInput
+from pydantic import Field
 
 from infopt.specs.approval import AnswerSource, GateAnswer, GateRequest
 
@@ -20,9 +21,9 @@ from infopt.specs.approval import AnswerSource, GateAnswer, GateRequest
 class ApprovalInput(RunInput):
     """The form: approve or deny, why, and who answers (recorded in the report)."""
 
-    approved: bool = False
-    reason: str = ""
-    answered_by: str = ""
+    approved: bool = Field(False, description="on: do what is described above; off: skip it")
+    reason: str = Field("", description="why (recorded in the report)")
+    answered_by: str = Field("", description="your name (recorded in the report)")
 
 
 def _now() -> str:

@@ -331,15 +331,37 @@ def ensure_lm_eval(p: EnginePaths) -> Path:
     return p.lm_eval
 
 
+BROWSER_PACKAGES = ("chromium", "chromium-driver")  # Debian's; the UI test drives them
+
+
+def ensure_browser(p: EnginePaths) -> Path:
+    """Headless Chromium and its WebDriver from Debian (the UI approval test), installed
+    with apt when missing and this is root; otherwise the command to run."""
+    have = shutil.which("chromium"), shutil.which("chromedriver")
+    if all(have):
+        return Path(have[0])
+    log = p.logs / "browser.log"
+    if os.geteuid() != 0 or not shutil.which("apt-get"):
+        raise BootstrapError("step 'browser' needs Chromium and its driver: run `sudo apt-get "
+                             f"install -y {' '.join(BROWSER_PACKAGES)}` (Debian/Ubuntu)")
+    _say(f"browser: apt-get install {' '.join(BROWSER_PACKAGES)} (log: {log}) ...")
+    env = {"DEBIAN_FRONTEND": "noninteractive"}
+    _run("browser apt update", ["apt-get", "update"], log, env=env)
+    _run("browser install", ["apt-get", "install", "-y", "--no-install-recommends",
+                             *BROWSER_PACKAGES], log, env=env)
+    return Path(shutil.which("chromium") or "chromium")
+
+
 STEPS = {
     "model": ensure_model,
     "llamacpp": ensure_llamacpp,
     "vllm": ensure_vllm,
     "hf-model": ensure_hf_model,
     "lm-eval": ensure_lm_eval,
+    "browser": ensure_browser,
 }
-# Built only when named (`make test` names it; `make demo` does not need it).
-OPTIONAL_STEPS = ("lm-eval",)
+# Built only when named (`make test` names them; `make demo` does not need them).
+OPTIONAL_STEPS = ("lm-eval", "browser")
 
 
 def main(argv: list[str] | None = None) -> int:
