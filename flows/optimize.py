@@ -42,6 +42,7 @@ from infopt.tuning.search import (
 from infopt.contract.remedies import contract_gaps, remedy_for_required
 from infopt.contract.verify import PROBES as CONTRACT_PROBES, required_for
 from infopt.specs.contract import ContractOutcome, ContractRemedy
+from flows.download import download_model
 from flows.expose import expose_winner
 from flows.weights import weight_variants
 from flows.winner import WinnerContext, decide_and_confirm
@@ -235,7 +236,8 @@ def optimize(request: OptimizeRequest | None = None, run_id: str | None = None,
 
     # Establish the target.
     hw = inventory_host()
-    model = profile_model_task(request.model.path or str(default_paths().gguf))
+    downloaded, download_answers = download_model(request)  # behind the download gate
+    model = profile_model_task(downloaded or request.model.path or str(default_paths().gguf))
     shortlist = (shortlist_task(request.model.hub_id, hw, request.model.hub_endpoint,
                                 target_concurrency=workload.target_concurrency)
                  if request.model.hub_id else None)
@@ -327,7 +329,7 @@ def optimize(request: OptimizeRequest | None = None, run_id: str | None = None,
         winner_deployment=render_deployment(winner.config, port=8000, gpus=len(hw.gpus),
                                             name=f"infopt-{run_id}".lower()),
         scenarios=decision.scenarios, tasks=decision.tasks,
-        approvals=quantize_answers + expose_answers, exposure=exposure,
+        approvals=download_answers + quantize_answers + expose_answers, exposure=exposure,
         notes=[f"skipped {s}" for s in skipped] + [
             f"required API feature `{f}`: no contract probe for it yet, so it was NOT checked"
             for f in request.api.features if f not in CONTRACT_PROBES] + [

@@ -170,11 +170,13 @@ def optimize(
                 f"`infopt approve`, or pre-authorize with --authorize {','.join(asks)}")
         # Pre-flight, before Prefect starts: a bad model, a busy port or a missing engine is
         # reported in one paragraph here instead of as a failed flow run.
-        profile = profile_model(request.model.path or str(default_paths().gguf))
         if request.port is not None:
             check_port_free("127.0.0.1", request.port)
-        select_available(route(inventory(), profile, request.workload.peak_active_generations),
-                         request.engines, lambda n: adapter_for(n).locate())
+        if not request.model.download:  # a model still to download is checked once it is here
+            profile = profile_model(request.model.path or str(default_paths().gguf))
+            select_available(route(inventory(), profile,
+                                   request.workload.peak_active_generations),
+                             request.engines, lambda n: adapter_for(n).locate())
         from flows.optimize import optimize as optimize_flow
 
         report = optimize_flow(request=request, run_id=resume, runs_dir=runs_dir)

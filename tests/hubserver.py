@@ -293,8 +293,10 @@ def model_info_json(repo: Repo, sha: str, blobs: bool, expand: list[str]) -> dic
 class FakeHub:
     """`with FakeHub() as hub:` serves the fixtures on a free loopback port until exit."""
 
-    def __init__(self, root: Path = FIXTURES, page_size: int = 1000):
+    def __init__(self, root: Path = FIXTURES, page_size: int = 1000,
+                 allow_downloads: bool = False):
         self.repos = load_repos(root)
+        self.allow_downloads = allow_downloads
         self.page_size = page_size
         self.requests: list[dict] = []  # method, path, query, range, authorization
         self._lock = threading.Lock()
@@ -495,6 +497,19 @@ def _make_handler(hub: FakeHub):  # noqa: C901 - one router, kept together for r
             self._send(200, f.content, common | {"ETag": f'"{f.oid}"'},
                        content_type="application/octet-stream")
 
+        def _stream_whole(self, f, sha256: str) -> None:
+            self.send_response(200)
+            for k, v in {"Content-Length": str(f.size), "ETag": f'"{sha256}"',
+                         "Content-Type": "application/octet-stream"}.items():
+                self.send_header(k, v)
+            self.end_headers()
+            head = f.content[:f.size]
+            self.wfile.write(head)
+            left, zeros = f.size - len(head), b"\0" * (1 << 20)
+            while left > 0:
+                self.wfile.write(zeros[:min(left, len(zeros))])
+                left -= min(left, len(zeros))
+
         def _cdn(self, sha256: str) -> None:
             found = [f for r in hub.repos.values() for f in r.files.values()
                      if f.lfs_sha256 == sha256]
@@ -503,8 +518,12 @@ def _make_handler(hub: FakeHub):  # noqa: C901 - one router, kept together for r
             f = found[0]
             rng = self.headers.get("Range")
             if rng is None:
-                # Weight bodies are virtual; no test may download one whole.
-                return self._send(403, b"byte ranges only", content_type="text/plain")
+                # Weight bodies are virtual (their real header, then zeros): only a hub made
+                # with allow_downloads=True (the download gate's tests) serves one whole, so
+                # metadata-only code that fetched weights would fail loudly.
+                if not hub.allow_downloads:
+                    return self._send(403, b"byte ranges only", content_type="text/plain")
+                return self._stream_whole(f, sha256)
             m = re.fullmatch(r"bytes=(\d+)-(\d*)", rng.strip())
             start = int(m[1])
             end = min(int(m[2]) if m[2] else f.size - 1, f.size - 1)

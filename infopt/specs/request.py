@@ -25,6 +25,19 @@ class ModelTarget(Spec):
     hub_id: str | None = Field(None, pattern=r"^[\w.-]+/[\w.-]+$")
     revision: str | None = None
     hub_endpoint: str | None = None  # a hub mirror; default $HF_ENDPOINT or huggingface.co
+    # Files of hub_id (at revision) to download and serve, as glob patterns such as
+    # ["*Q8_0.gguf"]: behind the download gate, instead of a local `path`.
+    download: list[str] = Field(default_factory=list, max_length=64)
+
+    @model_validator(mode="after")
+    def _one_source(self) -> "ModelTarget":
+        if self.download and not self.hub_id:
+            raise ValueError("model.download names files of a hub repository: give "
+                             "model.hub_id too")
+        if self.download and self.path:
+            raise ValueError("model.path and model.download both say where the weights come "
+                             "from: give one")
+        return self
 
 
 class Authorization(StrEnum):
@@ -137,7 +150,8 @@ class OptimizeRequest(Spec):
 
     def unauthorized_gates(self) -> list[str]:
         """The kinds of gate this request will stop at for a person's answer."""
-        wanted = (["quantize"] if self.requantize else []) + (["expose"] if self.expose else [])
+        wanted = ((["download"] if self.model.download else [])
+                  + (["quantize"] if self.requantize else []) + (["expose"] if self.expose else []))
         return [k for k in wanted if k not in self.authorize]
 
     def tuning_workload(self) -> Workload:
