@@ -140,3 +140,16 @@ def test_workload_file_and_inline_traces_resolve_against_the_target_file(tmp_pat
 def _write(p: Path, text: str) -> Path:
     p.write_text(text)
     return p
+
+
+def test_the_gates_a_request_will_stop_at():
+    from infopt.specs.request import OptimizeRequest
+
+    r = OptimizeRequest(model={"hub_id": "o/m", "download": ["*.gguf"]}, requantize=["Q8_0"],
+                        expose={"address": "0.0.0.0"}, authorize=["quantize"])
+    assert r.unauthorized_gates() == ["download", "expose"]
+    assert OptimizeRequest().unauthorized_gates() == []
+    with pytest.raises(ValueError, match="give model.hub_id too"):
+        OptimizeRequest(model={"download": ["*.gguf"]})
+    with pytest.raises(ValueError, match="give one"):
+        OptimizeRequest(model={"hub_id": "o/m", "path": "/x.gguf", "download": ["*.gguf"]})
