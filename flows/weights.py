@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from flows.gate import ask
+from infopt.engines import adapter_for
 from infopt.specs.approval import GateAnswer
 from infopt.specs.request import OptimizeRequest
 from infopt.tuning.weights import quantize_gate
@@ -18,11 +19,13 @@ def weight_variants(request: OptimizeRequest, model, engine: str, tool_version: 
     """(type -> variant file for each approved type, type -> its gate's answer, notes)."""
     if not request.requantize:
         return {}, {}, []
-    if engine != "llamacpp" or not model.path.endswith(".gguf"):
-        return {}, {}, [f"requantize {request.requantize}: not applicable (llama-quantize "
-                        f"makes GGUF variants for llama.cpp; this run serves {engine})"]
+    quantizer = adapter_for(engine).local_quantizer
+    if quantizer is None or not model.path.endswith(".gguf"):
+        return {}, {}, [f"requantize {request.requantize}: not applicable (infopt makes local "
+                        f"GGUF variants with llama.cpp's llama-quantize; this run serves "
+                        f"{engine} from {Path(model.path).name})"]
     variants, answers = {}, {}
-    tool = f"llama-quantize (llama.cpp {tool_version})"
+    tool = f"{quantizer} ({engine} {tool_version})"
     for gguf_type in request.requantize:
         out = variant_path(digest, tool_version, gguf_type)
         gate = quantize_gate(Path(model.path), model.file_bytes,

@@ -177,6 +177,9 @@ class EngineAdapter:
     # The environment variable its server reads an API key from (never argv, where `ps` shows
     # it; never the launch's printed env). None: no such variable, so infopt will not expose it.
     api_key_env: str | None = None
+    # The tool that makes local weight variants of this engine's model files (the request's
+    # `requantize`, behind the quantize gate). None: infopt makes none for it.
+    local_quantizer: str | None = None
     # (GET path, JSON key) where its server publishes the chat template it applies (the
     # reasoning probe's evidence). None: not published over HTTP.
     chat_template_route: tuple[str, str] | None = None

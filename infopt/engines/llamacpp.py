@@ -187,7 +187,8 @@ ADAPTER = EngineAdapter(
                        "cache_type_v", "flash_attn"),
     identity_probe=("/props", "default_generation_settings"),
     chat_template_route=("/props", "chat_template"),
-    api_key_env="LLAMA_API_KEY",  # llama-server --help: --api-key KEY (env: LLAMA_API_KEY)  # tools/server/README.md, GET /props
+    api_key_env="LLAMA_API_KEY",
+    local_quantizer="llama-quantize",  # built beside llama-server by `make engines`  # llama-server --help: --api-key KEY (env: LLAMA_API_KEY)  # tools/server/README.md, GET /props
     token_scoring=LLAMACPP_SCORING,
     tokenize_body=lambda model, text: {"content": text},
     tokenize_count=lambda js: len(js["tokens"]),
