@@ -67,5 +67,6 @@ def ask(gate: GateRequest, authorized: Collection[str], timeout_s: int) -> GateA
            f"the gate did not complete ({state.type.value}: {state.message})")
     get_run_logger().warning("%s gate %r: %s; denied, the action is skipped", gate.kind.value,
                              gate.key, why)
-    return _answer(gate, approved=False, source=AnswerSource.TIMEOUT, reason=why,
+    return _answer(gate, approved=False, reason=why,
+                   source=AnswerSource.TIMEOUT if timed_out else AnswerSource.UNANSWERED,
                    flow_run_id=str(state.state_details.flow_run_id or "") or None)

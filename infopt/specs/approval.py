@@ -33,6 +33,7 @@ class AnswerSource(StrEnum):
     PRE_AUTHORIZED = "pre-authorized"  # the request's `authorize` / --authorize
     PERSON = "person"  # the Prefect UI form or `infopt approve`
     TIMEOUT = "timeout"  # nobody answered in time: denied
+    UNANSWERED = "unanswered"  # the gate's run ended otherwise (cancelled, crashed): denied
 
 
 class GateAnswer(Spec):
