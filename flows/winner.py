@@ -13,8 +13,10 @@ from prefect import get_run_logger, task
 from infopt.quality.taskrun import taskset_verdicts
 from infopt.report.rundir import trial_dir
 from infopt.specs.quality import TaskSetOutcome, TaskSetResult
+from infopt.specs.model import ModelProfile
 from infopt.specs.request import OptimizeRequest
 from infopt.specs.results import ScenarioResult, Trial, TuningOutcome
+from infopt.specs.serving import ServingConfig
 from infopt.specs.workload import Workload
 from infopt.tuning.search import decide
 from tasks.benchmark import benchmark_scenarios
@@ -41,9 +43,9 @@ class WinnerContext:
 
     request: OptimizeRequest
     workload: Workload
-    model: object  # ModelProfile
+    model: ModelProfile
     run_dir: Path
-    control: object  # the reference configuration (the control)
+    control: ServingConfig  # the reference configuration (the control)
     reference_key: str | None  # None: no quality reference, so no task sets
     engine_version: str
     model_digest: str

@@ -7,6 +7,7 @@ import statistics
 
 from infopt.specs.approval import is_loopback
 from infopt.specs.results import OptimizationReport
+from infopt.tuning.search import higher_is_better
 
 
 def _loopback(addr: str) -> bool:
@@ -56,7 +57,8 @@ def weight_lines(r: OptimizationReport, unit: str) -> list[str]:
            "The baseline with only its weights changed; judged by the quality gate before it "
            "was measured. Not part of the tuning decision above (the weights dimension of the "
            "tuning ladder decides among them).", "",
-           f"| variant | quality | median objective ({unit}) | repeats | vs baseline median |",
+           f"| variant | quality | median objective ({unit}) | repeats | vs baseline median "
+           f"({'higher' if higher_is_better(r.workload.objective) else 'lower'} is better) |",
            "|---|---|---|---|---|"]
     for value in dict.fromkeys(t.value for t in trials):
         rows = [t for t in trials if t.value == value]
