@@ -54,5 +54,10 @@ bench: $(STAMP)
 bench-vllm: engines
 	@$(PY) -m bench.compare_vllm_bench
 
+# The tuning ladder against an exhaustive grid over a small real llama.cpp space (~20 min).
+.PHONY: bench-tuner
+bench-tuner: engines
+	@$(PY) -m bench.tuner_bench
+
 clean-venv:
 	rm -rf $(VENV)

@@ -1,6 +1,7 @@
-"""The `optimize` flow, one `OptimizeRequest` in, a report out: establish the target -> plan the
-trials (control = the engine's defaults, baseline, candidates) -> run each (persisted; a resumed
-run skips completed ones) -> decide -> measure the winner on the standard scenarios -> report.
+"""The `optimize` flow, one `OptimizeRequest` in, a report out: establish the target -> the
+control (the engine's defaults) and the baseline, with repeats -> the tuning ladder, one
+dimension at a time (flows/ladder.py; every trial persisted, a resumed run skips completed ones)
+-> confirm the winner on the task sets and measure it on the standard scenarios -> report.
 
 Engines are started and stopped only inside tasks (run-trial, the scenario step), and every
 engine still running when the flow fails, crashes or is cancelled is stopped by the hooks; one
@@ -10,7 +11,6 @@ left by a SIGKILLed optimizer is reaped when the next run starts (infopt.engines
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 from prefect import flow, get_run_logger
@@ -25,32 +25,32 @@ from infopt.specs.base import EngineStartError, InfoptError
 from infopt.specs.request import OptimizeRequest
 from infopt.specs.results import OptimizationReport, Trial
 from infopt.specs.scenarios import ScenarioName
+from infopt.engines.ladder import WeightVariant
 from infopt.specs.serving import with_knob
-from infopt.specs.trial import TrialSpec, TuningDimension, trial_key
-from infopt.specs.workload import Workload
-from infopt.tuning.plan import plan_trials
-from infopt.tuning.weights import weight_specs
+from infopt.specs.trial import trial_key
+from infopt.tuning.ladder import ladder_facts
+from infopt.tuning.pareto import closest_to_ceiling, points as pareto_points
 from infopt.tuning.search import (
     baseline_config,
     control_config,
     control_gain,
     control_recommendation,
-    first_dimension,
-    runnable_candidates,
     serving_target,
 )
+from infopt.tuning.weights import BITS_PER_WEIGHT
 from infopt.contract.remedies import contract_gaps, remedy_for_required
 from infopt.contract.verify import PROBES as CONTRACT_PROBES, required_for
 from infopt.specs.contract import ContractOutcome, ContractRemedy
 from flows.download import download_model
 from flows.expose import expose_winner
-from flows.weights import weight_variants
-from flows.winner import WinnerContext, decide_and_confirm
+from flows.ladder import LadderRun, climb, control_values, measure_start, weight_approvals
+from flows.weights import current_type, weight_variants
+from flows.winner import WinnerContext, confirm_winner
 from tasks.plan import fit_candidates
 from tasks.quality import quality_key, quality_reference
 from tasks.report import write_report_task
 from tasks.target import inventory_host, profile_model_task, shortlist_task
-from tasks.trial import TrialContext, run_trial
+from tasks.trial import TrialContext
 
 
 def _stop_engines_hook(flow, flow_run, state) -> None:
@@ -68,33 +68,6 @@ def _check_scenarios(names: list[str]) -> None:
     if unknown := sorted(set(names) - known):
         # Checked before any engine starts: a typo must not cost a whole tuning run.
         raise InfoptError(f"unknown scenario(s) {unknown}; choose from {sorted(known)}")
-
-
-def _dimension(request: OptimizeRequest, baseline, workload: Workload) -> TuningDimension:
-    if request.tune:  # a user-chosen dimension instead of the default ladder's first one
-        return TuningDimension(knob=request.tune.knob, values=list(request.tune.values),
-                               why="chosen by the user")
-    return first_dimension(baseline, workload)
-
-
-def _candidates(dim: TuningDimension, baseline, model, hw, workload: Workload):
-    """The dimension's values this machine can run and fit at the full context (the others
-    pruned, with the reason), and the fit of each kept value."""
-    configs, pruned = runnable_candidates(
-        {str(v): with_knob(baseline, dim.knob, v) for v in dim.values},
-        hw.engine_cpu_isa)
-    base_value = str(getattr(baseline, dim.knob))
-    if base_value not in configs:
-        raise InfoptError("the baseline configuration cannot run on this machine: " + pruned[0])
-    fits = dict(zip(configs, fit_candidates(model, hw, list(configs.values()),
-                                            workload.target_concurrency)))
-    unfit = [f"{dim.knob}={v}: {fits[v].gap_bytes / 2**30:.2f} GiB short per device; options: "
-             + "; ".join(fits[v].alternatives) for v in configs if not fits[v].fits]
-    if not fits[base_value].fits:
-        raise InfoptError("the baseline configuration does not fit at the model's full context: "
-                          + unfit[0])
-    values = [v for v in dim.values if str(v) in configs and fits[str(v)].fits]
-    return values, fits, pruned + unfit
 
 
 def _stop_on_broken_baseline(trial: Trial, run_dir: Path, gaps=()) -> None:
@@ -123,29 +96,6 @@ def _stop_on_broken_baseline(trial: Trial, run_dir: Path, gaps=()) -> None:
             f"{trial_dir(run_dir, trial.key) / 'engine.log'}")
 
 
-def _within_budget(request: OptimizeRequest, specs: list[TrialSpec]) -> list[TrialSpec]:
-    cap = request.budgets.max_trials
-    return specs if cap is None else specs[:cap]
-
-
-def _run_all(specs: list[TrialSpec], keys: dict[str, str], fits: dict, control_fit,
-             ctx: TrialContext, request: OptimizeRequest, t_start: float,
-             allow_remedy: bool = True) -> list[Trial]:
-    trials: list[Trial] = []
-    for spec in specs:
-        wall = request.budgets.max_wall_s
-        if wall is not None and time.monotonic() - t_start > wall:
-            get_run_logger().warning("wall-time budget of %.0f s spent: %d of %d trials run",
-                                     wall, len(trials), len(specs))
-            break
-        fit = fits.get(spec.value) if spec.value is not None else control_fit
-        trial = run_trial(spec, keys[spec.trial_id], fit, ctx)
-        if spec.with_contract:
-            _remedy_or_stop(trial, Path(ctx.run_dir), allow_remedy)
-        trials.append(trial)
-    return trials
-
-
 class _RemedyNeeded(Exception):
     """The baseline lacks required API features that one known knob change provides."""
 
@@ -160,46 +110,6 @@ def _remedy_or_stop(trial: Trial, run_dir: Path, allow_remedy: bool) -> None:
     if allow_remedy and remedy is not None:
         raise _RemedyNeeded(remedy, gaps)
     _stop_on_broken_baseline(trial, run_dir, gaps)
-
-
-def _weight_trials(variants, answers, request, model, baseline, plan, ctx, workload, version,
-                   digest, gate, t_start) -> list[Trial]:
-    """The approved local weight variants as trials of the baseline with only its weights
-    changed (judged by the quality gate, then measured); each carries its gate's answer."""
-    if not variants:
-        return []
-    specs = weight_specs(baseline, variants, answers, Path(model.path).name,
-                         request.budgets.repeats, request.seed, first_index=len(plan.specs))
-    keys = {s.trial_id: trial_key(s, workload, version, digest, gate) for s in specs}
-    base_fit = plan.fits[str(getattr(baseline, plan.dim.knob))]  # smaller weights fit too
-    trials = _run_all(specs, keys, dict.fromkeys(variants, base_fit), plan.control_fit, ctx,
-                      request, t_start)
-    return trials
-
-
-@dataclass(frozen=True)
-class _Plan:
-    dim: TuningDimension
-    specs: list[TrialSpec]
-    keys: dict[str, str]
-    fits: dict
-    pruned: list[str]
-    control_fit: object
-
-    @property
-    def run_args(self):
-        return self.specs, self.keys, self.fits, self.control_fit
-
-
-def _plan(request, control, baseline, model, hw, workload, version, digest, gate) -> _Plan:
-    """The dimension's runnable, fitting candidates around this baseline, ordered, keyed."""
-    dim = _dimension(request, baseline, workload)
-    values, fits, pruned = _candidates(dim, baseline, model, hw, workload)
-    control_fit = fit_candidates(model, hw, [control], workload.target_concurrency)[0]
-    specs = _within_budget(request, plan_trials(control, baseline, dim.knob, values,
-                                                request.budgets.repeats, request.seed))
-    keys = {s.trial_id: trial_key(s, workload, version, digest, gate) for s in specs}
-    return _Plan(dim, specs, keys, fits, pruned, control_fit)
 
 
 def _with_changes(config, knob_changes: dict):
@@ -246,12 +156,14 @@ def optimize(request: OptimizeRequest | None = None, run_id: str | None = None,
                                        lambda n: adapter_for(n).locate())
     adapter = adapter_for(chosen)
 
-    # Plan: the control (engine defaults), the baseline, the dimension's runnable candidates.
+    # The control (the engine's defaults) and the baseline (the simplest correct config).
     # Clients address the model by its file/directory name, e.g. "smollm2-135m-instruct.q4_1".
     served_name = Path(model.path).name.removesuffix(".gguf").lower()
     target = serving_target(model, hw, served_name=served_name, port=request.port)
     control, baseline = control_config(chosen, target), baseline_config(chosen, target)
-    for knob, v in (request.tune.base_overrides if request.tune else {}).items():
+    overrides = {**request.base_overrides,
+                 **(request.tune.base_overrides if request.tune else {})}
+    for knob, v in overrides.items():
         baseline = with_knob(baseline, knob, v)
     version = adapter.detect_version(adapter.locate())
     digest = model_digest(model.path)
@@ -271,45 +183,54 @@ def optimize(request: OptimizeRequest | None = None, run_id: str | None = None,
                        model_digest=digest)
 
     # Weight variants to make here: their quantize gates are asked now, before any trial, so
-    # a person answers at the start; their trials run after the dimension's.
+    # a person answers at the start; they are the ladder's weights dimension.
     variants, answers, weight_notes = weight_variants(request, model, chosen.value, version,
                                                       digest)
     quantize_answers = list(answers.values())
 
-    # Plan and run: each trial persisted under its key. A baseline lacking required API
-    # features that one known change provides is re-planned once with that change (the
-    # control's trials are reused by key).
-    applied, first_gaps = None, []
-    plan = _plan(request, control, baseline, model, hw, workload, version, digest, gate)
+    # The control and the baseline, with repeats: each trial persisted under its key. A
+    # baseline lacking required API features that one known change provides is re-planned
+    # once with that change (the control's trials are reused by key).
+    run = LadderRun(request=request, ctx=ctx, control=control, t_start=t_start,
+                    key=lambda s: trial_key(s, workload, version, digest, gate),
+                    fit=lambda c: _fit(model, hw, c, workload.target_concurrency))
+    applied, first_gaps, superseded = None, [], []
     try:
-        trials = _run_all(*plan.run_args, ctx, request, t_start)
+        incumbent = measure_start(run, baseline, lambda t: _remedy_or_stop(t, run_dir, True))
     except _RemedyNeeded as need:
         logger.warning("the baseline lacks required API features; candidate change: %s",
                        need.remedy.change)
         applied, first_gaps = need.remedy, need.gaps
+        superseded, run.trials = run.trials, []
         baseline = _with_changes(baseline, need.remedy.knob_changes)
-        plan = _plan(request, control, baseline, model, hw, workload, version, digest, gate)
-        trials = _run_all(*plan.run_args, ctx, request, t_start, allow_remedy=False)
-    dim, pruned, control_fit = plan.dim, plan.pruned, plan.control_fit
-    weight_trials = _weight_trials(variants, answers, request, model, baseline, plan,
-                                   ctx, workload, version, digest, gate, t_start)
+        incumbent = measure_start(run, baseline,
+                                  lambda t: _remedy_or_stop(t, run_dir, False))
+        superseded = _superseded(superseded, run.trials)
+    base_trial = incumbent.trials[0]
 
-    # Decide: the dimension's best value against the baseline, the winner against the control.
-    base_value = str(getattr(baseline, dim.knob))
+    # The ladder: every dimension in order from the baseline.
+    facts = ladder_facts(model, hw, workload, base_trial, tuple(
+        WeightVariant(fmt, str(path), BITS_PER_WEIGHT.get(fmt)) for fmt, path in
+        variants.items()), "; ".join(weight_notes) or None, current_type(model))
+    ladder, history = climb(run, incumbent, facts, weight_approvals(variants, answers))
+    trials = run.trials
+
     # The winner is confirmed on the task sets against the reference's answers (the engine
     # started once for them and the standard scenarios).
-    decision = decide_and_confirm(trials, dim.knob, base_value, WinnerContext(
+    decision = confirm_winner(history, WinnerContext(
         request=request, workload=workload, model=model, run_dir=run_dir, control=control,
         reference_key=ref_key if reference else None, engine_version=version,
         model_digest=digest, tokenizer_path=_tokenizer_path(model)))
-    outcome, winner = decision.outcome, decision.winner
+    chosen_inc, winner = decision.chosen, decision.winner
     exposure, expose_answers = expose_winner(request, winner, model.file_bytes, run_dir)
-    gain = control_gain(trials, outcome.winner_value, workload.objective, seed=request.seed)
+    c_values, control_is_baseline = control_values(run)
+    gain = control_gain(c_values, chosen_inc.values, workload.objective, seed=request.seed,
+                        control_is_baseline=control_is_baseline)
+    control_fit = _fit(model, hw, control, workload.target_concurrency)
     gain.recommendation = control_recommendation(gain, control_fit.context_tokens,
                                                  model.native_context_tokens)
 
     # Report.
-    base_trial = next(t for t in trials if t.role == "baseline")
     control_trial = next((t for t in trials if t.role == "control"), base_trial)
     outcome_contract = ContractOutcome(
         control_gaps=contract_gaps(control_trial.contract, adapter.contract_remedies),
@@ -319,9 +240,11 @@ def optimize(request: OptimizeRequest | None = None, run_id: str | None = None,
         run_id=run_id, created_at=time.strftime("%Y-%m-%dT%H:%M:%S%z"), hardware=hw, model=model,
         workload=workload, engine=chosen.value, engine_version=version,
         routing=[f"{r.engine.value}: {r.reason}" for r in routes], shortlist=shortlist,
-        pruned=pruned, contract=base_trial.contract, contract_outcome=outcome_contract,
-        quality_note=quality_note, trials=trials + weight_trials,
-        tuning=outcome,
+        pruned=run.pruned, contract=base_trial.contract, contract_outcome=outcome_contract,
+        quality_note=quality_note, trials=superseded + trials, ladder=ladder,
+        winner_label=chosen_inc.winner_label,
+        pareto=pareto_points(trials, workload.target_concurrency),
+        closest_to_ceiling=closest_to_ceiling(trials, chosen_inc.label),
         winner_trial_id=winner.trial_id, winner_config=winner.config,
         winner_command=winner.engine.command, control_config=control,
         control_command=_control_command(trials, adapter, control),
@@ -333,14 +256,29 @@ def optimize(request: OptimizeRequest | None = None, run_id: str | None = None,
         notes=[f"skipped {s}" for s in skipped] + [
             f"required API feature `{f}`: no contract probe for it yet, so it was NOT checked"
             for f in request.api.features if f not in CONTRACT_PROBES] + [
-            *weight_notes, f"dimension `{dim.knob}`: {dim.why}",
+            *weight_notes,
             "control: the engine's out-of-the-box defaults on the same workload; every gain is "
             "stated against it",
             "prompts carry unique heads (no prefix-cache reuse beyond the chat template); "
             "prompt lengths are exact by the engine's own tokenizer where it has a tokenize "
             "route (usage.prompt_tokens checked per request); output lengths forced with the "
             "engine's fields and checked against usage",
-            f"tuning decision: {outcome.rule}"])
+            f"tuning: {ladder.rule}"])
     path = write_report_task(report, str(run_dir))
     logger.info("report: %s", path)
     return report
+
+
+def _superseded(before: list[Trial], after: list[Trial]) -> list[Trial]:
+    """The first attempt's trials the re-planned run did not reuse (the baseline without the
+    remedy: the report's evidence), renamed so no trial id appears twice."""
+    reused = {t.key for t in after}
+    return [t.model_copy(update={"trial_id": f"{t.trial_id}-before-remedy"})
+            for t in before if t.key not in reused]
+
+
+def _fit(model, hw, config, target_concurrency: int):
+    """The fit of `config`, with its own weight file's size when it changes the weights."""
+    if config.model_path != model.path and Path(config.model_path).is_file():
+        model = model.model_copy(update={"file_bytes": Path(config.model_path).stat().st_size})
+    return fit_candidates(model, hw, [config], target_concurrency)[0]

@@ -1,39 +1,33 @@
-"""The optimize flow's last steps before the report: decide the dimension's winner, confirm it
-on the generative task sets against the reference's answers (a value that won on speed but
-regresses there is excluded and the decision re-made, down to the baseline), and measure it
-on the standard scenarios. The winner's engine is started once for both."""
+"""The optimize flow's last steps before the report: confirm the ladder's winner on the
+generative task sets against the reference's answers (one that won on speed but regresses there
+is excluded and the incumbent before it tried, down to the baseline), and measure it on the
+standard scenarios. The winner's engine is started once for both."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from prefect import get_run_logger, task
+from prefect import get_run_logger
 
 from infopt.quality.taskrun import taskset_verdicts
 from infopt.report.rundir import trial_dir
 from infopt.specs.quality import TaskSetOutcome, TaskSetResult
 from infopt.specs.model import ModelProfile
 from infopt.specs.request import OptimizeRequest
-from infopt.specs.results import ScenarioResult, Trial, TuningOutcome
+from infopt.specs.results import ScenarioResult, Trial
 from infopt.specs.serving import ServingConfig
 from infopt.specs.workload import Workload
-from infopt.tuning.search import decide
+from flows.ladder import Incumbent
 from tasks.benchmark import benchmark_scenarios
 from tasks.engine import start_engine, stop_engine
 from tasks.quality import quality_key, reference_task_sets, task_sets
 
 
-@task(name="decide-tuning")
-def decide_tuning(trials: list[Trial], knob: str, baseline_value: str, workload: Workload,
-                  seed: int) -> TuningOutcome:
-    return decide(trials, knob, baseline_value, workload.objective, seed=seed)
-
-
-def median_trial(trials: list[Trial], value: str) -> Trial:
-    """Among the trials of `value`, the one at that value's median objective."""
-    measured = sorted((t for t in trials if t.value == value and t.role != "control"
-                       and t.objective_value is not None), key=lambda t: t.objective_value)
+def median_trial(trials: list[Trial]) -> Trial:
+    """The measured trial at the median objective."""
+    measured = sorted((t for t in trials if t.objective_value is not None),
+                      key=lambda t: t.objective_value)
     return measured[len(measured) // 2]
 
 
@@ -59,23 +53,21 @@ class WinnerContext:
 
 @dataclass
 class Decision:
-    outcome: TuningOutcome
-    winner: Trial
+    chosen: Incumbent  # the configuration recommended
+    winner: Trial  # its trial at the median objective
     tasks: TaskSetOutcome | None
     scenarios: list[ScenarioResult]
 
 
-def decide_and_confirm(trials: list[Trial], knob: str, base_value: str,
-                       wc: WinnerContext) -> Decision:
-    """Decide; confirm the winner on the task sets; measure it on the scenarios."""
-    excluded: list[str] = []  # "knob=value: why", for the report
-    dropped: set[str] = set()
-    while True:
-        kept = [t for t in trials if t.value not in dropped]
-        outcome = decide_tuning(kept, knob, base_value, wc.workload, wc.request.seed)
-        winner = median_trial(kept, outcome.winner_value)
+def confirm_winner(history: list[Incumbent], wc: WinnerContext) -> Decision:
+    """The ladder's last incumbent, confirmed on the task sets; one that regresses beyond the
+    noise is excluded and the incumbent before it is tried, down to the baseline (reported
+    as it is). Then the chosen one is measured on the scenarios."""
+    excluded: list[str] = []  # "configuration: why", for the report
+    for inc in reversed(history):
+        winner = median_trial(inc.trials)
         if not wc.items and not wc.request.scenarios:
-            return Decision(outcome, winner, None, [])
+            return Decision(inc, winner, None, [])
         if wc.items and wc.reference_sets is None:  # before the winner starts: one at a time
             wc.reference_sets = reference_task_sets(
                 wc.control, str(wc.run_dir / "quality"), wc.model.file_bytes,
@@ -84,16 +76,16 @@ def decide_and_confirm(trials: list[Trial], knob: str, base_value: str,
                                                   "engine.log"), wc.model.file_bytes)
         try:
             tasks = _tasks(running, winner, wc, excluded) if wc.items else None
-            if tasks is not None and not tasks.passed and winner.value != base_value:
+            if tasks is not None and not tasks.passed and inc is not history[0]:
                 why = "; ".join(v.why for v in tasks.verdicts if not v.passed)
-                get_run_logger().warning("%s=%s regressed on the task sets (%s): excluded, "
-                                         "deciding again", knob, winner.value, why)
-                excluded.append(f"{knob}={winner.value}: {why}")
-                dropped.add(winner.value)
+                get_run_logger().warning("%s regressed on the task sets (%s): excluded, "
+                                         "falling back", inc.winner_label, why)
+                excluded.append(f"{inc.winner_label}: {why}")
                 continue
-            return Decision(outcome, winner, tasks, _scenarios(running, winner, wc))
+            return Decision(inc, winner, tasks, _scenarios(running, winner, wc))
         finally:
             stop_engine(running)
+    raise AssertionError("the baseline is never excluded")
 
 
 def _tasks(running, winner: Trial, wc: WinnerContext, excluded: list[str]) -> TaskSetOutcome:

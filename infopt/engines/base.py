@@ -180,6 +180,9 @@ class EngineAdapter:
     # The tool that makes local weight variants of this engine's model files (the request's
     # `requantize`, behind the quantize gate). None: infopt makes none for it.
     local_quantizer: str | None = None
+    # The formats it tries on the weights dimension when quantization is pre-authorized and
+    # the request names none (the 4-bit candidates first, then the near-lossless one).
+    weight_formats: tuple[str, ...] = ()
     # (GET path, JSON key) where its server publishes the chat template it applies (the
     # reasoning probe's evidence). None: not published over HTTP.
     chat_template_route: tuple[str, str] | None = None
@@ -194,6 +197,9 @@ class EngineAdapter:
     upstream_repos: tuple[str, ...] = ()
     # Knob values that need particular CPU instructions when the engine runs on a CPU.
     cpu_kernel_requirements: tuple[CpuKernelRequirement, ...] = ()
+    # The tuning ladder's rules, one per dimension it can change (infopt.engines.ladder);
+    # empty: only its running-request cap is tuned.
+    ladder: tuple[Any, ...] = ()
 
     def scheduling_dimension(self, target_concurrency: int) -> TuningDimension:
         """Scheduling/batching, the first dimension on a fixed checkpoint: the running-request

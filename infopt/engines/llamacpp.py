@@ -2,7 +2,7 @@
 
 Flags checked against the server README of the vendored llama.cpp (llama-cpp-python 0.3.36,
 tools/server/README.md): -m, --host, --port, -c, -np/--parallel, -t, -fa on|off|auto, -ctk, -ctv,
--b, -ub, --metrics, -a/--alias. Doc: https://github.com/ggml-org/llama.cpp/tree/master/tools/server
+-b, -ub, --metrics, -a/--alias, --spec-type. Doc: https://github.com/ggml-org/llama.cpp/tree/master/tools/server
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from infopt.engines.base import (
     StreamCounting,
     locate_executable,
 )
+from infopt.engines.llamacpp_ladder import RULES as LADDER
 from infopt.engines.scoring import LLAMACPP_SCORING
 from infopt.specs.contract import ContractRemedy
 from infopt.specs.inspection import ModelInspection
@@ -72,6 +73,8 @@ def build_launch(cfg: LlamaCppConfig, executable: str, port: int) -> Launch:
         argv += ["-b", str(cfg.batch_tokens)]
     if cfg.ubatch_tokens is not None:
         argv += ["-ub", str(cfg.ubatch_tokens)]
+    if cfg.spec_type is not None:
+        argv += ["--spec-type", cfg.spec_type]
     if cfg.log_verbosity is not None:
         argv += ["-lv", str(cfg.log_verbosity)]
     return Launch(argv=argv, engine=EngineName.LLAMACPP.value, port=port,
@@ -161,6 +164,7 @@ N_CHOICES = ContractRemedy(
 
 
 ADAPTER = EngineAdapter(
+    ladder=LADDER,
     kv_allocator=kv_allocation,
     name=EngineName.LLAMACPP,
     # The knob capping how many requests run at once: the first tuning dimension.
@@ -186,9 +190,11 @@ ADAPTER = EngineAdapter(
     api_surface_knobs=("parallel_slots", "ctx_per_slot_tokens", "cache_type_k",
                        "cache_type_v", "flash_attn"),
     identity_probe=("/props", "default_generation_settings"),
-    chat_template_route=("/props", "chat_template"),
-    api_key_env="LLAMA_API_KEY",
-    local_quantizer="llama-quantize",  # built beside llama-server by `make engines`  # llama-server --help: --api-key KEY (env: LLAMA_API_KEY)  # tools/server/README.md, GET /props
+    chat_template_route=("/props", "chat_template"),  # tools/server/README.md, GET /props
+    api_key_env="LLAMA_API_KEY",  # llama-server --help: --api-key KEY (env: LLAMA_API_KEY)
+    local_quantizer="llama-quantize",  # built beside llama-server by `make engines`
+    # The specification's 4-bit default first, then the types x86 kernels make plausible.
+    weight_formats=("Q4_0", "Q4_K_M", "Q5_K_M", "Q8_0"),
     token_scoring=LLAMACPP_SCORING,
     tokenize_body=lambda model, text: {"content": text},
     tokenize_count=lambda js: len(js["tokens"]),

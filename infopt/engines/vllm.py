@@ -34,6 +34,7 @@ from infopt.engines.base import (
     locate_executable,
     min_tokens_and_ignore_eos,
 )
+from infopt.engines.vllm_ladder import RULES as LADDER
 from infopt.engines.scoring import PROMPT_LOGPROBS_SCORING
 from infopt.specs.contract import ContractRemedy
 from infopt.specs.inspection import ModelInspection
@@ -186,6 +187,7 @@ def vllm_cpu_kv(m: ModelInspection, memory_bytes: int, weights_bytes: int, tp: i
 
 
 ADAPTER = EngineAdapter(
+    ladder=LADDER,
     kv_allocator=vllm_gpu_kv,
     kv_allocator_cpu=vllm_cpu_kv,
     name=EngineName.VLLM,

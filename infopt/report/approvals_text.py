@@ -3,11 +3,9 @@ its sockets, never from a constant), and every gate with its answer."""
 
 from __future__ import annotations
 
-import statistics
 
 from infopt.specs.approval import is_loopback
 from infopt.specs.results import OptimizationReport
-from infopt.tuning.search import higher_is_better
 
 
 def _loopback(addr: str) -> bool:
@@ -44,32 +42,4 @@ def approvals_lines(r: OptimizationReport) -> list[str]:
         verdict = ("approved" if a.approved else "denied") + f" ({a.source.value})"
         out.append(f"| `{a.key}` | {a.kind.value} | {a.title} | {verdict} | "
                    f"{a.answered_by or '-'} | {a.answered_at} | {a.reason or '-'} |")
-    return out + [""]
-
-
-def weight_lines(r: OptimizationReport, unit: str) -> list[str]:
-    """The weight variants made behind the quantize gate, beside the baseline they modify."""
-    trials = [t for t in r.trials if t.role == "weights"]
-    if not trials:
-        return []
-    base = r.tuning.medians.get(r.tuning.baseline_value) if r.tuning else None
-    out = ["## Weight candidates made here (behind the quantize gate)", "",
-           "The baseline with only its weights changed; judged by the quality gate before it "
-           "was measured. Not part of the tuning decision above (the weights dimension of the "
-           "tuning ladder decides among them).", "",
-           f"| variant | quality | median objective ({unit}) | repeats | vs baseline median "
-           f"({'higher' if higher_is_better(r.workload.objective) else 'lower'} is better) |",
-           "|---|---|---|---|---|"]
-    for value in dict.fromkeys(t.value for t in trials):
-        rows = [t for t in trials if t.value == value]
-        got = [t.objective_value for t in rows if t.objective_value is not None]
-        med = statistics.median(got) if got else None
-        q = rows[0].quality
-        verdict = ("not judged" if q is None else "pass" if q.passed else
-                   "FAIL: " + ", ".join(m.measure for m in q.measures if not m.passed))
-        ratio = f"{med / base:.2f}x" if med is not None and base else "-"
-        failed = next((t.failed for t in rows if t.failed), None)
-        out.append(f"| {value} | {verdict} | {f'{med:.4g}' if med is not None else '-'} | "
-                   f"{len(got)} of {len(rows)} | {ratio}"
-                   + (f" ({failed[:80]})" if failed and med is None else "") + " |")
     return out + [""]

@@ -9,9 +9,9 @@ from infopt.specs.results import (
     Percentiles,
     SloResult,
     Trial,
-    TuningOutcome,
 )
-from infopt.report.approvals_text import approvals_lines, binding_lines, weight_lines
+from infopt.report.ladder_text import ladder_lines
+from infopt.report.approvals_text import approvals_lines, binding_lines
 from infopt.report.quality_text import quality_markdown, tasks_markdown
 from infopt.report.workload_text import describe_workload
 from infopt.specs.workload import OBJECTIVE_UNIT, Objective
@@ -35,18 +35,6 @@ def _level_row(t: Trial, name: str, lvl: LevelResult) -> str:
             f"{lvl.output_tokens_per_s:.1f} | {reached} |")
 
 
-def _comparison_lines(t: TuningOutcome) -> list[str]:
-    c = t.comparison
-    if c is None:
-        return []
-    return ["", f"Best value `{t.best_value}` vs baseline: {c.stat} {c.b_value:.2f} vs "
-            f"{c.a_value:.2f}, difference {c.diff:+.2f} "
-            f"({'' if c.rel_diff is None else f'{c.rel_diff:+.1%}, '}{c.ci:.0%} bootstrap "
-            f"interval [{c.ci_low:+.2f}, {c.ci_high:+.2f}], {c.n_b} vs {c.n_a} trials, "
-            f"{c.n_resamples} resamples) → **{c.verdict.replace('_', ' ')}**"
-            + (" (few trials: the interval is optimistic)" if c.low_sample else "") + "."]
-
-
 def _unit(objective: str) -> str:
     return OBJECTIVE_UNIT[Objective(objective)]
 
@@ -62,9 +50,8 @@ def _control_lines(r: OptimizationReport) -> list[str]:
                "context)" if g.control_is_baseline else f"`{r.control_command}`")
     lines = ["## Against the engine's out-of-the-box defaults (the control)", "",
              f"- Control (trial 0, what the engine runs with no flags): {control}",
-             f"- Baseline (simplest correct configuration at the full native context): "
-             f"`{r.tuning.dimension}={r.tuning.baseline_value}`" if r.tuning else "",
-             f"- Winner: `{r.winner_trial_id}`", ""]
+             "- Baseline: the simplest correct configuration at the full native context",
+             f"- Winner: {r.winner_label} (trial `{r.winner_trial_id}`, its median)", ""]
     if g.control_median is None or g.winner_median is None:
         return lines + [f"No gain can be stated: {g.note}.", ""]
     c = g.comparison
@@ -171,12 +158,11 @@ def _ceiling_lines(r: OptimizationReport) -> list[str]:
         flag = " ⚠ above ceiling" if c.flagged else ""
         lines.append(f"| {t.trial_id} | {c.metric} | {c.envelope.value} | {c.measured:.1f} | "
                      f"{c.ceiling:.1f} | {c.ratio:.2f}{flag} |")
-    best = max(rows, key=lambda tc: tc[1].ratio)
-    lines += ["", f"Closest to its ceiling: `{best[0].trial_id}` ({best[1].metric}, "
-              f"{best[1].ratio:.2f} of {best[1].envelope.value}); the objective winner is "
-              f"`{r.winner_trial_id}`: a higher fraction of a smaller ceiling is not faster."]
+    lines += ["", "The configuration closest to its ceiling at each level is in the tuning "
+              "ladder's section, compared at the same level and envelope as the winner."]
     if r.pruned:
-        lines += ["", "Pruned before launch (memory fit at full context):",
+        lines += ["", "Pruned before launch (this machine cannot run it, or it does not fit "
+                      "at the full context):",
                   *[f"- {p}" for p in r.pruned]]
     fit = next((t.fit for t in r.trials if t.trial_id == r.winner_trial_id and t.fit), None)
     if fit:
@@ -287,23 +273,7 @@ def render_markdown(r: OptimizationReport) -> str:
         f"`{w.target_scenario}`).",
         "",
     ]
-    if r.tuning:
-        t = r.tuning
-        lines += [
-            f"## Tuning: `{t.dimension}`",
-            "",
-            f"Rule: {t.rule}. Baseline value `{t.baseline_value}`; chosen `{t.winner_value}` "
-            f"({'accepted: beyond run-to-run noise' if t.accepted else 'baseline kept: ' + (t.kept_baseline_because or 'no change beyond noise')}).",
-            *_comparison_lines(t),
-            "",
-            "| value | median objective | spread (max−min) |",
-            "|---|---|---|",
-        ]
-        for v in t.values:
-            med, spr = t.medians.get(v), t.spreads.get(v)
-            lines.append(f"| {v} | {'—' if med is None else f'{med:.2f}'} | "
-                         f"{'—' if spr is None else f'{spr:.2f}'} |")
-        lines.append("")
+    lines += ladder_lines(r, OBJECTIVE_UNIT[w.objective])
     lines += [
         "## Trials (measured)",
         "",
@@ -345,7 +315,6 @@ def render_markdown(r: OptimizationReport) -> str:
         *_contract_gap_lines(r),
         *_quality_lines(r),
         "",
-        *weight_lines(r, OBJECTIVE_UNIT[w.objective]),
         "",
         "## Target",
         "",

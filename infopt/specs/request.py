@@ -11,6 +11,7 @@ from typing import Literal
 from pydantic import Field, ValidationError, model_validator
 
 from .approval import ExposeRequest
+from .ladder import Dimension
 from .base import Spec
 from .serving import EngineName, KnobValue
 from .traffic import RouteName, TrafficSpec
@@ -56,6 +57,9 @@ class Budgets(Spec):
     max_trials: int | None = Field(None, ge=1, le=500, description="stop planning past this")
     max_wall_s: float | None = Field(None, gt=0, le=7 * 86400,
                                      description="no new trial starts after this, s")
+    # A change must beat the incumbent by this fraction beyond the noise (0: any gain that
+    # clears the bootstrap interval); screening uses the same margin.
+    min_gain: float = Field(0.0, ge=0, le=1)
 
 
 class ApiRequirements(Spec):
@@ -74,7 +78,7 @@ class KvPrefixBudget(Spec):
 
 
 class TuneOverride(Spec):
-    """Tune this knob over these values instead of the default ladder's first dimension."""
+    """Tune this one knob over these values instead of the ladder's dimensions."""
 
     knob: str = Field(..., min_length=1)
     values: list[KnobValue] = Field(..., min_length=1, max_length=32)
@@ -123,10 +127,16 @@ class OptimizeRequest(Spec):
     # API key); None: loopback only. No other field or flag sets a non-loopback host.
     expose: ExposeRequest | None = None
     # Weight variants to make locally with llama-quantize (GGUF on llama.cpp), each behind the
-    # quantize gate, then judged by the quality gate and measured beside the baseline.
+    # quantize gate: the ladder's weights dimension (none listed, quantization pre-authorized:
+    # the engine's own formats for this device).
     requantize: list[GgufType] = Field(default_factory=list, max_length=8)
     kv_prefix_budget: KvPrefixBudget = Field(default_factory=KvPrefixBudget)
     tune: TuneOverride | None = None
+    # The ladder's dimensions to climb, kept in the specification's order (None: all of them);
+    # the others are recorded as not asked for.
+    dimensions: list[Dimension] | None = Field(None, min_length=1)
+    # Knobs the baseline starts from, e.g. {enforce_eager: true} for a quick vLLM start.
+    base_overrides: dict[str, KnobValue] = Field(default_factory=dict)
     port: int | None = Field(None, ge=1024, le=65535, description="None: a free port")
     seed: int = Field(0, ge=0, le=2**32 - 1)
     github_search: bool = True  # issue-first troubleshooting asks GitHub when online
@@ -141,6 +151,10 @@ class OptimizeRequest(Spec):
                              "use, or add them to api.routes")
         if self.model.revision and not self.model.hub_id:
             raise ValueError("model.revision pins a hub revision: give model.hub_id too")
+        if "host" in self.base_overrides:
+            raise ValueError("base_overrides: `host` is not a tuning knob; to serve beyond "
+                             "127.0.0.1 ask for it with `expose: {address: ...}`, which waits "
+                             "for the expose gate and requires an API key")
         try:  # the objective must be measurable on this traffic
             self.tuning_workload()
         except ValidationError as exc:

@@ -15,6 +15,7 @@ from .diagnosis import Diagnosis, Remedy
 from .plan import CeilingRatio, MemoryFit
 from .quality import QualityVerdict, TaskSetOutcome
 from .hardware import HardwareInventory
+from .ladder import CeilingPick, LadderOutcome, ParetoPoint
 from .model import ModelProfile
 from .serving import ServingConfig
 from .trial import KnobChange
@@ -229,20 +230,6 @@ class Trial(Spec):
     approvals: list[GateAnswer] = Field(default_factory=list)  # the gates this trial needed
 
 
-class TuningOutcome(Spec):
-    dimension: str
-    values: list[str]
-    baseline_value: str
-    medians: dict[str, float | None]  # value -> median objective over its repeats
-    spreads: dict[str, float | None]  # value -> max - min over its repeats
-    winner_value: str
-    accepted: bool  # winner differs from baseline by more than the noise rule
-    rule: str  # how acceptance was decided, in words
-    best_value: str | None = None  # best median, accepted or not
-    comparison: Comparison | None = None  # bootstrap of best - baseline over the repeats
-    kept_baseline_because: str | None = None
-
-
 class ControlGain(Spec):
     """The winner against the engine's out-of-the-box defaults, on the same workload: the gain
     a user gets from the run. Never clamped; negative means the defaults were better."""
@@ -284,7 +271,12 @@ class OptimizationReport(Spec):
     # What the quality gate compared against, or why it did not run.
     quality_note: str | None = None
     trials: list[Trial]
-    tuning: TuningOutcome | None
+    # The tuning ladder: every dimension in order, its candidates and decisions; the winner's
+    # accepted changes; the Pareto set and the closest-to-ceiling configuration per level.
+    ladder: LadderOutcome | None = None
+    winner_label: str = "baseline"
+    pareto: list[ParetoPoint] = Field(default_factory=list)
+    closest_to_ceiling: list[CeilingPick] = Field(default_factory=list)
     winner_trial_id: str
     winner_config: ServingConfig
     winner_command: str

@@ -56,6 +56,9 @@ class LlamaCppConfig(_Common):
                           "q5_1"] = "f16"
     cache_type_v: Literal["f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "iq4_nl", "q5_0",
                           "q5_1"] = "f16"
+    # --spec-type: speculative drafting without a draft model (n-gram lookup in the context);
+    # None = none (llama.cpp's default).
+    spec_type: Literal["ngram-simple", "ngram-map-k", "ngram-mod", "ngram-cache"] | None = None
     # -lv: 4 makes this build log its KV buffer sizes (checked against the cost model).
     log_verbosity: int | None = Field(None, ge=0, le=5)
 

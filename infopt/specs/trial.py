@@ -21,10 +21,7 @@ from .workload import Workload
 class TrialRole(StrEnum):
     CONTROL = "control"  # the engine's out-of-the-box defaults: every gain is stated against it
     BASELINE = "baseline"  # the simplest correct configuration at the full native context
-    TUNING = "tuning"  # a candidate of the dimension being tuned
-    # A weight variant made on this machine behind the quantize gate (infopt.tuning.weights):
-    # measured and judged beside the dimension, not part of its decision (issue 14's ladder).
-    WEIGHTS = "weights"
+    TUNING = "tuning"  # a candidate of a ladder dimension (or the incumbent re-measured)
 
 
 class TuningDimension(Spec):

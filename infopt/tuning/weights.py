@@ -1,5 +1,6 @@
 """Weight candidates made on this machine (`requantize`: llama-quantize types of the checkpoint's
-own GGUF): the quantize gate's description of each, and their trials. Pure.
+own GGUF): the quantize gate's description of each; they are the ladder's weights dimension.
+Pure.
 
 Sizes are estimates from each type's bits per weight (llama.cpp's quantize table; the metadata
 and the non-quantized tensors add a little) and are labelled so; the real file's size is
@@ -11,9 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from infopt.specs.approval import GateAnswer, GateKind, GateRequest
-from infopt.specs.trial import KnobChange, TrialRole, TrialSpec
-from infopt.specs.serving import with_knob
+from infopt.specs.approval import GateKind, GateRequest
 
 # Bits per weight of llama.cpp's types (tools/quantize/quantize.cpp, "bpw" in its type list).
 BITS_PER_WEIGHT = {"F16": 16.0, "BF16": 16.0, "Q8_0": 8.5, "Q6_K": 6.56, "Q5_K_M": 5.69,
@@ -43,18 +42,3 @@ def quantize_gate(source: Path, source_bytes: int, params: int | None, gguf_type
         details={"input": str(source), "output_type": gguf_type, "tool": tool,
                  "estimated_bytes": int(est), "estimated_s": round(secs, 1),
                  "calibration": None})
-
-
-def weight_specs(baseline, variants: dict[str, Path], answers: dict[str, GateAnswer],
-                 original: str, repeats: int, seed: int, first_index: int) -> list[TrialSpec]:
-    """One trial per variant and repeat: the baseline with only its weights changed."""
-    specs = []
-    for rnd in range(1, repeats + 1):
-        for gguf_type, path in variants.items():
-            specs.append(TrialSpec(
-                trial_id=f"t{first_index + len(specs):02d}-weights={gguf_type}-r{rnd}",
-                role=TrialRole.WEIGHTS, config=with_knob(baseline, "model_path", str(path)),
-                changes=[KnobChange(knob="weights", control=original, value=gguf_type)],
-                dimension="weights", value=gguf_type, repeat=rnd, seed=seed,
-                approvals=[answers[gguf_type]]))
-    return specs

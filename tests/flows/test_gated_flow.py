@@ -27,7 +27,7 @@ def run(prefect_api, tmp_path_factory):
         objective=wl.objective, budgets=Budgets(repeats=1), scenarios=[],
         quality_task_items=0, quality_tolerance=0.05, requantize=["Q8_0", "Q2_K"],
         authorize=["quantize", "expose"], expose={"address": "0.0.0.0"},
-        tune={"knob": "parallel_slots", "values": [1]})
+        dimensions=["weights"])
     report = optimize(request=request, runs_dir=str(runs))
     return report, runs / report.run_id
 
@@ -37,15 +37,21 @@ def test_each_variant_passed_its_gate_and_the_quality_gate_decided(run):
     gates = {a.key: a for a in report.approvals}
     assert set(gates) == {"quantize-q8-0", "quantize-q2-k", "expose-winner"}
     assert all(a.approved and a.source.value == "pre-authorized" for a in gates.values())
-    weights = {t.value: t for t in report.trials if t.role == "weights"}
-    assert set(weights) == {"Q8_0", "Q2_K"}
-    assert weights["Q8_0"].quality.passed and weights["Q8_0"].benchmark is not None
-    assert not weights["Q2_K"].quality.passed and weights["Q2_K"].benchmark is None
-    assert weights["Q2_K"].failed.startswith("rejected by the quality gate")
-    assert [a.key for a in weights["Q8_0"].approvals] == ["quantize-q8-0"]
-    assert weights["Q8_0"].config.model_path.endswith("-Q8_0.gguf")
-    # The tuning decision is the dimension's alone.
-    assert set(report.tuning.values) == {"1"}
+    weights = {t.value: t for t in report.trials if t.dimension == "weights"}
+    assert set(weights) == {"weights=Q8_0", "weights=Q2_K"}
+    q8, q2 = weights["weights=Q8_0"], weights["weights=Q2_K"]
+    assert q8.quality.passed and q8.benchmark is not None
+    assert not q2.quality.passed and q2.benchmark is None
+    assert q2.failed.startswith("rejected by the quality gate")
+    assert [a.key for a in q8.approvals] == ["quantize-q8-0"]
+    assert q8.config.model_path.endswith("-Q8_0.gguf")
+    # The weights step of the ladder: Q2_K stopped by the gate; one repeat cannot tell a
+    # gain from noise, so Q8_0 is not accepted.
+    step = report.ladder.steps[0]
+    status = {c.candidate.label: c.status for c in step.candidates}
+    assert status["weights=Q2_K"] == "gate" and status["weights=Q8_0"] in ("within noise",
+                                                                           "worse")
+    assert report.winner_label == "baseline"
 
 
 def test_the_winner_was_exposed_with_a_key_that_appears_nowhere(run):

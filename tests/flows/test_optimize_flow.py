@@ -34,8 +34,11 @@ def report_and_dir(prefect_api, tmp_path_factory):
         request = OptimizeRequest(
             model=ModelTarget(path=str(gguf), hub_id="HuggingFaceTB/SmolLM2-135M-Instruct",
                               hub_endpoint=hub.endpoint),
-            workload=wl.traffic, objective=wl.objective, budgets=Budgets(repeats=2), scenarios=["short", "single-stream"],
-            scenario_requests=2, quality_task_items=2)
+            workload=wl.traffic, objective=wl.objective, budgets=Budgets(repeats=2),
+            scenarios=["short", "single-stream"], scenario_requests=2, quality_task_items=2,
+            # A short ladder: KV precision and the running-request cap (the other dimensions
+            # are recorded as not asked for; tests/flows/test_gated_flow.py climbs weights).
+            dimensions=["kv_precision", "scheduling"])
         report = optimize(request=request, runs_dir=str(runs))
     return report, runs / report.run_id
 
@@ -51,10 +54,13 @@ def test_report_files_written_and_parse(report_and_dir):
 
 def test_every_trial_measured_ttft_and_itl(report_and_dir):
     report, run_dir = report_and_dir
-    # per round: the control (llama-server's defaults), slots=1 (the baseline), slots=2
-    assert [(t.role, t.value, t.repeat) for t in report.trials] == [
-        ("control", None, 1), ("baseline", "1", 1), ("tuning", "2", 1),
-        ("control", None, 2), ("tuning", "2", 2), ("baseline", "1", 2)]
+    # The control (llama-server's defaults) and the baseline, interleaved, then the ladder's
+    # screens: kv=q8_0 first (the KV dimension comes before scheduling), then 2 slots.
+    got = [(t.role, t.value, t.repeat) for t in report.trials]
+    assert got[:4] == [("control", None, 1), ("baseline", "baseline", 1),
+                       ("control", None, 2), ("baseline", "baseline", 2)]
+    screens = [v for r, v, rep in got[4:] if rep == 1]
+    assert screens == ["kv=q8_0", "parallel_slots=2"]
     for t in report.trials:
         assert t.failed is None and t.benchmark is not None
         for lvl in t.benchmark.levels:
@@ -69,24 +75,51 @@ def test_every_trial_measured_ttft_and_itl(report_and_dir):
         assert json.loads((folder / "trial.json").read_text())["key"] == t.key
 
 
-def test_winner_is_best_measured_on_objective(report_and_dir):
-    report, _ = report_and_dir
-    tuning = report.tuning
-    by_value: dict[str, list[float]] = {}
-    for t in report.trials:
-        if t.role != "control":
-            by_value.setdefault(t.value, []).append(t.objective_value)
-    medians = {v: statistics.median(xs) for v, xs in by_value.items()}
-    best = max(medians, key=medians.get)
-    assert medians == pytest.approx(tuning.medians)
-    if tuning.accepted:
-        assert tuning.winner_value == best
-    else:  # kept the baseline because the best value's gain was inside the noise
-        assert tuning.winner_value == tuning.baseline_value
-    winner = next(t for t in report.trials if t.trial_id == report.winner_trial_id)
-    assert winner.value == tuning.winner_value
+def test_the_ladder_climbs_in_order_and_accepts_only_beyond_the_noise(report_and_dir):
+    report, run_dir = report_and_dir
+    lad = report.ladder
+    assert [s.dimension.value for s in lad.steps] == [
+        "weights", "kv_precision", "scheduling", "prefill", "compilation", "prefix_caching",
+        "parallel_layout", "speculative"]
+    steps = {s.dimension.value: s for s in lad.steps}
+    assert all("not asked for" in steps[d].skipped for d in steps
+               if d not in ("kv_precision", "scheduling"))
+    by_id = {t.trial_id: t for t in report.trials}
+    for s in (steps["kv_precision"], steps["scheduling"]):
+        assert s.skipped is None and s.candidates
+        for c in s.candidates:
+            assert c.candidate.why and c.status in ("accepted", "within noise", "worse",
+                                                    "not run")
+            assert [by_id[i].objective_value for i in c.trial_ids] == c.values
+            if c.status == "accepted":  # beyond the noise, against the incumbent's repeats
+                assert c.comparison.verdict == "b_better" and c.comparison.ci_low > 0
+                assert s.accepted == c.candidate.label and "quality passed" in \
+                    s.quality_recheck
+            if c.status == "worse":  # one screen, no better than the incumbent's worst
+                assert len(c.values) == 1 and c.values[0] <= min(s.incumbent_values)
+    # The winner is the baseline plus the accepted changes, measured on its median trial.
+    assert report.winner_label == " + ".join(["baseline", *lad.accepted])
+    winner = by_id[report.winner_trial_id]
+    assert winner.value == (lad.accepted[-1] if lad.accepted else "baseline")
     # The objective is the aggregate output tokens/s at the target concurrency.
     assert winner.objective_value == winner.benchmark.level(2).output_tokens_per_s
+    assert lad.launches == len(report.trials)
+    md = (run_dir / "report.md").read_text()
+    assert "## Tuning ladder" in md and "| kv_precision |" in md and "### Pareto set" in md
+
+
+def test_the_pareto_set_and_the_closest_to_ceiling_cover_every_configuration(report_and_dir):
+    report, _ = report_and_dir
+    labels = {"control" if t.role == "control" else t.value for t in report.trials}
+    assert {p.label for p in report.pareto} == labels
+    assert any(p.on_front for p in report.pareto)
+    for p in report.pareto:
+        assert p.output_tokens_per_s > 0 and p.itl_p50_s > 0 and p.memory_bytes > 0
+        assert p.on_front == (p.dominated_by is None)
+    picks = report.closest_to_ceiling
+    assert [(c.level, c.envelope) for c in picks] == [(1, "calibrated"), (2, "calibrated")]
+    for c in picks:
+        assert c.label in labels and c.winner_ratio is not None and c.ratio >= c.winner_ratio
 
 
 def test_report_names_engine_version_and_exact_commands(report_and_dir):
@@ -103,10 +136,11 @@ def test_report_names_engine_version_and_exact_commands(report_and_dir):
             assert not {"-c", "--parallel", "-t", "-fa", "-ctk", "-ctv"} & set(argv)
             assert t.changes == []
             continue
-        assert argv[argv.index("--parallel") + 1] == t.value
+        slots = t.config.parallel_slots
+        assert argv[argv.index("--parallel") + 1] == str(slots)
         assert {c.knob for c in t.changes} >= {"parallel_slots", "ctx_per_slot_tokens"}
         # full native context (8192) per slot
-        assert int(argv[argv.index("-c") + 1]) == 8192 * int(t.value)
+        assert int(argv[argv.index("-c") + 1]) == 8192 * slots
         assert t.engine.command in md
 
 
@@ -136,8 +170,9 @@ def test_contract_checked_and_no_engine_left_running(report_and_dir):
 
 
 def test_every_trial_passed_the_quality_gate_against_a_measured_floor(report_and_dir):
-    """The trials differ only in the running-request cap: their answers must match the
-    reference (the control) as closely as the reference's own restart does."""
+    """The trials differ in the running-request cap and the KV type: their answers must match
+    the reference (the control) as closely as the reference's own restart does (8-bit KV
+    is a gate candidate too: it passes here)."""
     report, run_dir = report_and_dir
     assert report.quality_note and "Reference: the control" in report.quality_note
     for t in report.trials:
@@ -253,7 +288,8 @@ def test_report_states_the_gain_against_the_engines_defaults(report_and_dir):
     g = report.gain_vs_control
     assert g is not None and not g.control_is_baseline
     control = [t.objective_value for t in report.trials if t.role == "control"]
-    winner = [t.objective_value for t in report.trials if t.value == report.tuning.winner_value]
+    chosen = report.ladder.accepted[-1] if report.ladder.accepted else "baseline"
+    winner = [t.objective_value for t in report.trials if t.value == chosen]
     assert g.control_median == pytest.approx(statistics.median(control))
     assert g.winner_median == pytest.approx(statistics.median(winner))
     assert g.ratio == pytest.approx(g.winner_median / g.control_median)  # never clamped

@@ -42,7 +42,7 @@ def test_quantized_v_cache_without_flash_attn_is_remedied(prefect_api, gguf, tmp
     with FakeGitHub() as gh:
         report = optimize(request=request.model_copy(update={"github_url": gh.url}),
                           runs_dir=str(tmp_path))
-    q8 = next(t for t in report.trials if t.value == "q8_0")
+    q8 = next(t for t in report.trials if t.value == "cache_type_v=q8_0")
     assert q8.diagnosis is not None and "quantized V cache" in q8.diagnosis.root_error
     assert q8.remedy is not None and q8.remedy.preserves_contract
     assert q8.config.flash_attn == "on" and q8.config.cache_type_v == "q8_0"  # contract kept

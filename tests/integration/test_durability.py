@@ -28,6 +28,7 @@ objective: throughput
 scenarios: []
 quality_task_items: 0
 budgets: {{repeats: {repeats}}}
+dimensions: [scheduling]  # one active user: one slot already serves it, nothing to climb
 github_search: false
 """
 

@@ -3,7 +3,7 @@ import pytest
 from infopt.specs.results import Trial
 from infopt.specs.serving import LlamaCppConfig
 from infopt.specs.workload import Objective, fixed_levels
-from infopt.tuning.search import decide, first_dimension
+from infopt.tuning.ladder import judge
 
 CFG = LlamaCppConfig(model_path="/m.gguf", ctx_per_slot_tokens=8192)
 
@@ -14,52 +14,41 @@ def _t(value, obj, i):
 
 
 def test_gain_beyond_noise_is_accepted():
-    trials = [_t("1", 100, 0), _t("1", 104, 1), _t("4", 140, 2), _t("4", 150, 3),
-              _t("2", 120, 4), _t("2", 125, 5)]
-    out = decide(trials, "parallel_slots", "1", Objective.THROUGHPUT)
-    assert out.accepted and out.winner_value == "4"
-    assert out.medians["4"] == 145 and out.spreads["4"] == 10
+    ok, cmp, why = judge([100, 104], [140, 150], higher=True, seed=0, min_gain=0.0)
+    assert ok and cmp.verdict == "b_better" and "beats the incumbent" in why
 
 
-def test_gain_inside_noise_keeps_baseline():
-    # Median of "4" is higher, but one of its repeats (101) loses to a baseline repeat (104).
-    trials = [_t("1", 100, 0), _t("1", 104, 1), _t("4", 101, 2), _t("4", 150, 3)]
-    out = decide(trials, "parallel_slots", "1", Objective.THROUGHPUT)
-    assert not out.accepted and out.winner_value == "1"
+def test_gain_inside_noise_keeps_the_incumbent():
+    # The candidate's median is higher, but one of its repeats (101) loses to one of the
+    # incumbent's (104).
+    ok, cmp, why = judge([100, 104], [101, 150], higher=True, seed=0, min_gain=0.0)
+    assert not ok and "does not clear the noise" in why
 
 
 def test_latency_objective_prefers_lower():
-    trials = [_t("1", 0.030, 0), _t("1", 0.031, 1), _t("2", 0.020, 2), _t("2", 0.021, 3)]
-    out = decide(trials, "parallel_slots", "1", Objective.LATENCY)
-    assert out.accepted and out.winner_value == "2"
+    ok, _, _ = judge([0.030, 0.031], [0.020, 0.021], higher=False, seed=0, min_gain=0.0)
+    assert ok
 
 
-def test_failed_trials_are_ignored_in_medians():
-    trials = [_t("1", 100, 0), _t("4", None, 1), _t("4", 130, 2)]
-    out = decide(trials, "parallel_slots", "1", Objective.THROUGHPUT)
-    assert out.medians["4"] == 130 and out.best_value == "4"
-    # One measurement a side is no evidence of a gain: the baseline stays, and says why.
-    assert out.winner_value == "1" and not out.accepted and out.comparison is None
-    assert "at least 2 repeats" in out.kept_baseline_because
+def test_one_measurement_a_side_is_no_evidence():
+    ok, cmp, why = judge([100], [130], higher=True, seed=0, min_gain=0.0)
+    assert not ok and cmp is None and "at least 2" in why
 
 
 def test_decision_is_the_bootstrap_interval_of_the_difference():
-    trials = [_t("1", v, i) for i, v in enumerate((100, 103, 101))] + [
-        _t("4", v, 10 + i) for i, v in enumerate((120, 118, 123))]
-    out = decide(trials, "parallel_slots", "1", Objective.THROUGHPUT, seed=7)
-    c = out.comparison
-    assert out.accepted and c.verdict == "b_better" and c.ci_low > 0
+    ok, c, _ = judge([100, 103, 101], [120, 118, 123], higher=True, seed=7, min_gain=0.0)
+    assert ok and c.verdict == "b_better" and c.ci_low > 0
     assert (c.a_value, c.b_value, c.n_a, c.n_b) == (101, 120, 3, 3) and c.low_sample
-    # A 25 % practical margin is not cleared by a ~19 % gain: the baseline stays.
-    out = decide(trials, "parallel_slots", "1", Objective.THROUGHPUT, seed=7, min_rel_diff=0.25)
-    assert not out.accepted and out.winner_value == "1" and "interval" in out.kept_baseline_because
+    # A 25 % practical margin is not cleared by a ~19 % gain: the incumbent stays.
+    ok, _, why = judge([100, 103, 101], [120, 118, 123], higher=True, seed=7, min_gain=0.25)
+    assert not ok and "interval" in why
 
 
-def test_dimension_values_reach_the_target_concurrency():
-    dim = first_dimension(CFG, fixed_levels(input_tokens=128, output_tokens=64, levels=[1, 4], target=4, requests=4))
+def test_scheduling_values_reach_the_target_concurrency():
+    from infopt.engines import llamacpp
+    dim = llamacpp.ADAPTER.scheduling_dimension(4)
     assert dim.knob == "parallel_slots" and dim.values == [1, 2, 4]
-    dim = first_dimension(CFG, fixed_levels(input_tokens=128, output_tokens=64, levels=[1, 6], target=6, requests=4))
-    assert dim.values == [1, 2, 4, 6]
+    assert llamacpp.ADAPTER.scheduling_dimension(6).values == [1, 2, 4, 6]
 
 
 def test_baseline_and_dimension_for_every_engine():
@@ -69,6 +58,7 @@ def test_baseline_and_dimension_for_every_engine():
     from infopt.specs.hardware import HardwareInventory, HostInfo
     from infopt.specs.model import ModelFormat, ModelProfile
     from infopt.specs.serving import EngineName
+    from infopt.engines import adapter_for
     from infopt.tuning.search import baseline_config, control_config, serving_target
     from tests.fixture_data import MODEL_CONFIGS
 
@@ -86,7 +76,7 @@ def test_baseline_and_dimension_for_every_engine():
         base, control = baseline_config(engine, target), control_config(engine, target)
         assert base.engine is engine and base.host == "127.0.0.1"
         assert control.engine is engine and control.host == "127.0.0.1"
-        dim = first_dimension(base, wl)
+        dim = adapter_for(engine).scheduling_dimension(wl.target_concurrency)
         assert dim.values == [1, 2, 4, 8] and dim.knob in type(base).model_fields
         knobs[engine.value] = dim.knob
     assert knobs == {"vllm": "max_num_seqs", "sglang": "max_running_requests",

@@ -1,6 +1,6 @@
-"""The winner is confirmed on the generative task sets: a value that won on speed but regresses
-beyond noise against the reference's answers is excluded and the decision re-made, down to the
-baseline, which is reported as it is and never excluded. (Engines and answers are stand-ins
+"""The ladder's winner is confirmed on the generative task sets: an incumbent that won on speed
+but regresses beyond noise against the reference's answers is excluded and the incumbent before
+it is tried, down to the baseline, which is reported as it is and never excluded. (Engines and answers are stand-ins
 here; the real run: tests/flows/test_optimize_flow.py.)"""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from infopt.specs.quality import Interval, TaskSetResult
 from infopt.specs.request import OptimizeRequest
 from infopt.specs.results import Trial
 from infopt.specs.serving import LlamaCppConfig, with_knob
-from infopt.tuning.search import decide
+from flows.ladder import Incumbent
 
 CFG = LlamaCppConfig(model_path="/m.gguf", ctx_per_slot_tokens=8192)
 
@@ -39,8 +39,6 @@ def world(monkeypatch):
     """Each value's answers on the sets (right out of 12; the reference gets 12)."""
     right: dict[int, int] = {}
     started: list[int] = []
-    monkeypatch.setattr(winner_mod, "decide_tuning", lambda trials, knob, base, wl, seed:
-                        decide(trials, knob, base, wl.objective, seed=seed))
     monkeypatch.setattr(winner_mod, "start_engine",
                         lambda cfg, log, b: started.append(cfg.parallel_slots) or cfg)
     monkeypatch.setattr(winner_mod, "stop_engine", lambda running: None)
@@ -61,32 +59,40 @@ def _ctx(tmp_path: Path) -> winner_mod.WinnerContext:
         model_digest="d")
 
 
-TRIALS = [_t("1", 100, 0), _t("1", 101, 1), _t("4", 150, 2), _t("4", 152, 3),
-          _t("2", 130, 4), _t("2", 131, 5)]
+def _inc(slots: int, values, chain):
+    trials = [_t(str(slots), v, i) for i, v in enumerate(values)]
+    return Incumbent(chain[-1] if chain else "baseline",
+                     with_knob(CFG, "parallel_slots", slots), trials, chain=list(chain))
 
 
-def test_a_fast_value_that_regresses_is_excluded_and_the_next_best_recommended(world,
+# The ladder accepted 2 slots, then 4: the history of incumbents, the baseline first.
+HISTORY = [_inc(1, (100, 101), []), _inc(2, (130, 131), ["parallel_slots=2"]),
+           _inc(4, (150, 152), ["parallel_slots=2", "parallel_slots=4"])]
+
+
+def test_a_fast_winner_that_regresses_is_excluded_and_the_one_before_recommended(world,
                                                                                 tmp_path):
     right, started = world
     right.update({4: 2, 2: 11, 1: 12})  # 4 slots: 2/12 against 12/12, p = 0.001
-    d = winner_mod.decide_and_confirm(TRIALS, "parallel_slots", "1", _ctx(tmp_path))
-    assert d.outcome.winner_value == "2" and d.winner.value == "2"
+    d = winner_mod.confirm_winner(HISTORY, _ctx(tmp_path))
+    assert d.chosen.label == "parallel_slots=2" and d.winner.value == "2"
     assert started == [4, 2]
     assert d.tasks.passed and len(d.tasks.excluded) == 1
-    assert d.tasks.excluded[0].startswith("parallel_slots=4: arithmetic: 2/12")
+    assert d.tasks.excluded[0].startswith(
+        "baseline + parallel_slots=2 + parallel_slots=4: arithmetic: 2/12")
 
 
 def test_the_baseline_is_reported_as_it_is_never_excluded(world, tmp_path):
     right, started = world
     right.update({4: 1, 2: 1, 1: 1})
-    d = winner_mod.decide_and_confirm(TRIALS, "parallel_slots", "1", _ctx(tmp_path))
-    assert d.winner.value == "1" and started == [4, 2, 1]
-    assert not d.tasks.passed and [e.split(":")[0] for e in d.tasks.excluded] == [
-        "parallel_slots=4", "parallel_slots=2"]
+    d = winner_mod.confirm_winner(HISTORY, _ctx(tmp_path))
+    assert d.chosen.label == "baseline" and started == [4, 2, 1]
+    assert not d.tasks.passed and len(d.tasks.excluded) == 2
 
 
 def test_within_noise_nothing_is_excluded(world, tmp_path):
     right, started = world
     right.update({4: 11, 2: 12, 1: 12})  # one item lost: p = 0.5
-    d = winner_mod.decide_and_confirm(TRIALS, "parallel_slots", "1", _ctx(tmp_path))
+    d = winner_mod.confirm_winner(HISTORY, _ctx(tmp_path))
     assert d.winner.value == "4" and started == [4] and d.tasks.passed
+    assert d.winner.objective_value == 152  # the median trial of two: the upper one

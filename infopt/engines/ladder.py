@@ -1,0 +1,73 @@
+"""What an adapter declares for the tuning ladder: one rule per dimension it can change, each
+deriving candidate values from the incumbent configuration and the facts of this run (device,
+fit, ceilings' inputs, workload), never from a fixed grid. A rule returns its candidates, or a
+sentence saying why this dimension has nothing to try here. Pure: no I/O."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from infopt.specs.ladder import LADDER_ORDER, Dimension, LadderCandidate
+
+
+@dataclass(frozen=True)
+class WeightVariant:
+    """A weight file of the exact model this run may try: made here behind the quantize gate
+    or shipped; `fmt` is its format name (GGUF type), `bits_per_weight` from its format."""
+
+    fmt: str
+    path: str
+    bits_per_weight: float | None
+
+
+@dataclass(frozen=True)
+class LadderFacts:
+    """The run's facts a rule may derive values from."""
+
+    target_concurrency: int
+    usable_cpus: int
+    physical_cores: int | None
+    gpu_count: int
+    mean_prompt_tokens: int
+    mean_output_tokens: int
+    prefix_reuse: bool  # the workload declares shared prompt prefixes
+    # Per decoded token at the workload's mean context: KV bytes read over weight bytes read,
+    # at the 16-bit KV type (the roofline's decode traffic split; None: not computed).
+    kv_read_share: float | None
+    weight_variants: tuple[WeightVariant, ...] = ()
+    weights_note: str | None = None  # why no (more) weight variants exist, when none do
+    current_weights: str | None = None  # the format of the checkpoint the run started from
+    speculative_draft: str | None = None  # a draft model found for the exact model, if any
+
+
+Derive = Callable[[Any, LadderFacts], "list[LadderCandidate] | str"]
+
+
+@dataclass(frozen=True)
+class DimensionRule:
+    dimension: Dimension
+    derive: Derive
+    notes: tuple[str, ...] = field(default_factory=tuple)  # sources of the rule's numbers
+
+
+def candidate(dimension: Dimension, changes: dict[str, Any], why: str,
+              series: str | None = None, label: str | None = None) -> LadderCandidate:
+    """A candidate labelled by its changes ("parallel_slots=4"; several: joined by "_")."""
+    name = label or "_".join(f"{k}={v}" for k, v in changes.items())
+    return LadderCandidate(dimension=dimension, label=name, changes=changes, why=why,
+                           series=series)
+
+
+def powers_below(limit: int, start: int = 2) -> list[int]:
+    out, v = [], start
+    while v < limit:
+        out.append(v)
+        v *= 2
+    return out
+
+
+def ladder_rules(*derives: Derive) -> tuple[DimensionRule, ...]:
+    """One rule per dimension, the derive functions given in the specification's order."""
+    return tuple(DimensionRule(d, f) for d, f in zip(LADDER_ORDER, derives, strict=True))

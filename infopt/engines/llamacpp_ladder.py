@@ -1,0 +1,133 @@
+"""llama.cpp's tuning ladder: which values of each dimension are worth a launch, derived from the
+incumbent and the run's facts. Flags as in infopt.engines.llamacpp (llama-server 0.3.36)."""
+
+from __future__ import annotations
+
+from infopt.engines.ladder import LadderFacts, ladder_rules, candidate, powers_below
+from infopt.specs.ladder import Dimension as D, LadderCandidate
+from infopt.specs.serving import LlamaCppConfig
+
+# Why each GGUF type is worth measuring (llama.cpp's quantize table and kernel paths).
+_WEIGHT_WHY = {
+    "Q4_0": "4-bit, one scale per 32 weights: the cheapest 4-bit dequantization, the fastest "
+            "4-bit decode on x86 here; the most rounding of the 4-bit types",
+    "Q4_K_M": "4-bit k-quant with 6-bit sub-block scales: llama.cpp's usual 4-bit default",
+    "Q5_K_M": "5-bit k-quant: closer to the reference than 4-bit for ~20% more bytes",
+    "Q6_K": "6-bit k-quant: near the reference",
+    "Q8_0": "8-bit: nearly lossless; its int8 dot products make prompt processing "
+            "compute-cheaper on CPUs, where prefill is compute-bound",
+    "Q4_1": "4-bit with a scale and a minimum per 32 weights",
+    "Q3_K_M": "3-bit k-quant: the smallest memory, the most rounding",
+    "Q2_K": "2-bit k-quant: the smallest memory, the most rounding",
+}
+# Quantized V caches need flash attention in llama.cpp (llama-context.cpp refuses
+# "V cache quantization requires flash_attn" otherwise).
+_FA_FOR_QUANTIZED_V = "on"
+
+
+def weights(cfg: LlamaCppConfig, f: LadderFacts) -> list[LadderCandidate] | str:
+    out = []
+    for v in f.weight_variants:
+        if v.path == cfg.model_path:
+            continue
+        bits = f", {v.bits_per_weight} bits per weight (estimate)" if v.bits_per_weight else ""
+        out.append(candidate(D.WEIGHTS, {"model_path": v.path}, label=f"weights={v.fmt}",
+                             why=_WEIGHT_WHY.get(v.fmt, f"GGUF {v.fmt}") + bits))
+    return out or (f.weights_note or "no other weight file of this model is available here")
+
+
+def kv_precision(cfg: LlamaCppConfig, f: LadderFacts) -> list[LadderCandidate] | str:
+    if cfg.cache_type_k != "f16" or cfg.cache_type_v != "f16":
+        return f"the incumbent already runs a {cfg.cache_type_k}/{cfg.cache_type_v} KV cache"
+    share = ("" if f.kv_read_share is None else
+             f"; at this workload's mean context KV reads are ~{f.kv_read_share:.1%} of the "
+             "weight reads per decoded token, which bounds what KV precision can gain")
+    out = [candidate(D.KV_PRECISION, {"cache_type_k": "q8_0", "cache_type_v": "q8_0",
+                                      "flash_attn": _FA_FOR_QUANTIZED_V}, label="kv=q8_0",
+                     why="8-bit K and V halve the cache's bytes against the f16 control "
+                         "(quantized V needs flash attention on)" + share)]
+    if f.kv_read_share is not None and f.kv_read_share >= 0.25:
+        out.append(candidate(D.KV_PRECISION, {"cache_type_k": "q4_0", "cache_type_v": "q4_0",
+                                              "flash_attn": _FA_FOR_QUANTIZED_V},
+                             label="kv=q4_0", why="4-bit K and V: KV reads are a quarter or "
+                             "more of decode traffic here" + share))
+    return out
+
+
+def scheduling(cfg: LlamaCppConfig, f: LadderFacts) -> list[LadderCandidate] | str:
+    slots = cfg.parallel_slots or 1
+    values = [v for v in sorted(set(powers_below(f.target_concurrency)) |
+                                {f.target_concurrency}) if v > slots]
+    out = [candidate(D.SCHEDULING, {"parallel_slots": v}, series="parallel_slots",
+                     why=f"{v} slots: llama.cpp batches decoding only across its --parallel "
+                         f"slots; the target load is {f.target_concurrency} active "
+                         "generations; each slot keeps the full native context")
+           for v in values]
+    threads = cfg.threads or f.usable_cpus
+    if f.physical_cores and f.physical_cores < threads:
+        out.append(candidate(D.SCHEDULING, {"threads": f.physical_cores},
+                             why=f"{f.physical_cores} threads, one per physical core: "
+                                 "hyperthreads share a core's vector units"))
+    elif threads >= 4:
+        out.append(candidate(D.SCHEDULING, {"threads": threads - 1},
+                             why="one core left to the HTTP server and sampling"))
+    return out or (f"the incumbent already has {slots} slots for a target of "
+                   f"{f.target_concurrency}, and {threads} threads on {f.usable_cpus} CPUs")
+
+
+def prefill(cfg: LlamaCppConfig, f: LadderFacts) -> list[LadderCandidate] | str:
+    out = []
+    ub = cfg.ubatch_tokens or 512  # llama.cpp's default physical batch (-ub)
+    # Concurrent prompts share a physical batch; on a CPU a smaller one keeps the activations
+    # in cache. Tried: the batch that holds one mean prompt, if it is below the default.
+    fit_one = max(64, 1 << (max(1, f.mean_prompt_tokens) - 1).bit_length())
+    for v in sorted({fit_one, fit_one * 2} - {ub}):
+        if v < ub:
+            out.append(candidate(D.PREFILL, {"ubatch_tokens": v}, series="ubatch",
+                                 why=f"-ub {v}: a physical batch near the mean prompt "
+                                     f"({f.mean_prompt_tokens} tokens) instead of {ub}"))
+    if cfg.cache_type_v == "f16" and cfg.flash_attn != "off":
+        out.append(candidate(D.PREFILL, {"flash_attn": "off"},
+                             why="flash attention off: 'auto' turns it on; at short contexts "
+                                 "on a CPU the plain path can be as fast"))
+    elif cfg.flash_attn == "off":
+        out.append(candidate(D.PREFILL, {"flash_attn": "on"},
+                             why="flash attention on: fused attention over the KV cache"))
+    return out or "no prefill setting left to try"
+
+
+def compilation(cfg: LlamaCppConfig, f: LadderFacts) -> str:
+    if f.gpu_count == 0:
+        return "llama.cpp has no graph-capture or compilation switch on a CPU"
+    return ("llama.cpp's CUDA build captures CUDA graphs by default; llama-server has no "
+            "switch to compare")
+
+
+def prefix_caching(cfg: LlamaCppConfig, f: LadderFacts) -> str:
+    if not f.prefix_reuse:
+        return ("the workload has no shared prompt prefixes (unique heads): nothing for a "
+                "prefix cache to reuse")
+    return "llama-server keeps each slot's prompt cache by default; this build has no switch"
+
+
+def parallel_layout(cfg: LlamaCppConfig, f: LadderFacts) -> str:
+    if f.gpu_count <= 1:
+        return "one device: no tensor/pipeline/data-parallel layout to compare"
+    return ("llama.cpp splits layers across GPUs by default (--split-mode layer); its split "
+            "modes are not on the ladder yet")
+
+
+def speculative(cfg: LlamaCppConfig, f: LadderFacts) -> list[LadderCandidate] | str:
+    if cfg.spec_type is not None:
+        return f"the incumbent already drafts with {cfg.spec_type}"
+    why = ("n-gram drafting from the tokens in context (--spec-type ngram-simple, no draft "
+           "model): lossless under greedy decoding; pays off when the output repeats the "
+           "prompt or itself, and can lose when the CPU is already saturated by the batch")
+    note = ("" if f.speculative_draft else "; no draft model of the exact model is known here, "
+            "and this build has no host-RAM KV tier (--cache-ram)")
+    return [candidate(D.SPECULATIVE, {"spec_type": "ngram-simple"}, label="spec=ngram-simple",
+                      why=why + note)]
+
+
+RULES = ladder_rules(weights, kv_precision, scheduling, prefill, compilation, prefix_caching,
+                     parallel_layout, speculative)

@@ -1,0 +1,95 @@
+"""The report's tuning ladder: each dimension with its candidates, why each was tried, what became
+of it (with the interval when it was confirmed), the Pareto set over every measured
+configuration, and the configuration closest to its ceiling beside the winner."""
+
+from __future__ import annotations
+
+from infopt.specs.ladder import CandidateResult, LadderOutcome
+from infopt.specs.results import OptimizationReport
+
+
+def _num(v: float | None, fmt: str = ".4g") -> str:
+    return "—" if v is None else format(v, fmt)
+
+
+def _interval(c: CandidateResult) -> str:
+    cmp = c.comparison
+    if cmp is None:
+        return "—"
+    return f"{cmp.diff:+.3g} [{cmp.ci_low:+.3g}, {cmp.ci_high:+.3g}] ({cmp.n_b} vs {cmp.n_a})"
+
+
+def ladder_lines(r: OptimizationReport, unit: str) -> list[str]:
+    lad = r.ladder
+    if lad is None:
+        return []
+    lines = ["## Tuning ladder (one dimension at a time, in the specification's order)", "",
+             f"Rule: {lad.rule}.", "",
+             f"Winner: **{r.winner_label}**; {lad.launches} trials (engine launches) in all"
+             + (f"; stopped early: {lad.stopped}" if lad.stopped else "") + ".", "",
+             f"| dimension | incumbent (median {unit}) | candidate | why tried | result | "
+             f"median {unit} | difference vs incumbent [95% interval] (trials) |",
+             "|---|---|---|---|---|---|---|"]
+    for s in lad.steps:
+        inc = f"{s.incumbent} ({_num(_median(s.incumbent_values))})"
+        if s.skipped:
+            lines.append(f"| {s.dimension.value} | {inc} | — | — | skipped: {s.skipped} | — "
+                         "| — |")
+            continue
+        for c in s.candidates:
+            status = ("**accepted**" if c.status == "accepted" else c.status) + (
+                f": {c.reason}" if c.reason and c.status != "accepted" else "")
+            lines.append(f"| {s.dimension.value} | {inc} | `{c.candidate.label}` | "
+                         f"{c.candidate.why} | {status[:300]} | {_num(c.median)} | "
+                         f"{_interval(c)} |")
+        if s.accepted:
+            lines.append(f"| {s.dimension.value} | | | quality re-check of `{s.accepted}` | "
+                         f"{s.quality_recheck} | | |")
+    return lines + [""] + _pareto_lines(r) + _closest_lines(r)
+
+
+def _median(values: list[float]) -> float | None:
+    if not values:
+        return None
+    v = sorted(values)
+    n = len(v)
+    return v[n // 2] if n % 2 else (v[n // 2 - 1] + v[n // 2]) / 2
+
+
+def _pareto_lines(r: OptimizationReport) -> list[str]:
+    if not r.pareto:
+        return []
+    lines = ["### Pareto set (every measured configuration, at the target level)", "",
+             "Medians over each configuration's trials. Memory: the engine's measured peak "
+             "resident set. Quality: top-1 agreement with the reference (the control is the "
+             "reference).", "",
+             "| configuration | out tok/s | TTFT p50 ms | ITL p50 ms | peak RSS MiB | top-1 | "
+             "on the front |", "|---|---|---|---|---|---|---|"]
+    for p in sorted(r.pareto, key=lambda p: -(p.output_tokens_per_s or 0)):
+        ms = (lambda v: "—" if v is None else f"{v * 1e3:.1f}")
+        lines.append(
+            f"| {p.label} | {_num(p.output_tokens_per_s, '.1f')} | {ms(p.ttft_p50_s)} | "
+            f"{ms(p.itl_p50_s)} | "
+            f"{'—' if p.memory_bytes is None else f'{p.memory_bytes / 2**20:.0f}'} | "
+            f"{'—' if p.top1_agreement is None else f'{p.top1_agreement:.1%}'} | "
+            + ("yes" if p.on_front else f"no (dominated by {p.dominated_by})") + " |")
+    return lines + [""]
+
+
+def _closest_lines(r: OptimizationReport) -> list[str]:
+    if not r.closest_to_ceiling:
+        return []
+    lines = ["### Closest to its ceiling (same level, same envelope)", "",
+             "Measured decode rate over the roofline ceiling (estimate), medians per "
+             "configuration. A higher fraction of a lower ceiling is not faster: the winner is "
+             "chosen on the objective.", "",
+             "| concurrency | envelope | closest | ratio | winner | winner's ratio |",
+             "|---|---|---|---|---|---|"]
+    for c in r.closest_to_ceiling:
+        lines.append(f"| {c.level} | {c.envelope} | {c.label} | {c.ratio:.2f} | "
+                     f"{c.winner_label} | {_num(c.winner_ratio, '.2f')} |")
+    return lines + [""]
+
+
+def accepted_summary(lad: LadderOutcome) -> str:
+    return ", ".join(lad.accepted) or "nothing (the baseline is kept)"

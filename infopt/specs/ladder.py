@@ -1,0 +1,115 @@
+"""The tuning ladder as data: the performance dimensions in the specification's order, the
+candidates each adapter derives for this machine, model and workload (each saying why it is
+tried), what became of each, and the Pareto set over every measured configuration."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Literal
+
+from pydantic import Field
+
+from .base import Spec
+from .comparison import Comparison
+from .serving import KnobValue
+
+
+class Dimension(StrEnum):
+    """Step 5 of the specification's loop, in its order: one dimension changed at a time."""
+
+    WEIGHTS = "weights"  # weight format and the kernel path it selects
+    KV_PRECISION = "kv_precision"
+    SCHEDULING = "scheduling"  # running-request caps, batched tokens, CPU threads
+    PREFILL = "prefill"  # chunked prefill, batch / micro-batch, flash attention
+    COMPILATION = "compilation"  # graph capture / torch.compile vs eager
+    PREFIX_CACHING = "prefix_caching"
+    PARALLEL_LAYOUT = "parallel_layout"  # TP -> PP -> DP -> EP
+    SPECULATIVE = "speculative"  # speculative decoding and KV offload tiers
+    USER = "user"  # the request's own knob and values (`tune`) instead of the ladder
+
+
+LADDER_ORDER: tuple[Dimension, ...] = tuple(d for d in Dimension if d is not Dimension.USER)
+
+
+class LadderCandidate(Spec):
+    """One change to the incumbent: the knobs it sets and why this value is worth a launch."""
+
+    dimension: Dimension
+    # A trial-id fragment: "parallel_slots=4", "weights=Q8_0", "kv=q8_0".
+    label: str = Field(..., pattern=r"^[A-Za-z0-9][A-Za-z0-9._=-]*$")
+    changes: dict[str, KnobValue]
+    why: str
+    # Candidates of one ordered series (slots 2, 4, 8): climbing stops at the first value that
+    # measures no better than the one before it.
+    series: str | None = None
+
+
+CandidateStatus = Literal[
+    "accepted",  # beat the incumbent beyond the noise, every gate passed: carried forward
+    "within noise",  # confirmed with repeats, but the interval did not clear the noise
+    "worse",  # its screening measurement was no better than the incumbent's median
+    "gate",  # rejected by the API contract or the quality gate (the trial says which)
+    "failed",  # the engine did not start or died (diagnosis in the trial)
+    "pruned",  # not run: this machine cannot run it, or it does not fit (why in `reason`)
+    "not run",  # a stop rule or the budget ended the step first
+]
+
+
+class CandidateResult(Spec):
+    candidate: LadderCandidate
+    status: CandidateStatus
+    reason: str
+    trial_ids: list[str] = Field(default_factory=list)
+    values: list[float] = Field(default_factory=list)  # the objective, one per measured trial
+    median: float | None = None
+    comparison: Comparison | None = None  # incumbent (a) vs candidate (b), when confirmed
+
+
+class LadderStep(Spec):
+    dimension: Dimension
+    incumbent: str  # the incumbent's label entering the step ("baseline" or the last change)
+    incumbent_values: list[float] = Field(default_factory=list)
+    candidates: list[CandidateResult] = Field(default_factory=list)
+    skipped: str | None = None  # why the step tried nothing
+    accepted: str | None = None  # the accepted candidate's label, carried into the next step
+    # The quality gate's verdict on the accepted change (every trial is gated; this is the
+    # re-check after an accepted change, named in the report).
+    quality_recheck: str | None = None
+
+
+class LadderOutcome(Spec):
+    objective: str
+    higher_is_better: bool
+    rule: str  # the acceptance rule, in words
+    steps: list[LadderStep]
+    accepted: list[str]  # labels, in the order they were carried forward
+    winner_label: str  # "baseline" or "baseline + a + b"
+    stopped: str | None = None  # a budget or stop rule that ended the ladder early
+    launches: int  # engine starts the ladder made (resumed trials count as made)
+
+
+class ParetoPoint(Spec):
+    """One measured configuration on the axes the specification keeps: throughput, latency,
+    memory and quality, each at the workload's target level."""
+
+    label: str
+    trial_ids: list[str]
+    output_tokens_per_s: float | None  # median over its trials
+    ttft_p50_s: float | None
+    itl_p50_s: float | None
+    memory_bytes: int | None  # the engine's peak resident set (measured), else None
+    top1_agreement: float | None  # the quality gate's token fidelity vs the reference
+    on_front: bool  # no other point is at least as good on every axis and better on one
+    dominated_by: str | None = None
+
+
+class CeilingPick(Spec):
+    """The configuration whose decode rate came closest to its ceiling, at one workload level
+    and one envelope, beside the objective winner's ratio at the same level and envelope."""
+
+    level: int  # concurrency
+    envelope: str
+    label: str
+    ratio: float
+    winner_label: str
+    winner_ratio: float | None

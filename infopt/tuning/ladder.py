@@ -1,0 +1,169 @@
+"""The ladder's decisions, pure so they are unit-tested without engines: which rule each
+dimension uses, the candidates it derives from the incumbent, whether a screening measurement
+earns a confirmation, whether a confirmed candidate beats the incumbent beyond the noise, when
+an ordered series stops climbing, and the Pareto set over everything measured.
+
+The search (flows/ladder.py): each dimension in the specification's order derives candidates
+from the incumbent; each is screened with one trial (every gate applies); the promising ones,
+best first, are confirmed with the request's repeats against the incumbent's, and the first
+accepted carries forward. A change is accepted only when the bootstrap interval of its
+difference from the incumbent clears the noise (and the request's margin)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from infopt.analysis.compare import bootstrap_diff
+from infopt.analysis.stats import median_and_spread
+from infopt.engines.base import EngineAdapter
+from infopt.costmodel.kv import kv_bytes_per_token_per_gpu
+from infopt.engines.ladder import DimensionRule, LadderFacts, WeightVariant, candidate
+from infopt.specs.hardware import HardwareInventory
+from infopt.specs.model import ModelProfile
+from infopt.specs.results import Trial
+from infopt.specs.workload import Workload
+from infopt.specs.comparison import Comparison
+from infopt.specs.ladder import LADDER_ORDER, Dimension, LadderCandidate
+from infopt.specs.serving import with_knob
+
+# Confirmations a step may spend after screening: the best two promising candidates.
+CONFIRMATIONS_PER_STEP = 2
+
+
+def rules_for(adapter: EngineAdapter, dimensions: list[Dimension] | None = None,
+              tune: Any = None) -> dict[Dimension, DimensionRule | None]:
+    """Every dimension in order, with the adapter's rule (None: it declares none; a dimension
+    the request left out: a rule saying so). An adapter without a ladder still gets its
+    running-request cap as the scheduling dimension. `tune` (the request's own knob and
+    values) replaces the ladder with one user step."""
+    if tune is not None:
+        return {Dimension.USER: DimensionRule(Dimension.USER, _user_rule(tune))}
+    declared = {r.dimension: r for r in adapter.ladder}
+    if not declared:
+        declared[Dimension.SCHEDULING] = DimensionRule(Dimension.SCHEDULING,
+                                                       _cap_rule(adapter))
+    asked = set(dimensions or LADDER_ORDER)
+    return {d: declared.get(d) if d in asked else DimensionRule(d, _not_asked)
+            for d in LADDER_ORDER}
+
+
+def _not_asked(cfg: Any, f: LadderFacts) -> str:
+    return "not asked for: the request's `dimensions` leaves it out"
+
+
+def _user_rule(tune: Any):
+    def derive(cfg: Any, f: LadderFacts) -> list[LadderCandidate]:
+        return [candidate(Dimension.USER, {tune.knob: v}, why="chosen by the user")
+                for v in tune.values]
+    return derive
+
+
+def _cap_rule(adapter: EngineAdapter):
+    def derive(cfg: Any, f: LadderFacts) -> list[LadderCandidate] | str:
+        dim = adapter.scheduling_dimension(f.target_concurrency)
+        return [candidate(Dimension.SCHEDULING, {dim.knob: v}, why=dim.why, series=dim.knob)
+                for v in dim.values if getattr(cfg, dim.knob) != v] or "nothing to try"
+    return derive
+
+
+def derive(rule: DimensionRule | None, engine: str, incumbent: Any, facts: LadderFacts
+           ) -> list[LadderCandidate] | str:
+    """The rule's candidates that change the incumbent (and validate as its config), or why
+    the step has none."""
+    if rule is None:
+        return f"no rule for this dimension is declared for {engine}"
+    out = rule.derive(incumbent, facts)
+    if isinstance(out, str):
+        return out
+    kept = [c for c in out if _changes_something(incumbent, c)]
+    return kept or "every derived value is what the incumbent already runs"
+
+
+def _changes_something(config: Any, c: LadderCandidate) -> bool:
+    return any(getattr(config, k) != v for k, v in c.changes.items())
+
+
+def apply(config: Any, c: LadderCandidate) -> Any:
+    for knob, value in c.changes.items():
+        config = with_knob(config, knob, value)
+    return config
+
+
+def better(a: float, b: float, higher: bool) -> bool:
+    """a strictly better than b."""
+    return a > b if higher else a < b
+
+
+def promising(incumbent: list[float], screen: float, higher: bool, min_gain: float) -> bool:
+    """Worth confirming: the one screening value beats the incumbent's worst repeat by the
+    request's margin. Not its median: one run of a better candidate can land low, and a
+    screen compared with the median would drop it on noise; confirmation settles it."""
+    if not incumbent:
+        return True
+    worst = min(incumbent) if higher else max(incumbent)
+    margin = abs(worst) * min_gain
+    return better(screen, worst + (margin if higher else -margin), higher)
+
+
+def series_stops(previous: float | None, screen: float, higher: bool) -> bool:
+    """An ordered series (slots 2, 4, 8) stops climbing at the first value that measures no
+    better than the value before it."""
+    return previous is not None and not better(screen, previous, higher)
+
+
+def judge(incumbent: list[float], cand: list[float], higher: bool, seed: int,
+          min_gain: float) -> tuple[bool, Comparison | None, str]:
+    """(accepted, comparison, why): the bootstrap interval of candidate - incumbent over their
+    repeated trials must lie wholly on the better side, beyond `min_gain` of the incumbent."""
+    if len(incumbent) < 2 or len(cand) < 2:
+        return False, None, (f"{len(incumbent)} incumbent and {len(cand)} candidate "
+                             "measurement(s): at least 2 each are needed to tell a gain from "
+                             "noise (raise repeats)")
+    cmp = bootstrap_diff(incumbent, cand, higher_is_better=higher, seed=seed,
+                         min_rel_diff=min_gain)
+    if cmp.verdict == "b_better":
+        return True, cmp, (f"beats the incumbent: median {cmp.b_value:.4g} vs "
+                           f"{cmp.a_value:.4g}, {cmp.ci:.0%} interval of the difference "
+                           f"[{cmp.ci_low:.4g}, {cmp.ci_high:.4g}]")
+    return False, cmp, (f"the {cmp.ci:.0%} interval of the difference [{cmp.ci_low:.4g}, "
+                        f"{cmp.ci_high:.4g}] does not clear the noise")
+
+
+def median(values: list[float]) -> float | None:
+    return median_and_spread(values)[0]
+
+
+def rule_text(objective: str, higher: bool, min_gain: float, repeats: int) -> str:
+    return (f"one dimension at a time in the specification's order; each candidate screened "
+            f"with one trial, the promising ones (better than the incumbent's worst repeat) "
+            f"confirmed with {repeats} trials; accepted only if the bootstrap interval of its "
+            f"difference from the incumbent excludes zero ({'higher' if higher else 'lower'} "
+            f"{objective} is better" + (f", margin {min_gain:.0%}" if min_gain else "")
+            + ") and every gate passed; the accepted change carries into the next dimension")
+
+
+def ladder_facts(model: ModelProfile, hw: HardwareInventory, workload: Workload,
+                 base: Trial | None, variants: tuple[WeightVariant, ...] = (),
+                 weights_note: str | None = None, current: str | None = None) -> LadderFacts:
+    """The facts the rules derive from: the device, and the workload as the baseline measured
+    it (prompt tokens with the chat template; forced output tokens)."""
+    t = workload.target_concurrency
+    prompt, output = _measured_lengths(workload, base)
+    kv_per_token = kv_bytes_per_token_per_gpu(model.inspection, "f16")
+    # One decode step at the target batch reads the weights once and each sequence's cache.
+    share = (t * (prompt + output / 2) * kv_per_token / model.file_bytes
+             if model.file_bytes else None)
+    return LadderFacts(
+        target_concurrency=t, usable_cpus=hw.host.usable_cpus,
+        physical_cores=hw.host.physical_cores, gpu_count=len(hw.gpus),
+        mean_prompt_tokens=prompt, mean_output_tokens=output,
+        prefix_reuse=workload.traffic.prefix.reuse_ratio > 0, kv_read_share=share,
+        weight_variants=variants, weights_note=weights_note, current_weights=current)
+
+
+def _measured_lengths(workload: Workload, base: Trial | None) -> tuple[int, int]:
+    if base is not None and base.benchmark is not None:
+        s = base.benchmark.scenario(workload.target_scenario)
+        prompt = s.level.prompt_tokens_mean or s.input_tokens_mean or 0
+        return int(prompt), int(s.output_tokens_mean or 0)
+    return 0, 0  # unmeasured: the rules fall back to their defaults

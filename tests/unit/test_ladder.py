@@ -1,0 +1,163 @@
+"""The tuning ladder without engines: the order of the dimensions, the values each adapter
+derives (and why), the stop rules, and the Pareto set."""
+
+from __future__ import annotations
+
+import pytest
+
+from infopt.engines import adapter_for, llamacpp, vllm
+from infopt.engines.base import ServingTarget
+from infopt.engines.ladder import LadderFacts, WeightVariant
+from infopt.specs.ladder import LADDER_ORDER, Dimension, ParetoPoint
+from infopt.specs.request import OptimizeRequest, TuneOverride
+from infopt.specs.serving import EngineName, with_knob
+from infopt.tuning import ladder as lad
+from infopt.tuning.pareto import front
+
+T = ServingTarget(model_path="/m/q4_1.gguf", served_model_name="m", native_context_tokens=8192,
+                  usable_cpus=2)
+BASE = llamacpp.baseline_config(T)
+
+
+def facts(**kw) -> LadderFacts:
+    base = dict(target_concurrency=4, usable_cpus=2, physical_cores=None, gpu_count=0,
+                mean_prompt_tokens=150, mean_output_tokens=64, prefix_reuse=False,
+                kv_read_share=0.18)
+    return LadderFacts(**{**base, **kw})
+
+
+def labels(out) -> list[str]:
+    assert not isinstance(out, str), out
+    return [c.label for c in out]
+
+
+def test_the_dimensions_come_in_the_specifications_order():
+    assert [d.value for d in LADDER_ORDER] == [
+        "weights", "kv_precision", "scheduling", "prefill", "compilation", "prefix_caching",
+        "parallel_layout", "speculative"]
+    for engine in EngineName:
+        assert list(lad.rules_for(adapter_for(engine))) == list(LADDER_ORDER)
+
+
+def test_llamacpp_derives_each_dimension_from_the_incumbent_and_the_facts():
+    rules = lad.rules_for(llamacpp.ADAPTER)
+    f = facts(weight_variants=(WeightVariant("Q8_0", "/v/q8.gguf", 8.5),
+                               WeightVariant("Q4_1", "/m/q4_1.gguf", 4.78)))
+    got = {d: lad.derive(r, "llamacpp", BASE, f) for d, r in rules.items()}
+    # The checkpoint itself is not a candidate of its own weights dimension.
+    assert labels(got[Dimension.WEIGHTS]) == ["weights=Q8_0"]
+    assert "8.5 bits per weight" in got[Dimension.WEIGHTS][0].why
+    kv = got[Dimension.KV_PRECISION]
+    assert labels(kv) == ["kv=q8_0"] and kv[0].changes["flash_attn"] == "on"
+    assert "18.0% of the weight reads" in kv[0].why
+    assert labels(got[Dimension.SCHEDULING]) == ["parallel_slots=2", "parallel_slots=4"]
+    assert all(c.series == "parallel_slots" for c in got[Dimension.SCHEDULING])
+    # -ub near the mean prompt (150 tokens -> 256) and below the default 512.
+    assert labels(got[Dimension.PREFILL]) == ["ubatch_tokens=256", "flash_attn=off"]
+    assert "no graph-capture" in got[Dimension.COMPILATION]
+    assert "no shared prompt prefixes" in got[Dimension.PREFIX_CACHING]
+    assert "one device" in got[Dimension.PARALLEL_LAYOUT]
+    assert labels(got[Dimension.SPECULATIVE]) == ["spec=ngram-simple"]
+
+
+def test_values_follow_the_incumbent_and_the_facts():
+    rules = lad.rules_for(llamacpp.ADAPTER)
+    four = with_knob(BASE, "parallel_slots", 4)
+    assert "already has 4 slots" in lad.derive(rules[Dimension.SCHEDULING], "llamacpp", four,
+                                              facts())
+    assert labels(lad.derive(rules[Dimension.SCHEDULING], "llamacpp", BASE,
+                             facts(target_concurrency=8))) == [
+        "parallel_slots=2", "parallel_slots=4", "parallel_slots=8"]
+    # Hyperthreads: one thread per physical core is worth a launch.
+    ht = lad.derive(rules[Dimension.SCHEDULING], "llamacpp", four,
+                    facts(usable_cpus=2, physical_cores=1))
+    assert labels(ht) == ["threads=1"]
+    # KV reads a large share of decode traffic: 4-bit KV is tried too.
+    assert labels(lad.derive(rules[Dimension.KV_PRECISION], "llamacpp", BASE,
+                             facts(kv_read_share=0.4))) == ["kv=q8_0", "kv=q4_0"]
+    q8 = with_knob(with_knob(BASE, "cache_type_k", "q8_0"), "cache_type_v", "q8_0")
+    assert "already runs a q8_0/q8_0" in lad.derive(rules[Dimension.KV_PRECISION], "llamacpp",
+                                                    q8, facts())
+    # Flash attention off is not tried once V is quantized (it needs flash attention).
+    assert labels(lad.derive(rules[Dimension.PREFILL], "llamacpp",
+                             with_knob(q8, "flash_attn", "on"), facts())) == [
+        "ubatch_tokens=256"]
+    no_w = lad.derive(rules[Dimension.WEIGHTS], "llamacpp", BASE,
+                      facts(weights_note="local quantization was not authorized"))
+    assert no_w == "local quantization was not authorized"
+
+
+def test_vllm_tries_fp8_kv_the_target_cap_batched_tokens_and_eager():
+    rules = lad.rules_for(vllm.ADAPTER)
+    base = vllm.baseline_config(T)
+    got = {d: lad.derive(r, "vllm", base, facts()) for d, r in rules.items()}
+    assert labels(got[Dimension.KV_PRECISION]) == ["kv=fp8"]
+    assert labels(got[Dimension.SCHEDULING]) == ["max_num_seqs=4"]
+    assert labels(got[Dimension.PREFILL]) == ["max_num_batched_tokens=1024"]  # 4 x 150
+    assert labels(got[Dimension.COMPILATION]) == ["eager"]
+    assert "only this checkpoint" in got[Dimension.WEIGHTS]
+    eager = with_knob(base, "enforce_eager", True)
+    assert labels(lad.derive(rules[Dimension.COMPILATION], "vllm", eager, facts())) == [
+        "compiled"]
+    assert labels(lad.derive(rules[Dimension.PARALLEL_LAYOUT], "vllm", base,
+                             facts(gpu_count=4))) == ["tensor_parallel_size=2",
+                                                      "tensor_parallel_size=4"]
+    assert labels(lad.derive(rules[Dimension.PREFIX_CACHING], "vllm", base,
+                             facts(prefix_reuse=True))) == ["enable_prefix_caching=False"]
+
+
+def test_an_engine_without_a_ladder_still_tunes_its_running_request_cap():
+    rules = lad.rules_for(adapter_for(EngineName.SGLANG))
+    assert [d for d, r in rules.items() if r is not None] == [Dimension.SCHEDULING]
+    assert "no rule for this dimension" in lad.derive(rules[Dimension.WEIGHTS], "sglang",
+                                                      None, facts())
+
+
+def test_the_request_can_narrow_the_ladder_or_replace_it():
+    rules = lad.rules_for(llamacpp.ADAPTER, [Dimension.SCHEDULING])
+    assert "not asked for" in lad.derive(rules[Dimension.WEIGHTS], "llamacpp", BASE, facts())
+    assert labels(lad.derive(rules[Dimension.SCHEDULING], "llamacpp", BASE, facts()))
+    tune = TuneOverride(knob="parallel_slots", values=[1, 3])
+    user = lad.rules_for(llamacpp.ADAPTER, tune=tune)
+    assert list(user) == [Dimension.USER]
+    # The incumbent's own value changes nothing: only 3 is a candidate.
+    assert labels(lad.derive(user[Dimension.USER], "llamacpp", BASE, facts())) == [
+        "parallel_slots=3"]
+    req = OptimizeRequest(dimensions=["prefill", "weights"])
+    assert req.dimensions == [Dimension.PREFILL, Dimension.WEIGHTS]
+
+
+def test_screening_compares_with_the_incumbents_worst_repeat():
+    assert lad.promising([40, 44, 42], 41, higher=True, min_gain=0.0)  # above the worst, 40
+    assert not lad.promising([40, 44, 42], 39.5, higher=True, min_gain=0.0)
+    assert not lad.promising([40, 44, 42], 41, higher=True, min_gain=0.05)  # needs > 42
+    assert lad.promising([0.03, 0.031], 0.0305, higher=False, min_gain=0.0)  # latency: lower
+
+
+def test_an_ordered_series_stops_at_the_first_value_no_better_than_the_last():
+    assert not lad.series_stops(None, 40, True)
+    assert not lad.series_stops(40, 45, True)
+    assert lad.series_stops(45, 44, True) and lad.series_stops(45, 45, True)
+    assert lad.series_stops(0.02, 0.03, False)
+
+
+def _p(label, tps, itl, mem, q):
+    return ParetoPoint(label=label, trial_ids=[], output_tokens_per_s=tps, ttft_p50_s=0.1,
+                       itl_p50_s=itl, memory_bytes=mem, top1_agreement=q, on_front=True)
+
+
+def test_the_pareto_front_keeps_every_tradeoff_and_names_who_dominates():
+    pts = front([_p("fast", 50, 0.08, 300, 0.97), _p("lean", 40, 0.07, 200, 0.99),
+                 _p("worse", 39, 0.09, 310, 0.96), _p("unscored", 60, 0.05, 100, None)])
+    on = {p.label: (p.on_front, p.dominated_by) for p in pts}
+    assert on["fast"] == (True, None) and on["lean"] == (True, None)
+    assert on["worse"] == (False, "fast")
+    # Unknown quality cannot be shown at least as good: it dominates nothing, nor is it.
+    assert on["unscored"] == (True, None)
+
+
+@pytest.mark.parametrize("higher", [True, False])
+def test_judging_never_accepts_a_change_that_is_worse(higher):
+    worse = [90, 91, 92] if higher else [110, 111, 112]
+    ok, cmp, _ = lad.judge([100, 101, 102], worse, higher=higher, seed=0, min_gain=0.0)
+    assert not ok and cmp.verdict == "a_better"
