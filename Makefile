@@ -40,7 +40,7 @@ browser: $(STAMP)
 	@$(PIP_ENV) $(PY) -m infopt.bootstrap browser
 
 test: engines lm-eval browser
-	@$(PY) -m pytest -q -ra --durations=10
+	@$(PY) -m pytest -q -ra --durations=25
 
 # Benchmarks of infopt itself (speed goals are checked here, not by timed unit tests).
 # Results go to $INFOPT_BENCH_OUT (default /tmp/infopt-bench), never into the checkout.

@@ -120,6 +120,12 @@ def optimize(
                                                   "list of download, quantize, expose "
                                                   "(recorded as such in the report); the "
                                                   "others wait at their gates")] = None,
+    dimensions: Annotated[str | None, typer.Option(help="the tuning ladder's dimensions to "
+                                                   "climb, a comma list of weights, "
+                                                   "kv_precision, scheduling, prefill, "
+                                                   "compilation, prefix_caching, "
+                                                   "parallel_layout, speculative (default: "
+                                                   "all, in that order)")] = None,
 ) -> None:
     """Run the optimize flow (default: this host, the bundled model, a chat workload)."""
     _prefect_env(prefect_home)
@@ -148,6 +154,8 @@ def optimize(
                 ("scenario_requests", scenario_requests),
                 ("authorize", None if authorize is None else
                  [x.strip() for x in authorize.split(",") if x.strip()]),
+                ("dimensions", None if dimensions is None else
+                 [x.strip() for x in dimensions.split(",") if x.strip()]),
                 ("scenarios", None if scenarios is None else
                  [] if scenarios.strip() in ("", "none") else
                  [x.strip() for x in scenarios.split(",")])):

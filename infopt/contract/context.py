@@ -9,11 +9,11 @@ says it.
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Callable
 from functools import cached_property
 from typing import Any
 
-import anthropic
 import httpx
 import openai
 
@@ -40,8 +40,10 @@ class ProbeContext:
         self.timeout_s = timeout_s
 
     @cached_property
-    def anthropic(self) -> anthropic.Anthropic:
+    def anthropic(self):  # -> anthropic.Anthropic
         # The SDK appends /v1/messages to the base URL; it sends the key as x-api-key.
+        import anthropic  # 2.6 s to import: only the Messages probes need it
+
         return anthropic.Anthropic(base_url=self.base, api_key=self.api_key or "unused",
                                    max_retries=0, timeout=self.timeout_s,
                                    default_headers=self._close())
@@ -67,23 +69,28 @@ class ProbeContext:
 _REFUSED = {400, 404, 405, 422, 501}
 
 
+def _sdk_errors(name: str) -> tuple[type, ...]:
+    """openai's exception class `name`, and anthropic's once its SDK is loaded: it is imported
+    only by the probes that use it, so none of its errors can be raised before."""
+    sdks = [openai] + ([sys.modules["anthropic"]] if "anthropic" in sys.modules else [])
+    return tuple(getattr(m, name) for m in sdks)
+
+
 def run_probe(probe: Probe, c: ProbeContext) -> ProbeResult:
     try:
         return probe(c)
-    except (openai.APIStatusError, anthropic.APIStatusError) as exc:
+    except _sdk_errors("APIStatusError") as exc:
         status = CheckStatus.UNSUPPORTED if exc.status_code in _REFUSED else CheckStatus.FAIL
         return status, f"HTTP {exc.status_code}: {str(exc)[:200]}", {"error": str(exc)[:500]}
-    except (openai.APITimeoutError, anthropic.APITimeoutError, httpx.TimeoutException):
+    except (*_sdk_errors("APITimeoutError"), httpx.TimeoutException):
         # Reachable (the endpoint answered /v1/models first), but not within the probe's time.
         return CheckStatus.FAIL, f"no answer within {c.timeout_s:.0f} s", {}
-    except (openai.APIConnectionError, anthropic.APIConnectionError,
-            httpx.TransportError) as exc:
+    except (*_sdk_errors("APIConnectionError"), httpx.TransportError) as exc:
         raise InputError(f"cannot reach {c.endpoint.base_url} ({exc}); give the base URL of a "
                          "running OpenAI-compatible server, e.g. http://127.0.0.1:8000") from None
     # The SDKs' response models are lenient (a missing field reads as None), so a response
     # without a documented field surfaces here, as the probe reads it.
-    except (json.JSONDecodeError, openai.APIResponseValidationError,
-            anthropic.APIResponseValidationError, TypeError, AttributeError, IndexError,
-            KeyError) as exc:  # answered, but not in the shape
+    except (json.JSONDecodeError, *_sdk_errors("APIResponseValidationError"), TypeError,
+            AttributeError, IndexError, KeyError) as exc:  # answered, but not in the shape
         return (CheckStatus.FAIL, f"the response is not in the documented shape "
                 f"({type(exc).__name__}: {exc})"[:240], {})

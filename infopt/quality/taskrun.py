@@ -11,7 +11,6 @@ signal; the sets still run, report their noise, and decide for a real model with
 from __future__ import annotations
 
 import openai
-from scipy.stats import binomtest
 
 from infopt.contract.context import ProbeContext
 from infopt.specs.base import InputError
@@ -22,6 +21,8 @@ from .tasksets import TaskItem
 
 
 def _interval(k: int, n: int) -> Interval:
+    from scipy.stats import binomtest  # 1.7 s to import: not on a bad-input path
+
     ci = binomtest(k, n).proportion_ci(0.95, method="wilson")
     return Interval(low=float(ci.low), high=float(ci.high))
 
@@ -56,6 +57,8 @@ def mcnemar_worse_p(reference: list[bool], candidate: list[bool]) -> float:
     gained = sum(c and not r for r, c in zip(reference, candidate, strict=True))
     if lost + gained == 0:
         return 1.0
+    from scipy.stats import binomtest
+
     return float(binomtest(lost, lost + gained, 0.5, alternative="greater").pvalue)
 
 

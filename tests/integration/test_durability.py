@@ -33,9 +33,10 @@ github_search: false
 """
 
 
-def _env(tmp_path: Path) -> dict[str, str]:
-    return {**os.environ, "PREFECT_HOME": str(tmp_path / "prefect"),
-            "PREFECT_SERVER_ANALYTICS_ENABLED": "false", "PREFECT_LOGGING_LEVEL": "WARNING"}
+def _env(prefect_server: dict[str, str]) -> dict[str, str]:
+    """The session's real Prefect server (tests/integration/conftest.py): each optimizer
+    process would otherwise start an ephemeral one of its own (~20 s each)."""
+    return {**prefect_server, "PREFECT_LOGGING_LEVEL": "WARNING"}
 
 
 def _target(tmp_path: Path, out: int = 8, requests: int = 2, repeats: int = 2) -> Path:
@@ -76,9 +77,12 @@ def _alive(pid: int) -> bool:
     return registry.process_start_ticks(pid) is not None
 
 
-def test_sigkilled_optimizer_resumes_without_rerunning_completed_trials(llama_server, tmp_path):
-    runs, env = tmp_path / "runs", _env(tmp_path)
-    proc = subprocess.Popen([INFOPT, "optimize", "--target", str(_target(tmp_path)),
+def test_sigkilled_optimizer_resumes_without_rerunning_completed_trials(llama_server,
+                                                                        prefect_server,
+                                                                        tmp_path):
+    runs, env = tmp_path / "runs", _env(prefect_server)
+    proc = subprocess.Popen([INFOPT, "optimize", "--target",
+                             str(_target(tmp_path, repeats=1)),
                              "--runs-dir", str(runs)], env=env, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL, start_new_session=True)
     try:
@@ -87,9 +91,8 @@ def test_sigkilled_optimizer_resumes_without_rerunning_completed_trials(llama_se
         # and the next one's engine recorded as started: kill the optimizer mid-run.
         _wait(lambda: len(list(run_dir.glob("trials/*/trial.json"))) >= 1
               and _engines_of(proc.pid), 400, "a completed trial and a second engine start")
-        # The optimizer's whole process group, as a killed terminal session would go: its
-        # ephemeral Prefect server with it (else it outlives the test), but not the engine,
-        # which runs in a group of its own.
+        # The optimizer's whole process group, as a killed terminal session would go, but
+        # not the engine, which runs in a group of its own.
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait(timeout=30)
     finally:
@@ -107,7 +110,7 @@ def test_sigkilled_optimizer_resumes_without_rerunning_completed_trials(llama_se
     assert not any(_alive(pid) for pid in orphans)
     report = json.loads((run_dir / "report.json").read_text())
     trials = report["trials"]
-    assert len(trials) == 4  # control and baseline, two rounds
+    assert [t["role"] for t in trials] == ["control", "baseline"]
     for key, text in done.items():  # completed before the kill: reused untouched
         assert (run_dir / "trials" / key / "trial.json").read_text() == text
     # Launched after resuming: exactly the trials that had no trial.json when it was killed.
@@ -116,8 +119,9 @@ def test_sigkilled_optimizer_resumes_without_rerunning_completed_trials(llama_se
 
 
 def test_engine_killed_mid_trial_is_a_failed_trial_and_the_report_is_written(llama_server,
+                                                                              prefect_server,
                                                                               tmp_path):
-    runs, env = tmp_path / "runs", _env(tmp_path)
+    runs, env = tmp_path / "runs", _env(prefect_server)
     # Long enough requests that the first trial is still measuring when its engine is killed.
     proc = subprocess.Popen([INFOPT, "optimize", "--target",
                              str(_target(tmp_path, out=128, requests=4, repeats=1)),

@@ -81,6 +81,11 @@ def _wl(extra: str, requests: str = "measured_requests: 4") -> str:
     ("- a\n- b", r"expected a mapping of request fields"),
     ("objective: [x", r"invalid YAML at line 1"),
     ("budgets: {max_trials: 0}", r"budgets.max_trials: .*greater than or equal to 1"),
+    ("dimensions: [weights, kv]", r"dimensions\[1\]: 'kv' is not allowed; allowed: weights, "
+                                  r"kv_precision, scheduling"),
+    ("dimensions: []", r"dimensions: .*at least 1 item"),
+    ("base_overrides: {host: 0.0.0.0}", r"base_overrides: `host` is not a tuning knob"),
+    ("budgets: {min_gain: 2}", r"budgets.min_gain: .*less than or equal to 1"),
 ])
 def test_bad_files_say_what_to_change(tmp_path, text, message):
     with pytest.raises(InputError, match=message):
