@@ -241,8 +241,9 @@ def _confirm(run: LadderRun, inc: Incumbent, dim: Dimension,
                                  trial_ids=[first.trial_id], values=values)
         step.candidates.append(result)
         if not lad.promising(inc.values, values[0], run.higher, r.budgets.min_gain):
+            worst = min(inc.values) if run.higher else max(inc.values)
             result.reason = (f"screened {values[0]:.4g}: no better than the incumbent's worst "
-                             f"repeat ({min(inc.values, default=0) if run.higher else max(inc.values, default=0):.4g})")
+                             f"repeat ({worst:.4g})")
             continue
         if confirmations >= lad.CONFIRMATIONS_PER_STEP or not run.budget_left():
             result.status, result.reason = "not run", (

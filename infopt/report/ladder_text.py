@@ -4,7 +4,9 @@ configuration, and the configuration closest to its ceiling beside the winner.""
 
 from __future__ import annotations
 
-from infopt.specs.ladder import CandidateResult, LadderOutcome
+import statistics
+
+from infopt.specs.ladder import CandidateResult
 from infopt.specs.results import OptimizationReport
 
 
@@ -31,7 +33,7 @@ def ladder_lines(r: OptimizationReport, unit: str) -> list[str]:
              f"median {unit} | difference vs incumbent [95% interval] (trials) |",
              "|---|---|---|---|---|---|---|"]
     for s in lad.steps:
-        inc = f"{s.incumbent} ({_num(_median(s.incumbent_values))})"
+        inc = f"{s.incumbent} ({_num(statistics.median(s.incumbent_values) if s.incumbent_values else None)})"
         if s.skipped:
             lines.append(f"| {s.dimension.value} | {inc} | — | — | skipped: {s.skipped} | — "
                          "| — |")
@@ -46,14 +48,6 @@ def ladder_lines(r: OptimizationReport, unit: str) -> list[str]:
             lines.append(f"| {s.dimension.value} | | | quality re-check of `{s.accepted}` | "
                          f"{s.quality_recheck} | | |")
     return lines + [""] + _pareto_lines(r) + _closest_lines(r)
-
-
-def _median(values: list[float]) -> float | None:
-    if not values:
-        return None
-    v = sorted(values)
-    n = len(v)
-    return v[n // 2] if n % 2 else (v[n // 2 - 1] + v[n // 2]) / 2
 
 
 def _pareto_lines(r: OptimizationReport) -> list[str]:
@@ -90,6 +84,3 @@ def _closest_lines(r: OptimizationReport) -> list[str]:
                      f"{c.winner_label} | {_num(c.winner_ratio, '.2f')} |")
     return lines + [""]
 
-
-def accepted_summary(lad: LadderOutcome) -> str:
-    return ", ".join(lad.accepted) or "nothing (the baseline is kept)"

@@ -30,16 +30,20 @@ def test_a_short_ladder_on_vllm(prefect_api, monkeypatch, tmp_path):
     hf = default_paths().hf_model
     if not (hf / "config.json").is_file():
         pytest.fail("converted bf16 model missing: run `make engines`")
+    # Eager, and a 1 GiB KV space: without VLLM_CPU_KVCACHE_SPACE vLLM 0.32 CPU claims 92% of
+    # the NUMA node's memory and refuses to start beside the session's other vLLM server
+    # ("Available memory on node 0 (9.33/11.46 GiB) on startup is less than desired").
     defaults = opt.control_config
-    monkeypatch.setattr(opt, "control_config", lambda engine, target: with_knob(
-        defaults(engine, target), "enforce_eager", True))
+    monkeypatch.setattr(opt, "control_config", lambda engine, target: with_knob(with_knob(
+        defaults(engine, target), "enforce_eager", True), "cpu_kvcache_space_gib", 1))
     wl = fixed_levels(input_tokens=32, output_tokens=8, levels=[2], target=2, requests=2,
                       cooldown_s=0.5)
     request = OptimizeRequest(
         model=ModelTarget(path=str(hf)), engines=["vllm"], workload=wl.traffic,
         objective=wl.objective, budgets=Budgets(repeats=1), scenarios=[],
         quality_task_items=0, dimensions=["kv_precision", "scheduling"],
-        base_overrides={"enforce_eager": True}, github_search=False)
+        base_overrides={"enforce_eager": True, "cpu_kvcache_space_gib": 1},
+        github_search=False)
     report = opt.optimize(request=request, runs_dir=str(tmp_path))
 
     assert report.engine == "vllm" and report.engine_version.startswith("0.32")
