@@ -157,16 +157,15 @@ def climb(run: LadderRun, inc: Incumbent, facts: LadderFacts,
 def _prune(run: LadderRun, inc: Incumbent, cands: list[LadderCandidate]
            ) -> tuple[list[LadderCandidate], list[CandidateResult]]:
     """Candidates this machine can run and fit at the full context, and the others, pruned."""
-    configs = {c.label: lad.apply(inc.config, c) for c in cands}
-    runnable, refused = runnable_candidates(configs, run.ctx.hw.engine_cpu_isa)
     kept, pruned = [], []
     for c in cands:
-        why = next((r for r in refused if r.split(":")[0] in _knob_values(c)), None)
-        if c.label not in runnable:
+        config = lad.apply(inc.config, c)
+        runnable, refused = runnable_candidates({c.label: config}, run.ctx.hw.engine_cpu_isa)
+        if not runnable:
             pruned.append(CandidateResult(candidate=c, status="pruned",
-                                          reason=why or "not runnable on this machine"))
+                                          reason="; ".join(refused)))
             continue
-        fit = run.fit(configs[c.label])
+        fit = run.fit(config)
         if not fit.fits:
             pruned.append(CandidateResult(
                 candidate=c, status="pruned", reason=(
@@ -176,10 +175,6 @@ def _prune(run: LadderRun, inc: Incumbent, cands: list[LadderCandidate]
         kept.append(c)
     run.pruned += [f"{p.candidate.label}: {p.reason}" for p in pruned]
     return kept, pruned
-
-
-def _knob_values(c: LadderCandidate) -> set[str]:
-    return {f"{k}={v}" for k, v in c.changes.items()}
 
 
 def _status(trial: Trial) -> str:
