@@ -66,6 +66,7 @@ class LadderRun:
     trials: list[Trial] = field(default_factory=list)
     stopped: str | None = None
     pruned: list[str] = field(default_factory=list)  # "label: why", for the report
+    id_prefix: str = ""  # a comparator engine's trials: "vllm-t00-control-r1"
 
     @property
     def higher(self) -> bool:
@@ -86,7 +87,8 @@ class LadderRun:
              repeat: int, *, with_contract: bool = False,
              approvals: list[GateAnswer] | None = None) -> TrialSpec:
         name = "control" if role is TrialRole.CONTROL else label
-        return TrialSpec(trial_id=f"t{len(self.trials):02d}-{name}-r{repeat}", role=role,
+        return TrialSpec(trial_id=f"{self.id_prefix}t{len(self.trials):02d}-{name}-r{repeat}",
+                         role=role,
                          config=config, changes=changes_from(self.control, config),
                          dimension=dimension, value=label, repeat=repeat,
                          seed=self.request.seed, with_contract=with_contract,

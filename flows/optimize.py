@@ -1,7 +1,9 @@
-"""The `optimize` flow, one `OptimizeRequest` in, a report out: establish the target -> the
-control (the engine's defaults) and the baseline, with repeats -> the tuning ladder, one
-dimension at a time (flows/ladder.py; every trial persisted, a resumed run skips completed ones)
--> confirm the winner on the task sets and measure it on the standard scenarios -> report.
+"""The `optimize` flow, one `OptimizeRequest` in, a report out: establish the target -> per
+engine (the routed one, and its comparator when the model is here in a format another allowed
+engine serves: flows/engine_tuning.py) the control (the engine's defaults) and the baseline
+with repeats, then the tuning ladder one dimension at a time (flows/ladder.py; every trial
+persisted, a resumed run skips completed ones) -> the better engine's winner, confirmed on the
+task sets and measured on the standard scenarios -> report.
 
 Engines are started and stopped only inside tasks (run-trial, the scenario step), and every
 engine still running when the flow fails, crashes or is cancelled is stopped by the hooks; one
@@ -15,52 +17,40 @@ from pathlib import Path
 
 from prefect import flow, get_run_logger
 
+from flows.download import download_model
+from flows.engine_tuning import (
+    EngineTuning,
+    check_overrides,
+    fit_of,
+    tokenizer_path,
+    tune_engine,
+)
+from flows.expose import expose_winner
+from flows.ladder import control_values
+from flows.winner import WinnerContext, confirm_winner
 from infopt.bootstrap import default_paths
-from infopt.engines import adapter_for, process, registry
+from infopt.contract.remedies import contract_gaps
+from infopt.contract.verify import PROBES as CONTRACT_PROBES
+from infopt.engines import adapter_for, process, registry, serves
 from infopt.engines.render import render_deployment
-from infopt.engines.routing import route, select_available
-from infopt.model.digest import model_digest
-from infopt.report.rundir import new_run_id, runs_root, trial_dir
-from infopt.specs.base import EngineStartError, InfoptError
+from infopt.engines.routing import comparator_for, route, select_available
+from infopt.report.rundir import new_run_id, runs_root
+from infopt.specs.base import InfoptError
+from infopt.specs.contract import ContractOutcome
+from infopt.specs.ladder import EngineResult
+from infopt.specs.model import ModelProfile
 from infopt.specs.request import OptimizeRequest
 from infopt.specs.results import OptimizationReport, Trial
 from infopt.specs.scenarios import ScenarioName
-from infopt.engines.ladder import WeightVariant
-from infopt.specs.serving import with_knob
-from infopt.specs.trial import trial_key
-from infopt.tuning.ladder import ladder_facts
+from infopt.tuning.ladder import engine_choice, median as lad_median
 from infopt.tuning.pareto import closest_to_ceiling, points as pareto_points
-from infopt.tuning.search import (
-    baseline_config,
-    control_config,
-    control_gain,
-    control_recommendation,
-    serving_target,
-)
-from infopt.tuning.weights import BITS_PER_WEIGHT
-from infopt.contract.remedies import contract_gaps, remedy_for_required
-from infopt.contract.verify import PROBES as CONTRACT_PROBES, required_for
-from infopt.specs.contract import ContractOutcome, ContractRemedy
-from flows.download import download_model
-from flows.expose import expose_winner
-from flows.ladder import LadderRun, climb, control_values, measure_start, weight_approvals
-from flows.weights import current_type, weight_variants
-from flows.winner import WinnerContext, confirm_winner
-from tasks.plan import fit_candidates
-from tasks.quality import quality_key, quality_reference
+from infopt.tuning.search import control_gain, control_recommendation, higher_is_better
 from tasks.report import write_report_task
 from tasks.target import inventory_host, profile_model_task, shortlist_task
-from tasks.trial import TrialContext
 
 
 def _stop_engines_hook(flow, flow_run, state) -> None:
     process.stop_all()
-
-
-def _tokenizer_path(model) -> str | None:
-    """The checkpoint's tokenizer.json, for exact prompts on engines without a tokenize route."""
-    p = Path(model.path)
-    return str(p / "tokenizer.json") if (p / "tokenizer.json").is_file() else None
 
 
 def _check_scenarios(names: list[str]) -> None:
@@ -70,58 +60,20 @@ def _check_scenarios(names: list[str]) -> None:
         raise InfoptError(f"unknown scenario(s) {unknown}; choose from {sorted(known)}")
 
 
-def _stop_on_broken_baseline(trial: Trial, run_dir: Path, gaps=()) -> None:
-    """Nothing to tune without a baseline that starts, keeps the API contract and passes the
-    quality gate."""
-    if broken := [g for g in gaps if g.required]:
-        raise InfoptError("the baseline failed its API contract: " + "; ".join(
-            f"{g.feature} ({g.status.value}): {g.detail}"
-            + (f" [would need: {g.remedy.change}]" if g.remedy else " [no known remedy]")
-            for g in broken) + (". Applied first: " + "; ".join(c.knob + "=" + str(c.value)
-                                for c in trial.changes) if trial.changes else "")
-            + ". Evidence: " + str(trial_dir(run_dir, trial.key) / "contract"))
-    if trial.quality is not None and not trial.quality.passed:
-        raise InfoptError(f"the baseline failed the quality gate: {trial.quality.summary}. "
-                          f"Evidence: {run_dir / 'quality'}; loosen quality_tolerance only if "
-                          "the floor shows the reference itself is this noisy")
-    if trial.benchmark is None:
-        d = trial.diagnosis
-        out = trial_dir(run_dir, trial.key) / "diagnosis.json"
-        if d is not None:
-            out.write_text(d.model_dump_json(indent=2))
-        links = "; ".join(m.url for m in (d.matches if d else [])[:3])
-        raise EngineStartError(
-            f"the baseline configuration failed ({trial.failed}). Upstream: "
-            f"{links or 'no match'}. Diagnosis: {out}; engine log: "
-            f"{trial_dir(run_dir, trial.key) / 'engine.log'}")
-
-
-class _RemedyNeeded(Exception):
-    """The baseline lacks required API features that one known knob change provides."""
-
-    def __init__(self, remedy: ContractRemedy, gaps) -> None:
-        super().__init__(remedy.change)
-        self.remedy, self.gaps = remedy, gaps
-
-
-def _remedy_or_stop(trial: Trial, run_dir: Path, allow_remedy: bool) -> None:
-    gaps = contract_gaps(trial.contract, adapter_for(trial.config.engine).contract_remedies)
-    remedy = remedy_for_required(gaps)
-    if allow_remedy and remedy is not None:
-        raise _RemedyNeeded(remedy, gaps)
-    _stop_on_broken_baseline(trial, run_dir, gaps)
-
-
-def _with_changes(config, knob_changes: dict):
-    for knob, value in knob_changes.items():
-        config = with_knob(config, knob, value)
-    return config
-
-
 def _control_command(trials: list[Trial], adapter, control) -> str:
     """The command the control trial ran; rendered on a placeholder port if none started."""
     ran = next((t.engine.command for t in trials if t.role == "control" and t.engine), None)
     return ran or adapter.build_launch(control, adapter.locate(), 8000).command
+
+
+def _other_formats(request: OptimizeRequest, model: ModelProfile) -> list[ModelProfile]:
+    """The model's other local formats: the request's, or with no path the bundled HF copy."""
+    paths = list(request.model.other_formats)
+    if not paths and request.model.path is None and not request.model.download:
+        hf = default_paths().hf_model
+        paths = [str(hf)] if (hf / "config.json").is_file() else []
+    out = [profile_model_task(p) for p in paths]
+    return [p for p in out if p.format is not model.format]
 
 
 @flow(name="optimize", on_failure=[_stop_engines_hook], on_crashed=[_stop_engines_hook],
@@ -153,132 +105,119 @@ def optimize(request: OptimizeRequest | None = None, run_id: str | None = None,
                  if request.model.hub_id else None)
     routes = route(hw, model, workload.target_concurrency)
     chosen, skipped = select_available(routes, request.engines,
-                                       lambda n: adapter_for(n).locate())
-    adapter = adapter_for(chosen)
+                                       lambda n: adapter_for(n).locate(),
+                                       lambda n: serves(n, model.format))
 
-    # The control (the engine's defaults) and the baseline (the simplest correct config).
-    # Clients address the model by its file/directory name, e.g. "smollm2-135m-instruct.q4_1".
-    served_name = Path(model.path).name.removesuffix(".gguf").lower()
-    target = serving_target(model, hw, served_name=served_name, port=request.port)
-    control, baseline = control_config(chosen, target), baseline_config(chosen, target)
-    overrides = {**request.base_overrides,
-                 **(request.tune.base_overrides if request.tune else {})}
-    for knob, v in overrides.items():
-        baseline = with_knob(baseline, knob, v)
-    version = adapter.detect_version(adapter.locate())
-    digest = model_digest(model.path)
-    # The quality reference: the run's highest precision, the control (the checkpoint's own
-    # weights, the engine's default 16-bit KV); started once, with a restart for the floor.
-    ref_key = quality_key(control, version, digest)
-    reference, quality_note = quality_reference(control, str(run_dir / "quality"),
-                                                model.file_bytes, ref_key)
-    gate = f"{ref_key}:{request.quality_tolerance}" if reference else ""
-    ctx = TrialContext(run_dir=str(run_dir), model=model, hw=hw, workload=workload,
-                       contract_required=required_for(
-                           [str(r) for r in request.api.routes], request.api.features),
-                       tokenizer_path=_tokenizer_path(model),
-                       github_search=request.github_search, github_url=request.github_url,
-                       contract_every_trial=True, quality_reference=reference,
-                       quality_tolerance=request.quality_tolerance, engine_version=version,
-                       model_digest=digest)
-
-    # Weight variants to make here: their quantize gates are asked now, before any trial, so
-    # a person answers at the start; they are the ladder's weights dimension.
-    variants, answers, weight_notes = weight_variants(request, model, chosen.value, version,
-                                                      digest)
-    quantize_answers = list(answers.values())
-
-    # The control and the baseline, with repeats: each trial persisted under its key. A
-    # baseline lacking required API features that one known change provides is re-planned
-    # once with that change (the control's trials are reused by key).
-    run = LadderRun(request=request, ctx=ctx, control=control, t_start=t_start,
-                    key=lambda s: trial_key(s, workload, version, digest, gate),
-                    fit=lambda c: _fit(model, hw, c, workload.target_concurrency))
-    applied, first_gaps, superseded = None, [], []
-    try:
-        incumbent = measure_start(run, baseline, lambda t: _remedy_or_stop(t, run_dir, True))
-    except _RemedyNeeded as need:
-        logger.warning("the baseline lacks required API features; candidate change: %s",
-                       need.remedy.change)
-        applied, first_gaps = need.remedy, need.gaps
-        superseded, run.trials = run.trials, []
-        baseline = _with_changes(baseline, need.remedy.knob_changes)
-        incumbent = measure_start(run, baseline,
-                                  lambda t: _remedy_or_stop(t, run_dir, False))
-        superseded = _superseded(superseded, run.trials)
-    base_trial = incumbent.trials[0]
-
-    # The ladder: every dimension in order from the baseline.
-    facts = ladder_facts(model, hw, workload, base_trial, tuple(
-        WeightVariant(fmt, str(path), BITS_PER_WEIGHT.get(fmt)) for fmt, path in
-        variants.items()), "; ".join(weight_notes) or None, current_type(model))
-    ladder, history = climb(run, incumbent, facts, weight_approvals(variants, answers))
-    trials = run.trials
+    # The routed engine, then its comparator when the model is here in a format another
+    # allowed engine serves (the routing rule is a hypothesis; the better measured wins).
+    others = _other_formats(request, model)
+    comp, comp_why = comparator_for(
+        chosen, [(model.format, routes)] + [(o.format, route(hw, o, workload.target_concurrency))
+                                           for o in others],
+        request.engines, lambda n: adapter_for(n).locate(), serves)
+    plans = [(chosen, model, "routed", "; ".join(r.reason for r in routes
+                                                 if r.engine == chosen) or "request.engines")]
+    if comp is not None:
+        plans.append((comp[0], next(o for o in [model, *others] if o.format is comp[1]),
+                      "comparator", comp_why))
+    check_overrides(request, [e for e, *_ in plans])
+    tunings, results = _tune_all(request, plans, hw, workload, run_dir, t_start)
+    choice = engine_choice(results, higher_is_better(workload.objective), request.seed,
+                           request.budgets.min_gain)
+    tuned = next(t for t in tunings if t.engine.value == choice.chosen)
+    adapter = adapter_for(tuned.engine)
+    run, trials = tuned.run, [t for tn in tunings for t in tn.trials]
+    qualify = len(tunings) > 1  # labels name their engine when two were tuned
 
     # The winner is confirmed on the task sets against the reference's answers (the engine
     # started once for them and the standard scenarios).
-    decision = confirm_winner(history, WinnerContext(
-        request=request, workload=workload, model=model, run_dir=run_dir, control=control,
-        reference_key=ref_key if reference else None, engine_version=version,
-        model_digest=digest, tokenizer_path=_tokenizer_path(model)))
+    decision = confirm_winner(tuned.history, WinnerContext(
+        request=request, workload=workload, model=tuned.model, run_dir=run_dir,
+        control=tuned.control, reference_key=tuned.ref_key, engine_version=tuned.version,
+        model_digest=tuned.digest, tokenizer_path=tokenizer_path(tuned.model)))
     chosen_inc, winner = decision.chosen, decision.winner
-    exposure, expose_answers = expose_winner(request, winner, model.file_bytes, run_dir)
+    exposure, expose_answers = expose_winner(request, winner, tuned.model.file_bytes, run_dir)
     c_values, control_is_baseline = control_values(run)
     gain = control_gain(c_values, chosen_inc.values, workload.objective, seed=request.seed,
                         control_is_baseline=control_is_baseline)
-    control_fit = _fit(model, hw, control, workload.target_concurrency)
+    control_fit = fit_of(tuned.model, hw, tuned.control, workload.target_concurrency)
     gain.recommendation = control_recommendation(gain, control_fit.context_tokens,
-                                                 model.native_context_tokens)
+                                                 tuned.model.native_context_tokens)
 
     # Report.
-    control_trial = next((t for t in trials if t.role == "control"), base_trial)
-    outcome_contract = ContractOutcome(
-        control_gaps=contract_gaps(control_trial.contract, adapter.contract_remedies),
-        first_baseline_gaps=first_gaps, applied=applied,
-        baseline_gaps=contract_gaps(base_trial.contract, adapter.contract_remedies))
+    base_trial = tuned.base_trial
+    control_trial = next((t for t in run.trials if t.role == "control"), base_trial)
+    label_of = _engine_label if qualify else None
     report = OptimizationReport(
-        run_id=run_id, created_at=time.strftime("%Y-%m-%dT%H:%M:%S%z"), hardware=hw, model=model,
-        workload=workload, engine=chosen.value, engine_version=version,
+        run_id=run_id, created_at=time.strftime("%Y-%m-%dT%H:%M:%S%z"), hardware=hw,
+        model=tuned.model, workload=workload, engine=tuned.engine.value,
+        engine_version=tuned.version,
         routing=[f"{r.engine.value}: {r.reason}" for r in routes], shortlist=shortlist,
-        pruned=run.pruned, contract=base_trial.contract, contract_outcome=outcome_contract,
-        quality_note=quality_note, trials=superseded + trials, ladder=ladder,
-        winner_label=chosen_inc.winner_label,
-        pareto=pareto_points(trials, workload.target_concurrency),
-        closest_to_ceiling=closest_to_ceiling(trials, chosen_inc.label),
+        pruned=[p for tn in tunings for p in tn.run.pruned], contract=base_trial.contract,
+        contract_outcome=ContractOutcome(
+            control_gaps=contract_gaps(control_trial.contract, adapter.contract_remedies),
+            first_baseline_gaps=tuned.first_gaps, applied=tuned.applied,
+            baseline_gaps=contract_gaps(base_trial.contract, adapter.contract_remedies)),
+        quality_note=tuned.quality_note, trials=trials, ladder=tuned.ladder,
+        winner_label=chosen_inc.winner_label, engines=choice,
+        pareto=pareto_points(trials, workload.target_concurrency, label_of),
+        closest_to_ceiling=closest_to_ceiling(
+            trials, _engine_label(winner) if qualify else chosen_inc.label,
+            *([label_of] if label_of else [])),
         winner_trial_id=winner.trial_id, winner_config=winner.config,
-        winner_command=winner.engine.command, control_config=control,
-        control_command=_control_command(trials, adapter, control),
-        baseline_config=baseline, gain_vs_control=gain,
+        winner_command=winner.engine.command, control_config=tuned.control,
+        control_command=_control_command(run.trials, adapter, tuned.control),
+        baseline_config=tuned.baseline, gain_vs_control=gain,
         winner_deployment=render_deployment(winner.config, port=8000, gpus=len(hw.gpus),
                                             name=f"infopt-{run_id}".lower()),
         scenarios=decision.scenarios, tasks=decision.tasks,
-        approvals=download_answers + quantize_answers + expose_answers, exposure=exposure,
+        approvals=download_answers + [a for tn in tunings for a in tn.quantize_answers]
+        + expose_answers, exposure=exposure,
         notes=[f"skipped {s}" for s in skipped] + [
             f"required API feature `{f}`: no contract probe for it yet, so it was NOT checked"
             for f in request.api.features if f not in CONTRACT_PROBES] + [
-            *weight_notes,
+            *[n for tn in tunings for n in tn.weight_notes],
+            *([] if comp else [f"no comparator engine: {comp_why}"]),
             "control: the engine's out-of-the-box defaults on the same workload; every gain is "
             "stated against it",
             "prompts carry unique heads (no prefix-cache reuse beyond the chat template); "
             "prompt lengths are exact by the engine's own tokenizer where it has a tokenize "
             "route (usage.prompt_tokens checked per request); output lengths forced with the "
             "engine's fields and checked against usage",
-            f"tuning: {ladder.rule}"])
+            f"tuning: {tuned.ladder.rule}"])
     path = write_report_task(report, str(run_dir))
     logger.info("report: %s", path)
     return report
 
 
-def _superseded(before: list[Trial], after: list[Trial]) -> list[Trial]:
-    """The first attempt's trials the re-planned run did not reuse (the baseline without the
-    remedy: the report's evidence), renamed so no trial id appears twice."""
-    reused = {t.key for t in after}
-    return [t.model_copy(update={"trial_id": f"{t.trial_id}-before-remedy"})
-            for t in before if t.key not in reused]
+def _engine_label(t: Trial) -> str:
+    return f"{t.config.engine.value} {'control' if t.role == 'control' else t.value or t.trial_id}"
 
 
-def _fit(model, hw, config, target_concurrency: int):
-    """The fit of `config`, with its own weight file's size when it changes the weights."""
-    if config.model_path != model.path and Path(config.model_path).is_file():
-        model = model.model_copy(update={"file_bytes": Path(config.model_path).stat().st_size})
-    return fit_candidates(model, hw, [config], target_concurrency)[0]
+def _tune_all(request: OptimizeRequest, plans, hw, workload, run_dir: Path, t_start: float
+              ) -> tuple[list[EngineTuning], list[EngineResult]]:
+    """Each planned engine's tuning; one that fails is recorded, and the run fails only when
+    none produced a result (with the routed engine's error)."""
+    tunings, results, first_error = [], [], None
+    for engine, model, role, reason in plans:
+        base = dict(engine=engine.value, role=role, reason=reason, model_path=model.path,
+                    model_format=model.format.value)
+        try:
+            tn = tune_engine(request, engine, model, hw, workload, run_dir, t_start,
+                             id_prefix="" if role == "routed" else f"{engine.value}-")
+        except InfoptError as exc:  # a baseline that fails its start, contract or quality
+            get_run_logger().warning("%s (%s) produced no result: %s", engine.value, role,
+                                     str(exc).splitlines()[0])
+            first_error = first_error or exc
+            results.append(EngineResult(**base, failed=str(exc).splitlines()[0][:400]))
+            continue
+        c_values, _ = control_values(tn.run)
+        final = tn.history[-1]
+        tunings.append(tn)
+        results.append(EngineResult(
+            **base, engine_version=tn.version, control_median=lad_median(c_values),
+            winner_label=final.winner_label, winner_median=lad_median(final.values),
+            winner_values=final.values, launches=len(tn.run.trials), ladder=tn.ladder))
+    if not tunings:
+        raise first_error
+    return tunings, results

@@ -131,7 +131,7 @@ def optimize(
     _prefect_env(prefect_home)
     try:
         from infopt.bootstrap import default_paths
-        from infopt.engines import adapter_for
+        from infopt.engines import adapter_for, serves
         from infopt.engines.process import check_port_free
         from infopt.engines.routing import route, select_available
         from infopt.hardware.host import inventory
@@ -182,9 +182,12 @@ def optimize(
             check_port_free("127.0.0.1", request.port)
         if not request.model.download:  # a model still to download is checked once it is here
             profile = profile_model(request.model.path or str(default_paths().gguf))
+            for other in request.model.other_formats:
+                profile_model(other)  # a bad path is reported here, not mid-run
             select_available(route(inventory(), profile,
                                    request.workload.peak_active_generations),
-                             request.engines, lambda n: adapter_for(n).locate())
+                             request.engines, lambda n: adapter_for(n).locate(),
+                             lambda n: serves(n, profile.format))
         from flows.optimize import optimize as optimize_flow
 
         report = optimize_flow(request=request, run_id=resume, runs_dir=runs_dir)
@@ -356,6 +359,12 @@ def plan(
     revision: Annotated[str | None, typer.Option()] = None,
     endpoint: Annotated[str | None, typer.Option()] = None,
     credentials_block: Annotated[str | None, typer.Option()] = None,
+    inventory: Annotated[str | None, typer.Option(
+        help="an `infopt hardware --json` file recorded on the target machine: its GPUs and "
+             "their topology instead of this host's")] = None,
+    layouts: Annotated[bool, typer.Option(
+        "--layouts", help="the parallel-layout experiment matrix (TP, PP, DP, EP) over the "
+                          "GPUs, each fitted with its ceilings and command")] = False,
     json_out: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """Memory fit at full context x concurrency, and roofline ceilings, without launching."""
@@ -371,11 +380,11 @@ def plan(
 
     try:
         insp, exact = _load_model(model, revision, endpoint, credentials_block)
-        hw = None
-        if gpu is None:
-            from infopt.hardware.host import inventory
+        hw = _inventory_file(inventory) if inventory else None
+        if gpu is None and hw is None:
+            from infopt.hardware.host import inventory as host_inventory
 
-            hw = inventory()  # measures host bandwidth and GEMM rate (~3 s)
+            hw = host_inventory()  # measures host bandwidth and GEMM rate (~3 s)
         device, detected, is_cpu = resolve_device(gpu, hw)
         count = gpu_count if gpu_count is not None else (detected or tp * pp if not is_cpu else 1)
         q = insp.quantization
@@ -389,11 +398,41 @@ def plan(
             kv=kv_options(eng, device.cpu_isa_features),
             knobs=EngineKnobs(gpu_memory_utilization=gpu_memory_utilization,
                               mem_fraction_static=mem_fraction_static, device_is_cpu=is_cpu))
-        result = make_plan(with_path(req, weight_dtype), tokens_per_step=spec_tokens_per_step)
+        req = with_path(req, weight_dtype)
+        if layouts:
+            from infopt.engines.layout import matrix_for
+            from infopt.report.layout_text import render_layouts
+
+            matrix = matrix_for(req, model, hw)
+            typer.echo(matrix.model_dump_json(indent=2) if json_out else render_layouts(matrix))
+            return
+        result = make_plan(req, tokens_per_step=spec_tokens_per_step)
     except InfoptError as exc:
         _fail(exc)
         return
     typer.echo(result.model_dump_json(indent=2) if json_out else render_plan(result))
+
+
+def _inventory_file(path: str):
+    """A recorded HardwareInventory (`infopt hardware --json`), read where it is given."""
+    from pathlib import Path
+
+    from pydantic import ValidationError
+
+    from infopt.specs.base import InputError
+    from infopt.specs.hardware import HardwareInventory
+
+    try:
+        return HardwareInventory.model_validate_json(Path(path).read_text())
+    except OSError as exc:
+        raise InputError(f"--inventory {path}: cannot read it ({exc.strerror}). Give the file "
+                         "`infopt hardware --json > FILE` wrote on the target machine.") from None
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        raise InputError(f"--inventory {path} is not an `infopt hardware --json` inventory: "
+                         f"{'.'.join(map(str, first['loc'])) or 'the file'}: {first['msg']}. "
+                         "Record it with `infopt hardware --json > FILE` on the target "
+                         "machine.") from None
 
 
 @app.command()

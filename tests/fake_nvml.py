@@ -178,3 +178,16 @@ def probe(fixture: str, /, **edits):
         data["devices"][0][key] = value
     return probe_gpus(RecordedBackend(data))
 
+
+
+def recorded_inventory(fixture: str):
+    """A HardwareInventory with this host and the recorded GPUs and topology of `fixture` (what
+    `infopt hardware --json` would write on that machine)."""
+    from infopt.hardware.host import probe_host
+    from infopt.hardware.nvml import probe_gpus
+    from infopt.specs.hardware import HardwareInventory
+
+    rep = probe_gpus(RecordedBackend.from_json(Path(__file__).parent / "fixtures" / "nvml"
+                                               / f"{fixture}.json"))
+    return HardwareInventory(host=probe_host(), gpus=rep.devices, gpu_pairs=rep.pairs,
+                             gpu_probe=rep.reason or "", accelerator="nvidia")

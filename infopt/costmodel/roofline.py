@@ -10,6 +10,13 @@ Decode step for `batch` sequences at `context` tokens each, on one TP rank:
   comm   = TP all-reduce: 2 per layer x batch x hidden x 2 bytes x 2 (tp-1)/tp (ring), over the
            interconnect, not overlapped (stated assumption)
   t_step = max(bytes/BW, flops/C) + comm/link; tokens/s = batch x tokens_per_step / t_step
+Pipeline stages (pp > 1): each rank holds 1/pp of the layers and, with the pipeline full,
+steps a micro-batch of batch/pp sequences, re-reading its weights per micro-batch: tokens/s =
+micro-batch / t_stage (why PP trails TP for weight-bound decode). The stage hand-off adds
+micro-batch x hidden x 2 bytes per step. Expert parallelism (ep, on the TP ranks): the same
+bytes and work per rank for uniform routing (experts split whole instead of sliced); the MLP
+all-reduce becomes dispatch + combine all-to-alls of micro-batch x top_k x hidden x 2 bytes x
+(ep-1)/ep per MoE layer.
 Prefill of one prompt of T tokens: flops = 2 x P x T + 2 x full_layers x T^2 x q_heads x
 head_dim (causal QK+AV: 4 x T^2/2), bytes = weights once + T x kv_bpt written.
 
@@ -56,29 +63,44 @@ def _attention_dim(m: ModelInspection) -> int:
 
 def decode_row(m: ModelInspection, path: WeightPath, kv_dtype: str, batch: int, context: int,
                dev: DeviceBudget, envelope: Envelope, tp: int = 1,
-               tokens_per_step: float = 1.0, exact_weights_bytes: int | None = None
-               ) -> CeilingRow | None:
-    """One decode ceiling row; None when the envelope's rates are unavailable."""
+               tokens_per_step: float = 1.0, exact_weights_bytes: int | None = None,
+               pp: int = 1, ep: bool = False) -> CeilingRow | None:
+    """One decode ceiling row (per TP rank of one pipeline stage); None when the envelope's
+    rates are unavailable."""
     bw, rate = _rates(dev, envelope, path.math)
     if bw is None or rate is None:
         return None
-    w = decode_weight_traffic_bytes(m, path, batch, exact_weights_bytes) / tp
-    kv_bpt = kv_bytes_per_token_per_gpu(m, kv_dtype, tp)
-    state = state_bytes_per_sequence_per_gpu(m, kv_dtype, context, tp)
-    kv = batch * (context * kv_bpt + state) + batch * kv_bpt * tokens_per_step
+    micro = max(1, -(-batch // pp))  # the sequences one stage steps at a time
+    w = decode_weight_traffic_bytes(m, path, micro, exact_weights_bytes) / (tp * pp)
+    kv_bpt = kv_bytes_per_token_per_gpu(m, kv_dtype, tp, pp)
+    state = state_bytes_per_sequence_per_gpu(m, kv_dtype, context, tp, pp)
+    kv = micro * (context * kv_bpt + state) + micro * kv_bpt * tokens_per_step
     full = m.kv_cache.full_attention_layers
-    flops = (2 * executed_linear_params(m) * batch * tokens_per_step
-             + 4 * full * context * m.attention.num_query_heads * _attention_dim(m) * batch
-             * tokens_per_step) / tp
-    comm = (2 * m.num_layers * batch * m.hidden_size * 2 * 2 * (tp - 1) / tp) if tp > 1 else 0.0
+    flops = (2 * executed_linear_params(m) * micro * tokens_per_step
+             + 4 * full * context * m.attention.num_query_heads * _attention_dim(m) * micro
+             * tokens_per_step) / (tp * pp)
+    comm = _decode_comm(m, micro, tp, pp, ep)
     t_mem, t_comp, t_comm, t_step, bound = step_floor(w + kv, flops, comm, bw, rate,
                                                       dev.interconnect_bytes_per_s)
-    emitted = batch * tokens_per_step
+    emitted = micro * tokens_per_step
     return CeilingRow(phase="decode", envelope=envelope, weight_path=path.label,
                       kv_dtype=kv_dtype, batch=batch, context_tokens=context,
                       bytes_per_step=w + kv, flops_per_step=flops, comm_bytes_per_step=comm,
                       t_memory_s=t_mem, t_compute_s=t_comp, t_comm_s=t_comm, t_step_s=t_step,
                       bound=bound, tokens_per_step=emitted, tokens_per_s=emitted / t_step)
+
+
+def _decode_comm(m: ModelInspection, micro: int, tp: int, pp: int, ep: bool) -> float:
+    """Bytes one rank sends per decode step: TP all-reduces (ring: 2 (tp-1)/tp of the data),
+    the PP hand-off, and with EP the MoE layers' all-to-alls instead of their MLP all-reduce."""
+    act = micro * m.hidden_size * 2  # one 16-bit activation row per sequence
+    layers = m.num_layers / pp
+    ring = 2 * (tp - 1) / tp if tp > 1 else 0.0
+    moe_layers = m.moe.num_moe_layers / pp if (ep and m.moe) else 0.0
+    comm = (2 * layers - moe_layers) * act * ring
+    if moe_layers and tp > 1:
+        comm += moe_layers * 2 * act * m.moe.experts_per_token * (tp - 1) / tp
+    return comm + (act if pp > 1 else 0.0)
 
 
 def prefill_row(m: ModelInspection, path: WeightPath, kv_dtype: str, prompt_tokens: int,

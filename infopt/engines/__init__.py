@@ -31,6 +31,14 @@ def adapter_for(name: EngineName | str) -> EngineAdapter:
             f"engine '{name}' has no adapter yet; available: {', '.join(ENGINES)}") from None
 
 
+def serves(name: EngineName | str, fmt) -> str | None:
+    """None when engine `name` loads checkpoints of format `fmt` (a ModelFormat), else why not
+    (routing skips it, and picks a comparator's format by it)."""
+    formats = adapter_for(name).model_formats
+    return None if fmt.value in formats else (
+        f"serves {'/'.join(f.upper() for f in formats)} checkpoints, not {fmt.value.upper()}")
+
+
 def endpoint_for(engine: EngineName | str, base_url: str, model: str,
                  pid: int | None = None) -> Endpoint:
     """The Endpoint of a server run by `engine`: its wire facts as data, for code that must

@@ -200,6 +200,12 @@ class EngineAdapter:
     # The tuning ladder's rules, one per dimension it can change (infopt.engines.ladder);
     # empty: only its running-request cap is tuned.
     ladder: tuple[Any, ...] = ()
+    # The checkpoint formats it serves (specs.model.ModelFormat values): routing skips an
+    # engine for a checkpoint it cannot load, and picks the comparator's format by it.
+    model_formats: tuple[str, ...] = ("hf",)
+    # How it spells TP / PP / DP / EP (infopt.engines.layout.LayoutKnobs); None: it has no
+    # multi-GPU layout of that kind (the matrix says so).
+    layout_knobs: Any = None
 
     def scheduling_dimension(self, target_concurrency: int) -> TuningDimension:
         """Scheduling/batching, the first dimension on a fixed checkpoint: the running-request

@@ -40,6 +40,9 @@ class LadderFacts:
     weights_note: str | None = None  # why no (more) weight variants exist, when none do
     current_weights: str | None = None  # the format of the checkpoint the run started from
     speculative_draft: str | None = None  # a draft model found for the exact model, if any
+    # The parallel-layout matrix's layouts with their reasons (infopt.costmodel.layouts), when
+    # the run has several GPUs; the TP=1 control first.
+    layouts: tuple[tuple[Any, str], ...] = ()
 
 
 Derive = Callable[[Any, LadderFacts], "list[LadderCandidate] | str"]

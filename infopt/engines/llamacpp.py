@@ -27,6 +27,7 @@ from infopt.engines.base import (
     StreamCounting,
     locate_executable,
 )
+from infopt.engines.layout import LayoutKnobs
 from infopt.engines.llamacpp_ladder import RULES as LADDER
 from infopt.engines.scoring import LLAMACPP_SCORING
 from infopt.specs.contract import ContractRemedy
@@ -213,4 +214,8 @@ ADAPTER = EngineAdapter(
     upstream_repos=("ggml-org/llama.cpp",),
     baseline_config=baseline_config,
     kv_dtypes=("f16", "q8_0"),
+    model_formats=("gguf",),
+    layout_knobs=LayoutKnobs(missing=(
+        "llama.cpp splits one model over GPUs by layers or rows (-sm layer|row, -ts), not "
+        "TP/PP/DP/EP ranks; replicas are separate servers")),
 )

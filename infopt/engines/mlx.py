@@ -40,6 +40,7 @@ from infopt.engines.base import (
     ServingTarget,
     locate_executable,
 )
+from infopt.engines.layout import LayoutKnobs
 from infopt.specs.serving import EngineName, MlxConfig
 
 ENV_OVERRIDE = "INFOPT_MLX_PYTHON"
@@ -157,4 +158,5 @@ ADAPTER = EngineAdapter(
     upstream_repos=("ml-explore/mlx-lm",),
     baseline_config=baseline_config,
     doc_url="https://github.com/ml-explore/mlx-lm/blob/v0.31.3/mlx_lm/SERVER.md",
+    layout_knobs=LayoutKnobs(missing="MLX-LM serves on one Apple device"),
 )

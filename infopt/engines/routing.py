@@ -67,10 +67,10 @@ def engine_order(*, gpu: bool, apple: bool, target_concurrency: int) -> list[Eng
 
 
 def select_available(routes: list[RouteChoice], allowed: EngineName | list[EngineName] | None,
-                     is_available) -> tuple[EngineName, list[str]]:
-    """The first routed (or allowed, in the user's order) engine that `is_available(name)`
-    accepts, with the reasons the others were skipped. `is_available` raises
-    EngineUnavailableError with what to do."""
+                     is_available, serves=None) -> tuple[EngineName, list[str]]:
+    """The first routed (or allowed, in the user's order) engine that serves the checkpoint
+    (`serves(name)`: None, or why not) and that `is_available(name)` accepts, with the reasons
+    the others were skipped. `is_available` raises EngineUnavailableError with what to do."""
     from infopt.specs.base import EngineUnavailableError
 
     if isinstance(allowed, (str, EngineName)):
@@ -78,9 +78,47 @@ def select_available(routes: list[RouteChoice], allowed: EngineName | list[Engin
     candidates = list(allowed) if allowed else [r.engine for r in routes]
     skipped: list[str] = []
     for name in candidates:
+        if serves is not None and (why := serves(name)):
+            skipped.append(f"{name}: {why}")
+            continue
         try:
             is_available(name)
             return EngineName(name), skipped
         except EngineUnavailableError as exc:
             skipped.append(f"{name}: {exc}")
     raise EngineUnavailableError("no usable engine: " + " ".join(skipped))
+
+
+def comparator_for(chosen: EngineName, formats: list[tuple[ModelFormat, list[RouteChoice]]],
+                   allowed: list[EngineName] | None, is_available, serves
+                   ) -> tuple[tuple[EngineName, ModelFormat] | None, str]:
+    """The engine tuned beside the routed one: the first other engine (the user's allowed
+    order, else each local format's routes) that serves one of the formats the model is here
+    in and is available; with the reason, or why there is none. `serves(name, fmt)`: None, or
+    why not."""
+    from infopt.specs.base import EngineUnavailableError
+
+    if allowed is not None and len(allowed) == 1:
+        return None, f"only {allowed[0].value} is allowed (request.engines)"
+    order: list[tuple[EngineName, str]] = []
+    for _, routes in formats:
+        order += [(r.engine, r.reason) for r in routes]
+    if allowed is not None:
+        order = [(EngineName(e), "allowed by request.engines") for e in allowed]
+    why_not: list[str] = []
+    for name, reason in order:
+        if name == chosen or any(name == n for n, _ in why_not):
+            continue
+        fmt = next((f for f, _ in formats if serves(name, f) is None), None)
+        if fmt is None:
+            why_not.append((name, f"{name.value}: serves none of the local formats "
+                                  f"({', '.join(f.value for f, _ in formats)})"))
+            continue
+        try:
+            is_available(name)
+        except EngineUnavailableError as exc:
+            why_not.append((name, f"{name.value}: {str(exc).splitlines()[0]}"))
+            continue
+        return (name, fmt), reason
+    return None, ("no other engine serves this model's local formats here" + (
+        ": " + "; ".join(w for _, w in why_not) if why_not else ""))

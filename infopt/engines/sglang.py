@@ -43,6 +43,7 @@ from infopt.engines.base import (
     locate_executable,
     min_tokens_and_ignore_eos,
 )
+from infopt.engines.layout import LayoutKnobs
 from infopt.specs.inspection import ModelInspection
 from infopt.specs.plan import KvObservation
 from infopt.specs.serving import EngineName, SglangConfig
@@ -73,6 +74,7 @@ def build_launch(cfg: SglangConfig, python: str, port: int) -> Launch:
                 ("--chunked-prefill-size", cfg.chunked_prefill_size),
                 ("--max-prefill-tokens", cfg.max_prefill_tokens),
                 ("--tp-size", cfg.tp_size), ("--pp-size", cfg.pp_size),
+                ("--dp-size", cfg.dp_size), ("--ep-size", cfg.ep_size),
                 ("--attention-backend", cfg.attention_backend),
                 ("--speculative-algorithm", cfg.speculative_algorithm),
                 ("--speculative-draft-model-path", cfg.speculative_draft_model_path),
@@ -237,4 +239,7 @@ ADAPTER = EngineAdapter(
         source="sgl-project/sglang python/sglang/srt/utils.py cpu_has_amx_support, "
                "docs/platforms/cpu_server.md"),),
     container_executable="python3",
+    # --dp-size replicas under SGLang's own data-parallel controller (plain DP, not DP
+    # attention); --ep-size over the TP ranks.
+    layout_knobs=LayoutKnobs(tp="tp_size", pp="pp_size", dp="dp_size", ep="ep_size"),
 )

@@ -53,6 +53,7 @@ from infopt.engines.base import (
     locate_executable,
     min_tokens_and_ignore_eos,
 )
+from infopt.engines.layout import LayoutKnobs
 from infopt.specs.inspection import ModelInspection
 from infopt.specs.plan import KvObservation
 from infopt.specs.serving import EngineName, TrtllmConfig
@@ -96,7 +97,8 @@ def build_launch(cfg: TrtllmConfig, executable: str, port: int) -> Launch:
             "--backend", cfg.backend, "--max_seq_len", str(cfg.max_seq_len)]
     for flag, value in (("--max_batch_size", cfg.max_batch_size),
                         ("--max_num_tokens", cfg.max_num_tokens),
-                        ("--tp_size", cfg.tp_size), ("--pp_size", cfg.pp_size)):
+                        ("--tp_size", cfg.tp_size), ("--pp_size", cfg.pp_size),
+                        ("--ep_size", cfg.ep_size)):
         if value is not None:
             argv += [flag, str(value)]
     if cfg.kv_cache_free_gpu_memory_fraction is not None:
@@ -230,4 +232,7 @@ ADAPTER = EngineAdapter(
     container_executable="trtllm-serve",
     # The KV type is kv_cache_config.dtype, a nested option, not a flat knob.
     kv_dtype_knobs=(),
+    layout_knobs=LayoutKnobs(tp="tp_size", pp="pp_size", ep="ep_size", missing=(
+        "trtllm-serve runs one TP x PP engine per server; DP replicas are separate servers "
+        "behind a router (or attention DP: enable_attention_dp in the extra options)")),
 )

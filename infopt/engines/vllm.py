@@ -34,7 +34,7 @@ from infopt.engines.base import (
     locate_executable,
     min_tokens_and_ignore_eos,
 )
-from infopt.engines.vllm_ladder import RULES as LADDER
+from infopt.engines.vllm_ladder import LAYOUT, RULES as LADDER
 from infopt.engines.scoring import PROMPT_LOGPROBS_SCORING
 from infopt.specs.contract import ContractRemedy
 from infopt.specs.inspection import ModelInspection
@@ -79,6 +79,10 @@ def build_launch(cfg: VllmConfig, python: str, port: int) -> Launch:
         argv += ["--tensor-parallel-size", str(cfg.tensor_parallel_size)]
     if cfg.pipeline_parallel_size is not None:
         argv += ["--pipeline-parallel-size", str(cfg.pipeline_parallel_size)]
+    if cfg.data_parallel_size is not None:
+        argv += ["--data-parallel-size", str(cfg.data_parallel_size)]
+    if cfg.enable_expert_parallel:
+        argv.append("--enable-expert-parallel")
     # Local weights only: the optimizer never lets an engine reach a hub on its own.
     env = {"HF_HUB_OFFLINE": "1"}
     if cfg.cpu_kvcache_space_gib is not None:
@@ -222,6 +226,7 @@ ADAPTER = EngineAdapter(
     tokenize_body=lambda model, text: {"model": model, "prompt": text, "add_special_tokens": False},
     tokenize_count=lambda js: int(js["count"]),
     stream_counting=CONTINUOUS_USAGE,
+    layout_knobs=LAYOUT,
     cpu_kernel_requirements=(CpuKernelRequirement(
         knob="kv_cache_dtype", values=frozenset({"fp8", "fp8_e4m3", "fp8_e5m2"}),
         # torch.cpu._is_amx_tile_supported() or _is_avx512_supported() (avx512 f+vl+bw+dq).

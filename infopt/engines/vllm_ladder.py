@@ -3,9 +3,16 @@ incumbent and the run's facts. Flags as in infopt.engines.vllm (vLLM 0.32)."""
 
 from __future__ import annotations
 
-from infopt.engines.ladder import LadderFacts, ladder_rules, candidate, powers_below
+from infopt.engines.ladder import LadderFacts, ladder_rules, candidate
+from infopt.engines.layout import LayoutKnobs
 from infopt.specs.ladder import Dimension as D, LadderCandidate
 from infopt.specs.serving import VllmConfig
+
+
+# How vLLM spells each axis: --tensor-parallel-size, --pipeline-parallel-size,
+# --data-parallel-size, and --enable-expert-parallel over the TP (x DP) ranks.
+LAYOUT = LayoutKnobs(tp="tensor_parallel_size", pp="pipeline_parallel_size",
+                     dp="data_parallel_size", ep="enable_expert_parallel", ep_is_flag=True)
 
 
 def weights(cfg: VllmConfig, f: LadderFacts) -> list[LadderCandidate] | str:
@@ -71,10 +78,16 @@ def prefix_caching(cfg: VllmConfig, f: LadderFacts) -> list[LadderCandidate] | s
 
 def parallel_layout(cfg: VllmConfig, f: LadderFacts) -> list[LadderCandidate] | str:
     if f.gpu_count <= 1:
-        return "one device: no tensor/pipeline/data-parallel layout to compare"
-    return [candidate(D.PARALLEL_LAYOUT, {"tensor_parallel_size": tp}, series="tp",
-                      why=f"TP={tp}: weights and KV heads split over {tp} GPUs (TP before PP)")
-            for v in powers_below(f.gpu_count + 1) if (tp := v) > (cfg.tensor_parallel_size or 1)]
+        return "one device: no tensor/pipeline/data/expert-parallel layout to compare"
+    out = []
+    for layout, why in f.layouts:
+        changes = LAYOUT.changes(layout)
+        if isinstance(changes, str) or not changes or all(
+                getattr(cfg, k) == v for k, v in changes.items()):
+            continue  # the TP=1 control, or the incumbent's own layout
+        out.append(candidate(D.PARALLEL_LAYOUT, changes, why=f"{layout.label}: {why}",
+                             label=layout.label.replace("=", "").replace(" ", "_")))
+    return out or f"no layout of {f.gpu_count} GPUs divides this model's heads"
 
 
 def speculative(cfg: VllmConfig, f: LadderFacts) -> str:

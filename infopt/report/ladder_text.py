@@ -22,12 +22,41 @@ def _interval(c: CandidateResult) -> str:
 
 
 def ladder_lines(r: OptimizationReport, unit: str) -> list[str]:
-    lad = r.ladder
-    if lad is None:
+    if r.ladder is None:
         return []
-    lines = ["## Tuning ladder (one dimension at a time, in the specification's order)", "",
-             f"Rule: {lad.rule}.", "",
-             f"Winner: **{r.winner_label}**; {lad.launches} trials (engine launches) in all"
+    lines = _engine_lines(r, unit) + ["## Tuning ladder (one dimension at a time, in the "
+                                      "specification's order)" + (
+                                          f": {r.engine}" if r.engines else ""), ""]
+    lines += _steps(r.ladder, r.winner_label, unit)
+    for e in (r.engines.results if r.engines else []):
+        if e.engine != r.engine and e.ladder is not None:
+            lines += [f"### The comparator's ladder: {e.engine}", "",
+                      *_steps(e.ladder, e.winner_label or "baseline", unit)]
+    return lines + _pareto_lines(r) + _closest_lines(r)
+
+
+def _engine_lines(r: OptimizationReport, unit: str) -> list[str]:
+    """Both engines' winners, and which is recommended (the routing rule, measured)."""
+    if r.engines is None or len(r.engines.results) < 2:
+        return []
+    lines = ["## Engines tuned (the routed engine and its comparator)", "",
+             f"| engine | role | why | checkpoint | control median {unit} | winner | "
+             f"winner median {unit} (trials) | launches |", "|---|---|---|---|---|---|---|---|"]
+    for e in r.engines.results:
+        if e.failed:
+            lines.append(f"| {e.engine} | {e.role} | {e.reason} | `{e.model_path}` "
+                         f"({e.model_format}) | — | failed: {e.failed[:200]} | — | — |")
+            continue
+        lines.append(f"| {e.engine} {e.engine_version or ''} | {e.role} | {e.reason} | "
+                     f"`{e.model_path}` ({e.model_format}) | {_num(e.control_median)} | "
+                     f"{e.winner_label} | {_num(e.winner_median)} ({len(e.winner_values)}) | "
+                     f"{e.launches} |")
+    return lines + ["", f"Recommended: **{r.engines.chosen}**: {r.engines.reason}.", ""]
+
+
+def _steps(lad, winner_label: str, unit: str) -> list[str]:
+    lines = [f"Rule: {lad.rule}.", "",
+             f"Winner: **{winner_label}**; {lad.launches} trials (engine launches) in all"
              + (f"; stopped early: {lad.stopped}" if lad.stopped else "") + ".", "",
              f"| dimension | incumbent (median {unit}) | candidate | why tried | result | "
              f"median {unit} | difference vs incumbent [95% interval] (trials) |",
@@ -47,7 +76,7 @@ def ladder_lines(r: OptimizationReport, unit: str) -> list[str]:
         if s.accepted:
             lines.append(f"| {s.dimension.value} | | | quality re-check of `{s.accepted}` | "
                          f"{s.quality_recheck} | | |")
-    return lines + [""] + _pareto_lines(r) + _closest_lines(r)
+    return lines + [""]
 
 
 def _pareto_lines(r: OptimizationReport) -> list[str]:

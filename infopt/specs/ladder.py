@@ -113,3 +113,31 @@ class CeilingPick(Spec):
     ratio: float
     winner_label: str
     winner_ratio: float | None
+
+
+class EngineResult(Spec):
+    """One engine's tuning in a run: the routed engine, or its comparator."""
+
+    engine: str
+    engine_version: str | None = None
+    role: Literal["routed", "comparator"]
+    reason: str  # why it was tuned (the routing rule, or request.engines)
+    model_path: str
+    model_format: str
+    control_median: float | None = None
+    winner_label: str | None = None
+    winner_median: float | None = None
+    winner_values: list[float] = Field(default_factory=list)
+    launches: int = 0
+    ladder: LadderOutcome | None = None
+    failed: str | None = None  # why it produced no result
+
+
+class EngineChoice(Spec):
+    """Which engine's winner the run recommends: the routed engine unless the comparator's
+    winner beats it beyond the noise (the routing rule is a hypothesis, measured)."""
+
+    results: list[EngineResult]
+    chosen: str
+    comparison: Comparison | None = None  # routed winner (a) vs comparator winner (b)
+    reason: str

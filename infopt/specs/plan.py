@@ -124,3 +124,60 @@ class KvObservation(Spec):
     tokens: int | None = None  # vLLM "KV cache size: N tokens", SGLang "#tokens: N"
     bytes: int | None = None  # llama.cpp "KV buffer size = X MiB" (summed over buffers)
     line: str  # the log line(s) it came from
+
+
+class Layout(Spec):
+    """A multi-GPU layout: TP x PP ranks per replica, DP replicas; `ep`: MoE experts split
+    whole over the TP (x DP) ranks."""
+
+    tp: int = Field(1, ge=1)
+    pp: int = Field(1, ge=1)
+    dp: int = Field(1, ge=1)
+    ep: bool = False
+
+    @property
+    def gpus(self) -> int:
+        return self.tp * self.pp * self.dp
+
+    @property
+    def label(self) -> str:
+        parts = [f"TP={self.tp}"] + [f"{a}={n}" for a, n in (("PP", self.pp), ("DP", self.dp))
+                                     if n > 1]
+        return " ".join(parts + ([f"EP={self.tp * self.dp}"] if self.ep else []))
+
+
+class LayoutCeiling(Spec):
+    envelope: Envelope
+    tokens_per_s: float  # aggregate decode output tokens/s over all replicas (upper bound)
+    bound: Bound
+    comm_share: float  # t_comm / t_step of one rank's step
+
+
+class LayoutRow(Spec):
+    """One row of the experiment matrix: the layout, why it is tried, its memory fit per
+    replica, its decode ceilings at the target load, and the command that runs it."""
+
+    layout: Layout
+    label: str
+    why: str
+    fits: bool
+    refused: str | None = None  # why it cannot run (heads, memory, the engine has no axis)
+    concurrency_per_replica: int
+    kv_capacity_tokens_per_replica: int | None = None
+    max_concurrency_at_context: float | None = None  # over all replicas
+    weights_bytes_per_gpu: int | None = None
+    ceilings: list[LayoutCeiling] = Field(default_factory=list)
+    command: str | None = None
+    command_note: str | None = None
+
+
+class LayoutMatrix(Spec):
+    model: str
+    device: DeviceBudget
+    gpu_count: int
+    concurrency: int
+    context_tokens: int
+    engine: str
+    interconnect: str  # the link figure the communication terms use, and its source
+    rows: list[LayoutRow]
+    assumptions: list[str]

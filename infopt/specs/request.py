@@ -29,6 +29,10 @@ class ModelTarget(Spec):
     # Files of hub_id (at revision) to download and serve, as glob patterns such as
     # ["*Q8_0.gguf"]: behind the download gate, instead of a local `path`.
     download: list[str] = Field(default_factory=list, max_length=64)
+    # The same model in other formats here (an HF directory beside the GGUF): the engine
+    # that serves one of them is tuned as the routed engine's comparator and the better
+    # measured winner is recommended. With `path` unset, the bundled model's HF copy.
+    other_formats: list[str] = Field(default_factory=list, max_length=4)
 
     @model_validator(mode="after")
     def _one_source(self) -> "ModelTarget":

@@ -15,7 +15,7 @@ from .diagnosis import Diagnosis, Remedy
 from .plan import CeilingRatio, MemoryFit
 from .quality import QualityVerdict, TaskSetOutcome
 from .hardware import HardwareInventory
-from .ladder import CeilingPick, LadderOutcome, ParetoPoint
+from .ladder import CeilingPick, EngineChoice, LadderOutcome, ParetoPoint
 from .model import ModelProfile
 from .serving import ServingConfig
 from .trial import KnobChange
@@ -275,6 +275,8 @@ class OptimizationReport(Spec):
     # accepted changes; the Pareto set and the closest-to-ceiling configuration per level.
     ladder: LadderOutcome | None = None
     winner_label: str = "baseline"
+    # The engines tuned (the routed one, its comparator) and which one's winner is recommended.
+    engines: EngineChoice | None = None
     pareto: list[ParetoPoint] = Field(default_factory=list)
     closest_to_ceiling: list[CeilingPick] = Field(default_factory=list)
     winner_trial_id: str

@@ -87,6 +87,10 @@ class VllmConfig(_Common):
     gpu_memory_utilization: float | None = Field(None, gt=0, le=1)
     tensor_parallel_size: int | None = Field(None, ge=1)
     pipeline_parallel_size: int | None = Field(None, ge=1)
+    # Replicas of the TP x PP engine behind vLLM's own front end (GPUs = TP x PP x DP).
+    data_parallel_size: int | None = Field(None, ge=1)
+    # MoE layers split whole experts over the TP (x DP) ranks instead of slicing each expert.
+    enable_expert_parallel: bool = False
     # CPU backend only: VLLM_CPU_KVCACHE_SPACE in whole GiB (vLLM 0.32 parses it with int():
     # "0.5" fails at start-up with "invalid literal for int()").
     cpu_kvcache_space_gib: int | None = Field(None, ge=1)
@@ -107,6 +111,8 @@ class SglangConfig(_Common):
     kv_cache_dtype: Literal["auto", "fp8_e4m3", "fp8_e5m2", "bf16", "bfloat16"] = "auto"
     tp_size: int | None = Field(None, ge=1)
     pp_size: int | None = Field(None, ge=1)
+    dp_size: int | None = Field(None, ge=1)  # replicas under SGLang's data-parallel controller
+    ep_size: int | None = Field(None, ge=1)  # MoE experts split over this many of the TP ranks
     attention_backend: Literal["flashinfer", "fa3", "fa4", "triton", "torch_native",
                                "flex_attention", "flashmla", "trtllm_mla", "trtllm_mha",
                                "cutedsl_mla", "aiter", "wave", "intel_amx", "ascend",
@@ -197,6 +203,7 @@ class TrtllmConfig(_Common):
     max_num_tokens: int | None = Field(None, ge=1)
     tp_size: int | None = Field(None, ge=1)
     pp_size: int | None = Field(None, ge=1)
+    ep_size: int | None = Field(None, ge=1)  # --ep_size: MoE experts over this many ranks
     # Fraction of the memory left after weights and activations that the KV cache takes (0.9).
     kv_cache_free_gpu_memory_fraction: float | None = Field(None, gt=0, le=1)
     extra_llm_api_options: TrtllmExtraOptions | None = None

@@ -16,6 +16,7 @@ from typing import Any
 from infopt.analysis.compare import bootstrap_diff
 from infopt.analysis.stats import median_and_spread
 from infopt.engines.base import EngineAdapter
+from infopt.costmodel.layouts import candidate_layouts
 from infopt.costmodel.kv import kv_bytes_per_token_per_gpu
 from infopt.engines.ladder import DimensionRule, LadderFacts, WeightVariant, candidate
 from infopt.specs.hardware import HardwareInventory
@@ -23,7 +24,13 @@ from infopt.specs.model import ModelProfile
 from infopt.specs.results import Trial
 from infopt.specs.workload import Workload
 from infopt.specs.comparison import Comparison
-from infopt.specs.ladder import LADDER_ORDER, Dimension, LadderCandidate
+from infopt.specs.ladder import (
+    LADDER_ORDER,
+    Dimension,
+    EngineChoice,
+    EngineResult,
+    LadderCandidate,
+)
 from infopt.specs.serving import with_knob
 
 # Confirmations a step may spend after screening: the best two promising candidates.
@@ -158,7 +165,9 @@ def ladder_facts(model: ModelProfile, hw: HardwareInventory, workload: Workload,
         physical_cores=hw.host.physical_cores, gpu_count=len(hw.gpus),
         mean_prompt_tokens=prompt, mean_output_tokens=output,
         prefix_reuse=workload.traffic.prefix.reuse_ratio > 0, kv_read_share=share,
-        weight_variants=variants, weights_note=weights_note, current_weights=current)
+        weight_variants=variants, weights_note=weights_note, current_weights=current,
+        layouts=tuple(candidate_layouts(model.inspection, len(hw.gpus)))
+        if len(hw.gpus) > 1 else ())
 
 
 def _measured_lengths(workload: Workload, base: Trial | None) -> tuple[int, int]:
@@ -167,3 +176,30 @@ def _measured_lengths(workload: Workload, base: Trial | None) -> tuple[int, int]
         prompt = s.level.prompt_tokens_mean or s.input_tokens_mean or 0
         return int(prompt), int(s.output_tokens_mean or 0)
     return 0, 0  # unmeasured: the rules fall back to their defaults
+
+
+def engine_choice(results: list[EngineResult], higher: bool, seed: int, min_gain: float
+                  ) -> EngineChoice:
+    """The routed engine's winner unless the comparator's beats it beyond the noise (the
+    same bootstrap rule as every ladder step); a failed engine cannot win."""
+    routed, others = results[0], [r for r in results[1:] if r.failed is None]
+    if routed.failed is not None:
+        if not others:
+            raise ValueError("no engine produced a result")  # the flow re-raises before this
+        return EngineChoice(results=results, chosen=others[0].engine, reason=(
+            f"the routed engine {routed.engine} failed ({routed.failed}); {others[0].engine} "
+            "is recommended"))
+    if not others:
+        why = next((f"{r.engine} failed: {r.failed}" for r in results[1:]), None)
+        return EngineChoice(results=results, chosen=routed.engine, reason=(
+            "only the routed engine was tuned" + (f" ({why})" if why else "")))
+    comp = others[0]
+    ok, cmp, why = judge(routed.winner_values, comp.winner_values, higher, seed, min_gain)
+    if ok:
+        return EngineChoice(results=results, chosen=comp.engine, comparison=cmp, reason=(
+            f"the comparator {comp.engine}'s winner ({comp.winner_label}) "
+            + why.replace("the incumbent", f"{routed.engine}'s ({routed.winner_label})")))
+    return EngineChoice(results=results, chosen=routed.engine, comparison=cmp, reason=(
+        f"{comp.engine}'s winner ({comp.winner_label}, median {comp.winner_median:.4g}) does "
+        f"not beat {routed.engine}'s ({routed.winner_label}, median "
+        f"{routed.winner_median:.4g}) beyond the noise: {why}; the routed engine stands"))

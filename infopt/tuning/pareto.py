@@ -24,12 +24,13 @@ def _label(t: Trial) -> str:
     return "control" if t.role == "control" else (t.value or t.trial_id)
 
 
-def points(trials: list[Trial], target_concurrency: int) -> list[ParetoPoint]:
+def points(trials: list[Trial], target_concurrency: int,
+           label_of: Callable[[Trial], str] | None = None) -> list[ParetoPoint]:
     """One point per measured configuration (its trials' medians at the target level)."""
     groups: dict[str, list[Trial]] = {}
     for t in trials:
         if t.benchmark is not None and t.objective_value is not None:
-            groups.setdefault(_label(t), []).append(t)
+            groups.setdefault((label_of or _label)(t), []).append(t)
     out = []
     for label, ts in groups.items():
         lvls = [lv for t in ts for lv in t.benchmark.levels
@@ -43,7 +44,8 @@ def points(trials: list[Trial], target_concurrency: int) -> list[ParetoPoint]:
             ttft_p50_s=_median([lv.ttft_s.p50 for lv in lvls if lv.ttft_s.p50 is not None]),
             itl_p50_s=_median([lv.itl_s.p50 for lv in lvls if lv.itl_s.p50 is not None]),
             memory_bytes=int(_median(rss)) if rss else None,
-            top1_agreement=_median(top1) if top1 else (1.0 if label == "control" else None),
+            top1_agreement=_median(top1) if top1 else (
+                1.0 if all(t.role == "control" for t in ts) else None),
             on_front=True))
     return front(out)
 

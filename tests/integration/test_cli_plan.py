@@ -69,3 +69,30 @@ def test_impossible_inputs(llama_dir, args, needle):
     out = _run("--model", str(llama_dir), *args)
     assert out.returncode == 2 and "Traceback" not in out.stderr
     assert needle in out.stderr, out.stderr
+
+
+def test_plan_layouts_from_a_recorded_8_gpu_inventory(llama_dir, tmp_path):
+    from tests.fake_nvml import recorded_inventory
+
+    inv = tmp_path / "hgx.json"
+    inv.write_text(recorded_inventory("h100_sxm_8x").model_dump_json())
+    out = _run("--model", str(llama_dir), "--inventory", str(inv), "--layouts",
+               "--concurrency", "32", "--context", "32768")
+    assert out.returncode == 0, out.stderr
+    assert "on 8 x H100 SXM5 80GB" in out.stdout and "NVSwitch" in out.stdout
+    rows = [ln.split()[0] for ln in out.stdout.splitlines() if ln.startswith("  TP=")]
+    assert rows[:4] == ["TP=1", "TP=2", "TP=4", "TP=8"] and len(rows) == 10
+    assert "--tensor-parallel-size 8" in out.stdout
+    d = json.loads(_run("--model", str(llama_dir), "--inventory", str(inv), "--layouts",
+                        "--concurrency", "32", "--context", "32768", "--json").stdout)
+    assert d["gpu_count"] == 8 and all(r["ceilings"] for r in d["rows"])
+
+
+@pytest.mark.parametrize("content,says", [("{not json", "is not an `infopt hardware --json`"),
+                                          (None, "cannot read it")])
+def test_plan_bad_inventory_is_one_paragraph_and_exit_2(llama_dir, tmp_path, content, says):
+    inv = tmp_path / "inv.json"
+    if content is not None:
+        inv.write_text(content)
+    out = _run("--model", str(llama_dir), "--inventory", str(inv), "--layouts")
+    assert out.returncode == 2 and says in out.stderr and "Traceback" not in out.stderr

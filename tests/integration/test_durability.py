@@ -29,6 +29,7 @@ scenarios: []
 quality_task_items: 0
 budgets: {{repeats: {repeats}}}
 dimensions: [scheduling]  # one active user: one slot already serves it, nothing to climb
+engines: [llamacpp]  # the bundled model's HF copy would bring vLLM as comparator
 github_search: false
 """
 

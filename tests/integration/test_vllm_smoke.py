@@ -58,7 +58,7 @@ def test_vllm_batches_concurrent_requests_with_exact_prompts(vllm_server):
     from infopt.loadgen.tokens import engine_counter
     from infopt.specs.workload import fixed_levels
 
-    wl = fixed_levels(input_tokens=64, output_tokens=16, levels=[1, 4], target=4, requests=8,
+    wl = fixed_levels(input_tokens=64, output_tokens=16, levels=[1, 4], target=4, requests=4,
                       seed=3)
     with httpx.Client(timeout=30) as client:
         ep = endpoint_for("vllm", vllm_server.base_url, "smollm2", vllm_server.pid)

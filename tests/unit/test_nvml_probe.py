@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import sys
 import types
-from pathlib import Path
 
 import pynvml
 import pytest

@@ -4,7 +4,6 @@ and GGUF bits per weight from ggml's block structs."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import gguf
 import pytest

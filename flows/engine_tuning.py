@@ -1,0 +1,217 @@
+"""One engine's tuning inside the optimize flow: its control (the engine's defaults) and its
+baseline with repeats, the baseline's contract remedy when one knob change provides what the
+client needs, then the ladder from the baseline. The flow runs it for the routed engine and,
+when the model is here in a format another allowed engine serves, for that comparator too.
+
+Every trial is persisted under its key; a resumed run re-runs none that completed."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from prefect import get_run_logger
+
+from flows.ladder import Incumbent, LadderRun, climb, measure_start, weight_approvals
+from flows.weights import current_type, weight_variants
+from infopt.contract.remedies import contract_gaps, remedy_for_required
+from infopt.contract.verify import required_for
+from infopt.engines import adapter_for
+from infopt.engines.ladder import WeightVariant
+from infopt.model.digest import model_digest
+from infopt.report.rundir import trial_dir
+from infopt.specs.approval import GateAnswer
+from infopt.specs.base import EngineStartError, InfoptError
+from infopt.specs.contract import ContractRemedy
+from infopt.specs.hardware import HardwareInventory
+from infopt.specs.ladder import LadderOutcome
+from infopt.specs.model import ModelProfile
+from infopt.specs.request import OptimizeRequest
+from infopt.specs.results import Trial
+from infopt.specs.serving import EngineName, with_knob
+from infopt.specs.trial import trial_key
+from infopt.specs.workload import Workload
+from infopt.tuning.ladder import ladder_facts
+from infopt.tuning.search import baseline_config, control_config, serving_target
+from infopt.tuning.weights import BITS_PER_WEIGHT
+from tasks.plan import fit_candidates
+from tasks.quality import quality_key, quality_reference
+from tasks.trial import TrialContext
+
+
+@dataclass
+class EngineTuning:
+    """One engine's tuning: what it ran, and the ladder's result."""
+
+    engine: EngineName
+    model: ModelProfile
+    version: str
+    digest: str
+    control: Any
+    baseline: Any
+    ref_key: str | None  # the quality reference's key; None: no gate ran
+    quality_note: str
+    run: LadderRun
+    ladder: LadderOutcome
+    history: list[Incumbent]
+    applied: ContractRemedy | None = None
+    first_gaps: list = field(default_factory=list)
+    superseded: list[Trial] = field(default_factory=list)
+    weight_notes: list[str] = field(default_factory=list)
+    quantize_answers: list[GateAnswer] = field(default_factory=list)
+
+    @property
+    def base_trial(self) -> Trial:
+        return self.history[0].trials[0]
+
+    @property
+    def trials(self) -> list[Trial]:
+        return self.superseded + self.run.trials
+
+
+def tokenizer_path(model: ModelProfile) -> str | None:
+    """The checkpoint's tokenizer.json, for exact prompts on engines without a tokenize route."""
+    p = Path(model.path)
+    return str(p / "tokenizer.json") if (p / "tokenizer.json").is_file() else None
+
+
+def served_name(model: ModelProfile) -> str:
+    # Clients address the model by its file/directory name, e.g. "smollm2-135m-instruct.q4_1".
+    return Path(model.path).name.removesuffix(".gguf").lower()
+
+
+def fit_of(model: ModelProfile, hw: HardwareInventory, config, target_concurrency: int):
+    """The fit of `config`, with its own weight file's size when it changes the weights."""
+    if config.model_path != model.path and Path(config.model_path).is_file():
+        model = model.model_copy(update={"file_bytes": Path(config.model_path).stat().st_size})
+    return fit_candidates(model, hw, [config], target_concurrency)[0]
+
+
+def tune_engine(request: OptimizeRequest, engine: EngineName, model: ModelProfile,
+                hw: HardwareInventory, workload: Workload, run_dir: Path, t_start: float,
+                id_prefix: str = "") -> EngineTuning:
+    """Control, baseline and the ladder for `engine` serving `model`; `id_prefix` keeps a
+    comparator's trial ids apart from the routed engine's."""
+    adapter = adapter_for(engine)
+    target = serving_target(model, hw, served_name=served_name(model), port=request.port)
+    control, baseline = control_config(engine, target), baseline_config(engine, target)
+    for knob, v in base_overrides(request).items():
+        if knob in type(baseline).model_fields:  # checked against every engine: check_overrides
+            baseline = with_knob(baseline, knob, v)
+    version = adapter.detect_version(adapter.locate())
+    digest = model_digest(model.path)
+    # The quality reference: the engine's highest precision here, its control (the
+    # checkpoint's own weights, the default 16-bit KV); started once, restarted for the floor.
+    ref_key = quality_key(control, version, digest)
+    reference, quality_note = quality_reference(control, str(run_dir / "quality"),
+                                                model.file_bytes, ref_key)
+    gate = f"{ref_key}:{request.quality_tolerance}" if reference else ""
+    ctx = TrialContext(run_dir=str(run_dir), model=model, hw=hw, workload=workload,
+                       contract_required=required_for(
+                           [str(r) for r in request.api.routes], request.api.features),
+                       tokenizer_path=tokenizer_path(model),
+                       github_search=request.github_search, github_url=request.github_url,
+                       contract_every_trial=True, quality_reference=reference,
+                       quality_tolerance=request.quality_tolerance, engine_version=version,
+                       model_digest=digest)
+    # Weight variants to make here: their quantize gates are asked now, before any trial, so
+    # a person answers at the start; they are the ladder's weights dimension.
+    variants, answers, weight_notes = weight_variants(request, model, engine.value, version,
+                                                      digest)
+    run = LadderRun(request=request, ctx=ctx, control=control, t_start=t_start,
+                    key=lambda s: trial_key(s, workload, version, digest, gate),
+                    fit=lambda c: fit_of(model, hw, c, workload.target_concurrency),
+                    id_prefix=id_prefix)
+    incumbent, applied, first_gaps, superseded = _start(run, baseline, run_dir)
+    facts = ladder_facts(model, hw, workload, incumbent.trials[0], tuple(
+        WeightVariant(fmt, str(path), BITS_PER_WEIGHT.get(fmt)) for fmt, path in
+        variants.items()), "; ".join(weight_notes) or None, current_type(model))
+    ladder, history = climb(run, incumbent, facts, weight_approvals(variants, answers))
+    return EngineTuning(
+        engine=engine, model=model, version=version, digest=digest, control=control,
+        baseline=history[0].config, ref_key=ref_key if reference else None,
+        quality_note=quality_note, run=run, ladder=ladder, history=history, applied=applied,
+        first_gaps=first_gaps, superseded=superseded, weight_notes=weight_notes,
+        quantize_answers=list(answers.values()))
+
+
+def base_overrides(request: OptimizeRequest) -> dict[str, Any]:
+    return {**request.base_overrides, **(request.tune.base_overrides if request.tune else {})}
+
+
+def check_overrides(request: OptimizeRequest, engines: list[EngineName]) -> None:
+    """Every base override must be a knob of at least one engine this run tunes (each engine
+    takes the ones it has: a vLLM-only knob does not stop llama.cpp's tuning)."""
+    known = {k for e in engines for k in adapter_for(e).config_type.model_fields}
+    if unknown := sorted(set(base_overrides(request)) - known):
+        raise InfoptError(
+            f"base_overrides {unknown}: not a knob of {' or '.join(e.value for e in engines)}; "
+            "their knobs: " + ", ".join(sorted(known - {"engine", "host", "port"})))
+
+
+class _RemedyNeeded(Exception):
+    """The baseline lacks required API features that one known knob change provides."""
+
+    def __init__(self, remedy: ContractRemedy, gaps) -> None:
+        super().__init__(remedy.change)
+        self.remedy, self.gaps = remedy, gaps
+
+
+def _start(run: LadderRun, baseline, run_dir: Path):
+    """The control and the baseline, with repeats. A baseline lacking required API features
+    that one known change provides is re-planned once with that change (the control's trials
+    are reused by key; the first baseline is kept as evidence, renamed)."""
+    try:
+        inc = measure_start(run, baseline, lambda t: _remedy_or_stop(t, run_dir, True))
+        return inc, None, [], []
+    except _RemedyNeeded as need:
+        get_run_logger().warning("the baseline lacks required API features; candidate "
+                                 "change: %s", need.remedy.change)
+        before, run.trials = run.trials, []
+        for knob, value in need.remedy.knob_changes.items():
+            baseline = with_knob(baseline, knob, value)
+        inc = measure_start(run, baseline, lambda t: _remedy_or_stop(t, run_dir, False))
+        return inc, need.remedy, need.gaps, _superseded(before, run.trials)
+
+
+def _remedy_or_stop(trial: Trial, run_dir: Path, allow_remedy: bool) -> None:
+    gaps = contract_gaps(trial.contract, adapter_for(trial.config.engine).contract_remedies)
+    remedy = remedy_for_required(gaps)
+    if allow_remedy and remedy is not None:
+        raise _RemedyNeeded(remedy, gaps)
+    _stop_on_broken_baseline(trial, run_dir, gaps)
+
+
+def _superseded(before: list[Trial], after: list[Trial]) -> list[Trial]:
+    """The first attempt's trials the re-planned run did not reuse (the baseline without the
+    remedy: the report's evidence), renamed so no trial id appears twice."""
+    reused = {t.key for t in after}
+    return [t.model_copy(update={"trial_id": f"{t.trial_id}-before-remedy"})
+            for t in before if t.key not in reused]
+
+
+def _stop_on_broken_baseline(trial: Trial, run_dir: Path, gaps=()) -> None:
+    """Nothing to tune without a baseline that starts, keeps the API contract and passes the
+    quality gate."""
+    if broken := [g for g in gaps if g.required]:
+        raise InfoptError("the baseline failed its API contract: " + "; ".join(
+            f"{g.feature} ({g.status.value}): {g.detail}"
+            + (f" [would need: {g.remedy.change}]" if g.remedy else " [no known remedy]")
+            for g in broken) + (". Applied first: " + "; ".join(c.knob + "=" + str(c.value)
+                                for c in trial.changes) if trial.changes else "")
+            + ". Evidence: " + str(trial_dir(run_dir, trial.key) / "contract"))
+    if trial.quality is not None and not trial.quality.passed:
+        raise InfoptError(f"the baseline failed the quality gate: {trial.quality.summary}. "
+                          f"Evidence: {run_dir / 'quality'}; loosen quality_tolerance only if "
+                          "the floor shows the reference itself is this noisy")
+    if trial.benchmark is None:
+        d = trial.diagnosis
+        out = trial_dir(run_dir, trial.key) / "diagnosis.json"
+        if d is not None:
+            out.write_text(d.model_dump_json(indent=2))
+        links = "; ".join(m.url for m in (d.matches if d else [])[:3])
+        raise EngineStartError(
+            f"the baseline configuration failed ({trial.failed}). Upstream: "
+            f"{links or 'no match'}. Diagnosis: {out}; engine log: "
+            f"{trial_dir(run_dir, trial.key) / 'engine.log'}")

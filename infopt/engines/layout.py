@@ -1,0 +1,81 @@
+"""How an engine spells a multi-GPU layout: the config fields for tensor, pipeline, data and
+expert parallelism, declared by each adapter as data (the layout matrix and the ladder's
+parallel-layout rule ask it, never an engine name). Pure."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+from infopt.costmodel.fit import FitRequest
+from infopt.engines.base import ServingTarget
+from infopt.specs.hardware import HardwareInventory
+from infopt.specs.plan import Layout, LayoutMatrix
+
+
+@dataclass(frozen=True)
+class LayoutKnobs:
+    """Config fields per axis; None: the engine has no such axis in one server, and `missing`
+    says what it offers instead."""
+
+    tp: str | None = None
+    pp: str | None = None
+    dp: str | None = None
+    ep: str | None = None
+    ep_is_flag: bool = False  # vLLM: a switch over the TP (x DP) ranks; others: a size
+    missing: str = ""
+
+    def changes(self, layout: Layout) -> dict[str, Any] | str:
+        """The knob changes that run `layout` (axes at 1 are left at the engine's default), or
+        why this engine cannot run it as one server."""
+        out: dict[str, Any] = {}
+        for axis, field, size in (("TP", self.tp, layout.tp), ("PP", self.pp, layout.pp),
+                                  ("DP", self.dp, layout.dp)):
+            if size > 1:
+                if field is None:
+                    return f"no {axis} in one server: {self.missing}"
+                out[field] = size
+        if layout.ep:
+            if self.ep is None:
+                return f"no expert parallelism: {self.missing}"
+            out[self.ep] = True if self.ep_is_flag else layout.tp * layout.dp
+        return out
+
+
+def layout_command(engine: str, target: ServingTarget, changes: dict[str, Any]) -> str:
+    """The engine's baseline for `target` with `changes`, as the command its image runs."""
+    from infopt.engines import adapter_for
+    from infopt.specs.serving import with_knob
+
+    adapter = adapter_for(engine)
+    cfg = adapter.baseline_config(target)
+    for knob, value in changes.items():
+        cfg = with_knob(cfg, knob, value)
+    executable = adapter.container_executable or engine
+    return adapter.build_launch(cfg, executable, 8000).command
+
+
+def matrix_for(r: FitRequest, model_ref: str, hw: HardwareInventory | None) -> LayoutMatrix:
+    """The layout matrix for the plan's request: the link from `hw`'s recorded topology when
+    given (`infopt hardware --json` of the GPU machine), else the catalog's NVLink figure."""
+    from infopt.costmodel.interconnect import link_from_topology
+    from infopt.costmodel.layouts import layout_matrix
+    from infopt.engines import adapter_for
+
+    dev = r.device
+    if hw is not None and hw.gpus:
+        bw, source = link_from_topology(hw.gpus, hw.gpu_pairs, dev.interconnect_bytes_per_s)
+    elif dev.interconnect_bytes_per_s:
+        bw, source = dev.interconnect_bytes_per_s, "the catalog's NVLink figure per direction"
+    else:
+        bw, source = None, ("no link figure in the catalog for this GPU and no recorded "
+                            "topology (--inventory): communication left out of the ceilings")
+    if bw is not None:
+        source = f"{bw / 1e9:.1f} GB/s per direction: {source}"
+    r = replace(r, device=dev.model_copy(update={"interconnect_bytes_per_s": bw}))
+    knobs = adapter_for(r.engine).layout_knobs or LayoutKnobs(missing="no layout knobs")
+    target = ServingTarget(model_path=model_ref, served_model_name=model_ref.rstrip("/")
+                           .rsplit("/", 1)[-1].lower(), native_context_tokens=r.context_tokens,
+                           usable_cpus=1)
+    return layout_matrix(r, knobs.changes, lambda ch: layout_command(r.engine, target, ch),
+                         source)
