@@ -108,15 +108,25 @@ def measure_start(run: LadderRun, baseline: Any,
     the control is the baseline (vLLM's defaults serve the full context) it runs once."""
     separate = not same_config(run.control, baseline)
     base_trials: list[Trial] = []
+    control = run.control
     for rnd in range(1, run.request.budgets.repeats + 1):
         if separate:
-            run.run(run.spec(TrialRole.CONTROL, run.control, None, None, rnd))
+            c = run.run(run.spec(TrialRole.CONTROL, control, None, None, rnd))
+            control = _carried(c, control)
         t = run.run(run.spec(TrialRole.BASELINE, baseline, "baseline", None, rnd,
                              with_contract=rnd == 1))
         if rnd == 1:
             after_baseline(t)
+        # A start remedy (a known failure's contract-preserving fix, e.g. an explicit CPU KV
+        # space where the defaults want more memory than is free) carries into every later
+        # trial, so no candidate fails the same way first.
+        baseline = _carried(t, baseline)
         base_trials.append(t)
     return Incumbent("baseline", baseline, base_trials)
+
+
+def _carried(trial: Trial, config: Any) -> Any:
+    return trial.config if trial.remedy is not None and trial.benchmark is not None else config
 
 
 def control_values(run: LadderRun) -> tuple[list[float], bool]:

@@ -185,8 +185,8 @@ def optimize(request: OptimizeRequest | None = None, run_id: str | None = None,
             "route (usage.prompt_tokens checked per request); output lengths forced with the "
             "engine's fields and checked against usage",
             f"tuning: {tuned.ladder.rule}"])
-    path = write_report_task(report, str(run_dir))
-    logger.info("report: %s", path)
+    report = write_report_task(report, str(run_dir))
+    logger.info("report: %s", run_dir / "report.md")
     return report
 
 

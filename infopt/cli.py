@@ -436,6 +436,40 @@ def _inventory_file(path: str):
 
 
 @app.command()
+def report(
+    run_id: Annotated[str, typer.Argument(help="the run id `infopt optimize` printed")],
+    runs_dir: Annotated[str | None, typer.Option(help="where runs are kept (default "
+                                                 "$INFOPT_RUNS_DIR or ./runs)")] = None,
+) -> None:
+    """Re-render report.md and its pictures from a finished run's report.json (no engine)."""
+    from infopt.report.rerender import rerender
+
+    try:
+        typer.echo(rerender(run_id, runs_dir))
+    except InfoptError as exc:
+        _fail(exc)
+
+
+@app.command()
+def compare(
+    run_a: Annotated[str, typer.Argument(help="the earlier run (A)")],
+    run_b: Annotated[str, typer.Argument(help="the later run (B), on the same workload")],
+    runs_dir: Annotated[str | None, typer.Option(help="where runs are kept (default "
+                                                 "$INFOPT_RUNS_DIR or ./runs)")] = None,
+    json_out: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """Two finished runs side by side: winner and control, per metric, B - A with intervals."""
+    from infopt.report.compare_runs import compare_runs, render_comparison
+
+    try:
+        rc = compare_runs(run_a, run_b, runs_dir)
+    except InfoptError as exc:
+        _fail(exc)
+        return
+    typer.echo(rc.model_dump_json(indent=2) if json_out else render_comparison(rc))
+
+
+@app.command()
 def diagnose(
     logfile: Annotated[str, typer.Argument(help="an engine log (e.g. runs/<id>/trials/<t>/engine.log)")],
     engine: Annotated[str, typer.Option(help="vllm, sglang, trtllm, llamacpp, mlx")] = "unknown",

@@ -31,6 +31,7 @@ from infopt.specs.base import EngineStartError
 from infopt.specs.quality import FidelityResult, QualityVerdict, TaskSetResult
 from infopt.specs.results import RunningEngine
 from infopt.specs.serving import with_knob
+from infopt.troubleshoot.diagnose import contract_preserving_remedy, diagnose_file
 from tasks.engine import start_engine, stop_engine
 
 
@@ -95,12 +96,17 @@ def quality_reference(config, quality_dir: str, weights_bytes: int, key: str
                       "forcing that infopt knows, so no candidate's answers were compared.")
     d.mkdir(parents=True, exist_ok=True)
     try:
-        reference = load_reference(ref_path) or _build(config, d, key, weights_bytes)
+        remedy, reference = None, load_reference(ref_path)
+        if reference is None:
+            reference, config, remedy = _build(config, d, key, weights_bytes)
         save_reference(reference, ref_path)
         floor = _floor(config, reference, d, key, weights_bytes)
     except EngineStartError as exc:
         return None, (f"The quality gate was NOT run: the reference configuration did not "
                       f"start ({str(exc).splitlines()[0][:200]}).")
+    if remedy is not None:
+        what += (f" The engine's defaults did not start here; the reference runs them with "
+                 f"the known failure's contract-preserving remedy: {remedy.change}")
     atomic_write(floor_path, floor.model_dump_json(indent=2))
     _keep(ref_path)
     _keep(floor_path)
@@ -109,10 +115,32 @@ def quality_reference(config, quality_dir: str, weights_bytes: int, key: str
     return str(ref_path), what
 
 
-def _build(config, d: Path, key: str, weights_bytes: int):
-    running = start_engine(config, str(d / f"reference-{key}.log"), weights_bytes)
+def _start_or_remedy(config, log: Path, weights_bytes: int):
+    """(running, config, remedy): the reference configuration started. When it does not start
+    and the catalog knows the failure with a contract-preserving knob remedy (memory knobs such
+    as an explicit CPU KV space: the numerics stay the control's), that remedy is applied once;
+    a start that still fails raises."""
     try:
-        return build_reference(_endpoint(running, config), progress=get_run_logger().info)
+        return start_engine(config, str(log), weights_bytes), config, None
+    except EngineStartError as exc:
+        diag = diagnose_file(exc.log_path or str(log), str(config.engine), search=False)
+        remedy = contract_preserving_remedy(diag)
+        if remedy is None or remedy.env_changes or not remedy.knob_changes:
+            raise
+    get_run_logger().warning("quality reference: the defaults did not start (%s); applying "
+                             "%s", diag.root_error[:160], remedy.change)
+    for knob, value in remedy.knob_changes.items():
+        config = with_knob(config, knob, value)
+    return (start_engine(config, str(log.with_name(log.stem + ".remedied.log")),
+                         weights_bytes), config, remedy)
+
+
+def _build(config, d: Path, key: str, weights_bytes: int):
+    running, config, remedy = _start_or_remedy(config, d / f"reference-{key}.log",
+                                               weights_bytes)
+    try:
+        return build_reference(_endpoint(running, config),
+                               progress=get_run_logger().info), config, remedy
     finally:
         stop_engine(running)
 

@@ -27,7 +27,7 @@ def ladder_lines(r: OptimizationReport, unit: str) -> list[str]:
     lines = _engine_lines(r, unit) + ["## Tuning ladder (one dimension at a time, in the "
                                       "specification's order)" + (
                                           f": {r.engine}" if r.engines else ""), ""]
-    lines += _steps(r.ladder, r.winner_label, unit)
+    lines += _steps(r.ladder, r.winner_label, unit) + _held_back(r.ladder, unit)
     for e in (r.engines.results if r.engines else []):
         if e.engine != r.engine and e.ladder is not None:
             lines += [f"### The comparator's ladder: {e.engine}", "",
@@ -52,6 +52,32 @@ def _engine_lines(r: OptimizationReport, unit: str) -> list[str]:
                      f"{e.winner_label} | {_num(e.winner_median)} ({len(e.winner_values)}) | "
                      f"{e.launches} |")
     return lines + ["", f"Recommended: **{r.engines.chosen}**: {r.engines.reason}.", ""]
+
+
+_HELD_BACK = {"gate": "rejected by a gate", "within noise": "within the noise",
+              "failed": "failed", "pruned": "pruned", "not run": "not run"}
+
+
+def _held_back(lad, unit: str) -> list[str]:
+    """Why the winner is not faster: every candidate that did not count, grouped by what
+    stopped it, so a small gain reads with its causes (a fast candidate the quality gate
+    rejected, a gain inside the noise, a kernel this CPU lacks)."""
+    groups: dict[str, list[str]] = {}
+    for s in lad.steps:
+        base = statistics.median(s.incumbent_values) if s.incumbent_values else None
+        for c in s.candidates:
+            if c.status not in _HELD_BACK:
+                continue
+            gain = (f"; median {c.median:.4g} {unit} vs the incumbent's {base:.4g}"
+                    if c.median is not None and base else "")
+            groups.setdefault(c.status, []).append(
+                f"`{c.candidate.label}` ({s.dimension.value}): {c.reason[:240]}{gain}")
+    if not groups:
+        return []
+    lines = ["### What held the gain back", ""]
+    for status, why in _HELD_BACK.items():
+        lines += [f"- {why}: {item}" for item in groups.get(status, [])]
+    return lines + [""]
 
 
 def _steps(lad, winner_label: str, unit: str) -> list[str]:

@@ -247,6 +247,16 @@ def _quality_lines(r: OptimizationReport) -> list[str]:
                    *quality_markdown(judged), *tasks_markdown(r.tasks)]
 
 
+def _plot_lines(r: OptimizationReport) -> list[str]:
+    if not r.plots:
+        return []
+    lines = ["## Pictures (drawn from this run's records; each PNG carries its data)", ""]
+    for p in r.plots:
+        lines += [f"![{p.title}]({p.file})", "",
+                  f"*{p.title}: {p.series} series, {p.points} points.*", ""]
+    return lines
+
+
 def render_markdown(r: OptimizationReport) -> str:
     h, w = r.hardware.host, r.workload
     winner = next(t for t in r.trials if t.trial_id == r.winner_trial_id)
@@ -274,6 +284,7 @@ def render_markdown(r: OptimizationReport) -> str:
         "",
     ]
     lines += ladder_lines(r, OBJECTIVE_UNIT[w.objective])
+    lines += _plot_lines(r)
     lines += [
         "## Trials (measured)",
         "",

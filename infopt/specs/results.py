@@ -255,6 +255,16 @@ class DeploymentRendering(Spec):
     notes: list[str]
 
 
+class PlotRef(Spec):
+    """A picture of the report (infopt.report.plots), drawn from the run's own records."""
+
+    name: str
+    title: str
+    file: str  # relative to the run folder
+    series: int
+    points: int
+
+
 class OptimizationReport(Spec):
     run_id: str
     created_at: str
@@ -296,3 +306,5 @@ class OptimizationReport(Spec):
     approvals: list[GateAnswer] = Field(default_factory=list)
     exposure: ExposureOutcome | None = None
     notes: list[str]
+    # The pictures (infopt.report.plots), drawn by the report writer from the run's records.
+    plots: list[PlotRef] = Field(default_factory=list)

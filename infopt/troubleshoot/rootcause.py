@@ -16,7 +16,8 @@ from dataclasses import dataclass
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 # Prefixes added by process managers and loggers; removed before matching.
 _PREFIXES = [
-    re.compile(r"^\s*\((?:[A-Za-z_]+[A-Za-z0-9_]*|EngineCore_\d+|APIServer)\s+pid=\d+\)\s*"),
+    # "(EngineCore_0 pid=12)", "(APIServer pid=3)", "(VllmWorker-0 pid=7)"
+    re.compile(r"^\s*\([A-Za-z_][\w-]*\s+pid=\d+\)\s*"),
     re.compile(r"^\s*\[rank\d+\]:\s*"),
     # vLLM / Python logging: "INFO 06-12 08:12:23 [file.py:45] " or "ERROR 06-12 08:12:23 file.py:45] "
     re.compile(r"^\s*(?:DEBUG|INFO|WARNING|ERROR|CRITICAL)\s+\d\d-\d\d\s+[\d:.]+\s+\[?[\w./-]+:\d+\]\s*"),
@@ -71,8 +72,8 @@ def candidates(lines: list[str]) -> list[Candidate]:
     out: list[Candidate] = []
     for i, raw in enumerate(lines):
         text = normalize(raw)
-        if not text or _NOISE.search(text):
-            continue
+        if not text or _NOISE.search(text) or _BELOW_ERROR.match(raw):
+            continue  # a line the engine itself logged below error level is never the cause
         if _PY_EXCEPTION.match(text):
             kind = "exception"
         elif _SIGNALS.search(text):

@@ -106,6 +106,14 @@ def test_the_ladder_climbs_in_order_and_accepts_only_beyond_the_noise(report_and
     assert lad.launches == len(report.trials)
     md = (run_dir / "report.md").read_text()
     assert "## Tuning ladder" in md and "| kv_precision |" in md and "### Pareto set" in md
+    # Every candidate that did not count is listed with what stopped it.
+    held = [c for s in lad.steps for c in s.candidates
+            if c.status in ("gate", "within noise", "failed", "pruned", "not run")]
+    if held:
+        section = md.split("### What held the gain back", 1)[1].split("###", 1)[0]
+        assert all(f"`{c.candidate.label}`" in section for c in held)
+    else:
+        assert "### What held the gain back" not in md
 
 
 def test_the_pareto_set_and_the_closest_to_ceiling_cover_every_configuration(report_and_dir):
@@ -299,6 +307,109 @@ def test_report_states_the_gain_against_the_engines_defaults(report_and_dir):
     assert report.control_command in md and f"{g.ratio:.2f}x" in md
 
 
+def test_the_pictures_show_the_runs_own_numbers(report_and_dir):
+    """Each PNG opens, is embedded in report.md, and carries the data it was drawn from, which
+    must be the run's own numbers: one series per measured configuration, one point per level,
+    the Pareto set point for point, the winner's records per scenario."""
+    from PIL import Image
+
+    from infopt.analysis.records import load_parquet
+    from infopt.report.plots import read_plot_data
+
+    report, run_dir = report_and_dir
+    assert {p.name for p in report.plots} == {"latency-throughput", "pareto", "ceilings",
+                                              "winner-ttft", "winner-itl"}
+    md = (run_dir / "report.md").read_text()
+    data = {}
+    for ref in report.plots:
+        with Image.open(run_dir / ref.file) as im:
+            assert im.format == "PNG" and im.size == (800, 500)
+        assert f"]({ref.file})" in md
+        data[ref.name] = read_plot_data(run_dir / ref.file)
+        assert ref.series == len(data[ref.name].series)
+    measured = [t for t in report.trials if t.benchmark is not None]
+    configs = {"control" if t.role == "control" else t.value for t in measured}
+    lt = data["latency-throughput"]
+    assert {s.name for s in lt.series} == configs and all(len(s.x) == 2 for s in lt.series)
+    ctrl = [t for t in measured if t.role == "control"]
+    point = next(s for s in lt.series if s.name == "control")
+    assert point.x[1] == pytest.approx(statistics.median(
+        t.benchmark.level(2).output_tokens_per_s for t in ctrl))
+    assert "ms" in lt.y_label and "tokens/s" in lt.x_label
+    pa = data["pareto"]
+    assert {s.name for s in pa.series} == {p.label for p in report.pareto}
+    winners = [s.name for s in pa.series if s.marker == "winner"]
+    assert winners == [report.winner_label.split(" + ")[-1]]
+    ce = data["ceilings"]
+    assert ce.x_ticks == sorted(configs) and len(ce.series[0].x) == len(configs)
+    ttft = data["winner-ttft"]
+    assert len(ttft.series) == len(report.scenarios)
+    for s, sc in zip(ttft.series, report.scenarios):
+        rows = load_parquet(sc.records_path)["ttft_s"].dropna()
+        assert len(s.x) == len(rows) == sc.level.requests and s.y[-1] == 1.0
+        assert s.x == sorted(s.x)
+
+
+def test_infopt_report_re_renders_the_same_report_and_pictures(report_and_dir, tmp_path):
+    import shutil
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    report, run_dir = report_and_dir
+    copy = tmp_path / "runs" / report.run_id
+    shutil.copytree(run_dir, copy)
+    original = (copy / "report.md").read_text()
+    (copy / "report.md").unlink()
+    shutil.rmtree(copy / "plots")
+    infopt = str(Path(sys.executable).with_name("infopt"))
+    out = subprocess.run([infopt, "report", report.run_id, "--runs-dir", str(tmp_path / "runs")],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert (copy / "report.md").read_text() == original
+    assert sorted(p.name for p in (copy / "plots").iterdir()) == sorted(
+        Path(p.file).name for p in report.plots)
+    bad = subprocess.run([infopt, "report", "20990101-000000-dead", "--runs-dir",
+                          str(tmp_path / "runs")], capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and "no finished run '20990101-000000-dead'" in bad.stderr
+    assert "Traceback" not in bad.stderr
+
+
+def test_infopt_compare_sets_two_runs_side_by_side_on_the_same_workload(report_and_dir,
+                                                                       tmp_path):
+    import shutil
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    report, run_dir = report_and_dir
+    runs = tmp_path / "runs"
+    shutil.copytree(run_dir, runs / "a")
+    shutil.copytree(run_dir, runs / "b")
+    infopt = str(Path(sys.executable).with_name("infopt"))
+
+    def compare(*ids):
+        return subprocess.run([infopt, "compare", *ids, "--runs-dir", str(runs), "--json"],
+                              capture_output=True, text=True, timeout=120)
+
+    out = compare("a", "b")
+    assert out.returncode == 0, out.stderr
+    deltas = json.loads(out.stdout)["deltas"]
+    assert {(d["config"], d["metric"]) for d in deltas} >= {("winner", "objective"),
+                                                           ("control", "ITL p50")}
+    # The same trials on both sides: medians equal, no difference beyond the noise.
+    for d in deltas:
+        assert d["a_median"] == d["b_median"] and d["n_a"] == d["n_b"] >= 2
+        assert d["comparison"]["verdict"] == "no_difference"
+    other = json.loads((runs / "b" / "report.json").read_text())
+    other["workload"]["traffic"]["measured_requests"] += 1
+    (runs / "b" / "report.json").write_text(json.dumps(other))
+    bad = compare("a", "b")
+    assert bad.returncode == 2 and "measured different workloads" in bad.stderr
+    assert "Traceback" not in bad.stderr
+
+
+# Last: it re-runs the flow into the same run folder (report.json without scenarios).
 def test_a_rerun_with_the_same_run_id_runs_no_trial_again(report_and_dir, monkeypatch):
     from flows.optimize import optimize
     from tasks import trial as trial_task

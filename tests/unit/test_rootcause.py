@@ -78,3 +78,18 @@ def test_signal_crash_is_found():
 
 def test_empty_log():
     assert root_error("") == ("", None, [])
+
+
+def test_real_vllm_cpu_node_memory_log_the_warning_before_it_is_not_the_cause():
+    """vLLM's defaults on this host: a WARNING about the fd ulimit ("failed ... with error")
+    comes first; the worker's ValueError (its process name has a hyphen) is the cause, and the
+    catalog names the remedy: an explicit CPU KV space."""
+    d = diagnose_text((LOCAL / "vllm032_cpu_node_memory_below_utilization.log").read_text(),
+                      "vllm")
+    assert d.root_error.startswith("ValueError: Available memory on node 0 (9.52/11.46 GiB)")
+    assert "ulimit" not in d.root_error
+    assert d.category is FailureCategory.OOM
+    first = next(r for r in d.remedies if r.preserves_contract and r.knob_changes)
+    assert first.knob_changes == {"cpu_kvcache_space_gib": 4}
+    assert normalize("(VllmWorker-0 pid=7) ERROR 12-02 02:56:00 [multiproc_executor.py:953] "
+                     "ValueError: x") == "ValueError: x"

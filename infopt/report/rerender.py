@@ -1,0 +1,43 @@
+"""`infopt report RUN_ID`: report.md and the pictures of a finished run, re-rendered from its
+report.json and the records files beside it (after an infopt upgrade, or when the pictures
+were deleted). Nothing is measured again."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from infopt.report.markdown import render_markdown
+from infopt.report.plots import write_plots
+from infopt.report.rundir import runs_root, write_report
+from infopt.specs.base import InputError
+from infopt.specs.results import OptimizationReport
+
+
+def load_run(run_id: str, runs_dir: str | None = None) -> tuple[Path, OptimizationReport]:
+    """(the run's folder, its report), or InputError saying what to pass."""
+    root = runs_root(runs_dir)
+    run_dir = root / run_id
+    path = run_dir / "report.json"
+    if not path.is_file():
+        why = ("it has no report.json yet: a run still in progress or interrupted; "
+               f"`infopt optimize --resume {run_id}` finishes it" if run_dir.is_dir() else
+               "no such folder")
+        raise InputError(f"no finished run '{run_id}' under {root} ({why}). Give a run id "
+                         "printed by `infopt optimize` (its folder under --runs-dir or "
+                         "$INFOPT_RUNS_DIR).")
+    try:
+        return run_dir, OptimizationReport.model_validate_json(path.read_text())
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        raise InputError(f"{path} is not a report this infopt can read "
+                         f"({'.'.join(map(str, first['loc']))}: {first['msg']}): written by "
+                         "another version, or edited by hand.") from None
+
+
+def rerender(run_id: str, runs_dir: str | None = None) -> Path:
+    run_dir, report = load_run(run_id, runs_dir)
+    report = report.model_copy(update={"plots": write_plots(report, run_dir)})
+    md, _ = write_report(run_dir, report, render_markdown(report))
+    return md
