@@ -178,6 +178,9 @@ def test_the_comparator_wins_only_beyond_the_noise():
     assert got.chosen == "vllm" and got.comparison.verdict == "b_better"
     assert "llamacpp's (baseline)" in got.reason
     assert lad.engine_choice([routed, close], True, 0, 0.0).chosen == "llamacpp"
+    slower = lad.engine_choice([routed, _result("vllm", "comparator", [10.0, 9.7, 9.9])], True,
+                               0, 0.0)
+    assert slower.chosen == "llamacpp" and "is worse than llamacpp's" in slower.reason
     # Latency objective: lower is better, so the same numbers favour the routed engine.
     assert lad.engine_choice([routed, faster], False, 0, 0.0).chosen == "llamacpp"
     failed = _result("vllm", "comparator", [], failed="did not start")
