@@ -43,7 +43,7 @@ from infopt.specs.request import OptimizeRequest
 from infopt.specs.results import OptimizationReport, Trial
 from infopt.specs.scenarios import ScenarioName
 from infopt.tuning.ladder import engine_choice, median as lad_median
-from infopt.tuning.pareto import closest_to_ceiling, points as pareto_points
+from infopt.tuning.pareto import closest_to_ceiling, config_label, points as pareto_points
 from infopt.tuning.search import control_gain, control_recommendation, higher_is_better
 from tasks.report import write_report_task
 from tasks.target import inventory_host, profile_model_task, shortlist_task
@@ -147,7 +147,7 @@ def optimize(request: OptimizeRequest | None = None, run_id: str | None = None,
     # Report.
     base_trial = tuned.base_trial
     control_trial = next((t for t in run.trials if t.role == "control"), base_trial)
-    label_of = _engine_label if qualify else None
+    label_of = (lambda t: config_label(t, True)) if qualify else None
     report = OptimizationReport(
         run_id=run_id, created_at=time.strftime("%Y-%m-%dT%H:%M:%S%z"), hardware=hw,
         model=tuned.model, workload=workload, engine=tuned.engine.value,
@@ -162,7 +162,7 @@ def optimize(request: OptimizeRequest | None = None, run_id: str | None = None,
         winner_label=chosen_inc.winner_label, engines=choice,
         pareto=pareto_points(trials, workload.target_concurrency, label_of),
         closest_to_ceiling=closest_to_ceiling(
-            trials, _engine_label(winner) if qualify else chosen_inc.label,
+            trials, config_label(winner, True) if qualify else chosen_inc.label,
             *([label_of] if label_of else [])),
         winner_trial_id=winner.trial_id, winner_config=winner.config,
         winner_command=winner.engine.command, control_config=tuned.control,
@@ -188,10 +188,6 @@ def optimize(request: OptimizeRequest | None = None, run_id: str | None = None,
     report = write_report_task(report, str(run_dir))
     logger.info("report: %s", run_dir / "report.md")
     return report
-
-
-def _engine_label(t: Trial) -> str:
-    return f"{t.config.engine.value} {'control' if t.role == 'control' else t.value or t.trial_id}"
 
 
 def _tune_all(request: OptimizeRequest, plans, hw, workload, run_dir: Path, t_start: float

@@ -19,6 +19,7 @@ from pydantic import Field
 
 from infopt.specs.base import Spec
 from infopt.specs.results import OptimizationReport, PlotRef, Trial
+from infopt.tuning.pareto import config_label
 
 META_KEY = "infopt-plot"
 
@@ -46,18 +47,11 @@ def _two_engines(r: OptimizationReport) -> bool:
     return r.engines is not None and len(r.engines.results) > 1
 
 
-def _label(t: Trial, qualified: bool) -> str:
-    """The configuration's name, as the report's Pareto table names it (with its engine when
-    the run tuned two)."""
-    name = "control" if t.role == "control" else (t.value or t.trial_id)
-    return f"{t.config.engine.value} {name}" if qualified else name
-
-
 def _by_config(r: OptimizationReport) -> dict[str, list[Trial]]:
     out: dict[str, list[Trial]] = {}
     for t in r.trials:
         if t.benchmark is not None and t.objective_value is not None:
-            out.setdefault(_label(t, _two_engines(r)), []).append(t)
+            out.setdefault(config_label(t, _two_engines(r)), []).append(t)
     return out
 
 

@@ -20,8 +20,15 @@ def _median(values: list[float]) -> float | None:
     return statistics.median(values) if values else None
 
 
+def config_label(t: Trial, with_engine: bool = False) -> str:
+    """A trial's configuration name ("control", its candidate label); with its engine when a
+    run tuned two (the report, the Pareto set and the plots name configurations alike)."""
+    name = "control" if t.role == "control" else (t.value or t.trial_id)
+    return f"{t.config.engine.value} {name}" if with_engine else name
+
+
 def _label(t: Trial) -> str:
-    return "control" if t.role == "control" else (t.value or t.trial_id)
+    return config_label(t)
 
 
 def points(trials: list[Trial], target_concurrency: int,
