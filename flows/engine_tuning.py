@@ -13,6 +13,7 @@ from typing import Any
 
 from prefect import get_run_logger
 
+from flows.hub_weights import hub_variants
 from flows.ladder import Incumbent, LadderRun, climb, measure_start, weight_approvals
 from flows.weights import current_type, weight_variants
 from infopt.contract.remedies import contract_gaps, remedy_for_required
@@ -23,16 +24,18 @@ from infopt.model.digest import model_digest
 from infopt.report.rundir import trial_dir
 from infopt.specs.approval import GateAnswer
 from infopt.specs.base import EngineStartError, InfoptError
+from infopt.specs.checkpoint import Shortlist
 from infopt.specs.contract import ContractRemedy
 from infopt.specs.hardware import HardwareInventory
-from infopt.specs.ladder import LadderOutcome
+from infopt.specs.ladder import Dimension, LadderOutcome
 from infopt.specs.model import ModelProfile
 from infopt.specs.request import OptimizeRequest
 from infopt.specs.results import Trial
 from infopt.specs.serving import EngineName, with_knob
 from infopt.specs.trial import trial_key
 from infopt.specs.workload import Workload
-from infopt.tuning.ladder import ladder_facts
+from infopt.tuning.hub_weights import reference_weights
+from infopt.tuning.ladder import climbs, ladder_facts
 from infopt.tuning.search import baseline_config, control_config, serving_target
 from infopt.tuning.weights import BITS_PER_WEIGHT
 from tasks.plan import fit_candidates
@@ -59,7 +62,7 @@ class EngineTuning:
     first_gaps: list = field(default_factory=list)
     superseded: list[Trial] = field(default_factory=list)
     weight_notes: list[str] = field(default_factory=list)
-    quantize_answers: list[GateAnswer] = field(default_factory=list)
+    weight_answers: list[GateAnswer] = field(default_factory=list)  # quantize and download gates
 
     @property
     def base_trial(self) -> Trial:
@@ -90,9 +93,10 @@ def fit_of(model: ModelProfile, hw: HardwareInventory, config, target_concurrenc
 
 def tune_engine(request: OptimizeRequest, engine: EngineName, model: ModelProfile,
                 hw: HardwareInventory, workload: Workload, run_dir: Path, t_start: float,
-                id_prefix: str = "") -> EngineTuning:
+                id_prefix: str = "", shortlist: Shortlist | None = None) -> EngineTuning:
     """Control, baseline and the ladder for `engine` serving `model`; `id_prefix` keeps a
-    comparator's trial ids apart from the routed engine's."""
+    comparator's trial ids apart from the routed engine's; `shortlist` holds the hub
+    checkpoints it may try as weights."""
     adapter = adapter_for(engine)
     target = serving_target(model, hw, served_name=served_name(model), port=request.port)
     control, baseline = control_config(engine, target), baseline_config(engine, target)
@@ -101,11 +105,17 @@ def tune_engine(request: OptimizeRequest, engine: EngineName, model: ModelProfil
             baseline = with_knob(baseline, knob, v)
     version = adapter.detect_version(adapter.locate())
     digest = model_digest(model.path)
-    # The quality reference: the engine's highest precision here, its control (the
-    # checkpoint's own weights, the default 16-bit KV); started once, restarted for the floor.
-    ref_key = quality_key(control, version, digest)
-    reference, quality_note = quality_reference(control, str(run_dir / "quality"),
-                                                model.file_bytes, ref_key)
+    # Weight candidates first: their gates are asked before any trial, so a person answers
+    # at the start, and a downloaded checkpoint of higher precision becomes the reference.
+    weights = weight_candidates(request, shortlist, model, engine.value, version, digest)
+    ref_config, ref_digest, ref_why = reference_config(control, model, hw, workload, weights,
+                                                       digest)
+    # The quality reference: started once, restarted for the floor.
+    ref_key = quality_key(ref_config, version, ref_digest)
+    ref_file = Path(ref_config.model_path)
+    reference, quality_note = quality_reference(
+        ref_config, str(run_dir / "quality"),
+        ref_file.stat().st_size if ref_file.is_file() else model.file_bytes, ref_key, ref_why)
     gate = f"{ref_key}:{request.quality_tolerance}" if reference else ""
     ctx = TrialContext(run_dir=str(run_dir), model=model, hw=hw, workload=workload,
                        contract_required=required_for(
@@ -115,25 +125,61 @@ def tune_engine(request: OptimizeRequest, engine: EngineName, model: ModelProfil
                        contract_every_trial=True, quality_reference=reference,
                        quality_tolerance=request.quality_tolerance, engine_version=version,
                        model_digest=digest)
-    # Weight variants to make here: their quantize gates are asked now, before any trial, so
-    # a person answers at the start; they are the ladder's weights dimension.
-    variants, answers, weight_notes = weight_variants(request, model, engine.value, version,
-                                                      digest)
     run = LadderRun(request=request, ctx=ctx, control=control, t_start=t_start,
                     key=lambda s: trial_key(s, workload, version, digest, gate),
                     fit=lambda c: fit_of(model, hw, c, workload.target_concurrency),
                     id_prefix=id_prefix)
     incumbent, applied, first_gaps, superseded = _start(run, baseline, run_dir)
-    facts = ladder_facts(model, hw, workload, incumbent.trials[0], tuple(
-        WeightVariant(fmt, str(path), BITS_PER_WEIGHT.get(fmt)) for fmt, path in
-        variants.items()), "; ".join(weight_notes) or None, current_type(model))
-    ladder, history = climb(run, incumbent, facts, weight_approvals(variants, answers))
+    facts = ladder_facts(model, hw, workload, incumbent.trials[0], weights.variants,
+                         "; ".join(weights.notes) or None, current_type(model))
+    ladder, history = climb(run, incumbent, facts, weights.approvals)
     return EngineTuning(
         engine=engine, model=model, version=version, digest=digest, control=control,
         baseline=history[0].config, ref_key=ref_key if reference else None,
         quality_note=quality_note, run=run, ladder=ladder, history=history, applied=applied,
-        first_gaps=first_gaps, superseded=superseded, weight_notes=weight_notes,
-        quantize_answers=list(answers.values()))
+        first_gaps=first_gaps, superseded=superseded, weight_notes=weights.notes,
+        weight_answers=weights.answers)
+
+
+@dataclass
+class WeightCandidates:
+    variants: tuple[WeightVariant, ...] = ()
+    approvals: dict[str, GateAnswer] = field(default_factory=dict)  # path -> approved answer
+    answers: list[GateAnswer] = field(default_factory=list)  # every gate asked, for the report
+    notes: list[str] = field(default_factory=list)  # what was not tried, and why
+
+
+def weight_candidates(request: OptimizeRequest, shortlist: Shortlist | None,
+                      model: ModelProfile, engine: str, version: str, digest: str
+                      ) -> WeightCandidates:
+    """Shortlisted hub checkpoints (download gate) then variants made here (quantize gate);
+    nothing is downloaded or made when the request skips the weights dimension."""
+    if not climbs(request, Dimension.WEIGHTS):
+        return WeightCandidates()
+    hub, hub_answers, notes = hub_variants(request, shortlist, engine, digest)
+    made, answers, made_notes = weight_variants(request, model, engine, version, digest)
+    return WeightCandidates(
+        variants=tuple(hub) + tuple(WeightVariant(fmt, str(path), BITS_PER_WEIGHT.get(fmt))
+                                    for fmt, path in made.items()),
+        approvals={**weight_approvals(made, answers),
+                   **{k: a for k, a in hub_answers.items() if a.approved}},
+        answers=list(hub_answers.values()) + list(answers.values()), notes=notes + made_notes)
+
+
+def reference_config(control, model: ModelProfile, hw: HardwareInventory, workload: Workload,
+                     weights: WeightCandidates, digest: str) -> tuple[Any, str, str | None]:
+    """(the quality reference's configuration, its weights' digest, why when it is not the
+    control): the control, or the control on a downloaded checkpoint of higher precision that
+    fits (infopt.tuning.hub_weights.reference_weights)."""
+    served = BITS_PER_WEIGHT.get(current_type(model) or "")
+    fits = (lambda path: fit_of(model, hw, with_knob(control, "model_path", path),
+                                workload.target_concurrency).fits)
+    better = reference_weights(served, weights.variants, fits)
+    if better is None:
+        return control, digest, None
+    return (with_knob(control, "model_path", better.path), model_digest(better.path),
+            f"the shortlisted {better.fmt} from {better.source} ({better.bits_per_weight} bits "
+            f"per weight, more than the served {current_type(model)}'s {served}, and it fits)")
 
 
 def base_overrides(request: OptimizeRequest) -> dict[str, Any]:

@@ -42,6 +42,7 @@ from infopt.specs.model import ModelProfile
 from infopt.specs.request import OptimizeRequest
 from infopt.specs.results import OptimizationReport, Trial
 from infopt.specs.scenarios import ScenarioName
+from infopt.tuning.hub_weights import check_checkpoints
 from infopt.tuning.ladder import engine_choice, median as lad_median
 from infopt.tuning.pareto import closest_to_ceiling, config_label, points as pareto_points
 from infopt.tuning.search import control_gain, control_recommendation, higher_is_better
@@ -103,6 +104,7 @@ def optimize(request: OptimizeRequest | None = None, run_id: str | None = None,
     shortlist = (shortlist_task(request.model.hub_id, hw, request.model.hub_endpoint,
                                 target_concurrency=workload.target_concurrency)
                  if request.model.hub_id else None)
+    check_checkpoints(request, shortlist)  # model.try_checkpoints names verified candidates
     routes = route(hw, model, workload.target_concurrency)
     chosen, skipped = select_available(routes, request.engines,
                                        lambda n: adapter_for(n).locate(),
@@ -121,7 +123,7 @@ def optimize(request: OptimizeRequest | None = None, run_id: str | None = None,
         plans.append((comp[0], next(o for o in [model, *others] if o.format is comp[1]),
                       "comparator", comp_why))
     check_overrides(request, [e for e, *_ in plans])
-    tunings, results = _tune_all(request, plans, hw, workload, run_dir, t_start)
+    tunings, results = _tune_all(request, plans, hw, workload, run_dir, t_start, shortlist)
     choice = engine_choice(results, higher_is_better(workload.objective), request.seed,
                            request.budgets.min_gain)
     tuned = next(t for t in tunings if t.engine.value == choice.chosen)
@@ -171,7 +173,7 @@ def optimize(request: OptimizeRequest | None = None, run_id: str | None = None,
         winner_deployment=render_deployment(winner.config, port=8000, gpus=len(hw.gpus),
                                             name=f"infopt-{run_id}".lower()),
         scenarios=decision.scenarios, tasks=decision.tasks,
-        approvals=download_answers + [a for tn in tunings for a in tn.quantize_answers]
+        approvals=download_answers + [a for tn in tunings for a in tn.weight_answers]
         + expose_answers, exposure=exposure,
         notes=[f"skipped {s}" for s in skipped] + [
             f"required API feature `{f}`: no contract probe for it yet, so it was NOT checked"
@@ -190,8 +192,8 @@ def optimize(request: OptimizeRequest | None = None, run_id: str | None = None,
     return report
 
 
-def _tune_all(request: OptimizeRequest, plans, hw, workload, run_dir: Path, t_start: float
-              ) -> tuple[list[EngineTuning], list[EngineResult]]:
+def _tune_all(request: OptimizeRequest, plans, hw, workload, run_dir: Path, t_start: float,
+              shortlist) -> tuple[list[EngineTuning], list[EngineResult]]:
     """Each planned engine's tuning; one that fails is recorded, and the run fails only when
     none produced a result (with the routed engine's error)."""
     tunings, results, first_error = [], [], None
@@ -200,7 +202,8 @@ def _tune_all(request: OptimizeRequest, plans, hw, workload, run_dir: Path, t_st
                     model_format=model.format.value)
         try:
             tn = tune_engine(request, engine, model, hw, workload, run_dir, t_start,
-                             id_prefix="" if role == "routed" else f"{engine.value}-")
+                             id_prefix="" if role == "routed" else f"{engine.value}-",
+                             shortlist=shortlist)
         except InfoptError as exc:  # a baseline that fails its start, contract or quality
             get_run_logger().warning("%s (%s) produced no result: %s", engine.value, role,
                                      str(exc).splitlines()[0])

@@ -77,15 +77,17 @@ def _floor_config(config):
 
 
 @task(name="quality-reference", cache_policy=NO_CACHE)
-def quality_reference(config, quality_dir: str, weights_bytes: int, key: str
-                      ) -> tuple[str | None, str]:
+def quality_reference(config, quality_dir: str, weights_bytes: int, key: str,
+                      weights_why: str | None = None) -> tuple[str | None, str]:
     """Build (or find) the reference and its floor. Returns (the reference file, or None when
-    the gate cannot run; what the report says about it)."""
+    the gate cannot run; what the report says about it). `weights_why`: why the reference
+    serves other weights than the checkpoint's own."""
     log, d = get_run_logger(), Path(quality_dir)
     ref_path, floor_path = d / f"reference-{key}.json", d / f"floor-{key}.json"
-    what = (f"Reference: the control configuration (the checkpoint's own weights, the "
-            f"engine's default KV precision), the highest precision this run's candidates "
-            f"share; floor: a fresh restart of it at {adapter_for(config.engine).concurrency_knob}"
+    weights = (f"the weights of {weights_why}" if weights_why else
+               "the checkpoint's own weights, the highest precision this run's candidates share")
+    what = (f"Reference: the control configuration ({weights}, the engine's default KV "
+            f"precision); floor: a fresh restart of it at {adapter_for(config.engine).concurrency_knob}"
             f"={getattr(_floor_config(config), adapter_for(config.engine).concurrency_knob)} "
             "scoring two sequences at once. Files: quality/.")
     if _recall(ref_path) and _recall(floor_path):

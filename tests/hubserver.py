@@ -5,7 +5,8 @@ under test runs the same requests, headers and error mapping it runs against hug
 What it serves comes from `tests/fixtures/hub/<org>__<name>/`: `repo.json` (the model-info fields)
 plus the repository's small files verbatim; weight files are virtual: their safetensors/GGUF
 headers are generated from the repo's own config.json (shapes and dtypes as each quantizer writes
-them) and the rest of the bytes read as zeros, so a Range request gets a real header.
+them) and the rest of the bytes read as zeros, so a Range request gets a real header; a test that
+downloads a checkpoint and serves it passes `real_files`, whose bytes (and sha256) are real.
 
 Routes, as huggingface_hub 2.x calls them (hf_api.py, file_download.py, utils/_http.py):
   GET  /api/models?search=&filter=&author=&limit=   list_models; `Link: <...>; rel="next"` pages
@@ -188,6 +189,26 @@ class RepoFile:
     oid: str  # git blob id
     content: bytes  # whole content (git files) or just the leading header (virtual LFS files)
     lfs_sha256: str | None = None
+    source: Path | None = None  # a real local file served instead (FakeHub(real_files=...))
+
+    def read(self, start: int, end: int) -> bytes:
+        """Bytes [start, end] of the file: virtual ones read as zeros past their header."""
+        if self.source is not None:
+            with self.source.open("rb") as fh:
+                fh.seek(start)
+                return fh.read(end + 1 - start)
+        body = self.content[start:end + 1]
+        return body + b"\0" * (end + 1 - start - len(body))
+
+
+def real_file(path: str, source: Path) -> RepoFile:
+    """A repository file whose bytes are a real local file (a GGUF an engine can load)."""
+    h = hashlib.sha256()
+    with source.open("rb") as fh:
+        while chunk := fh.read(1 << 20):
+            h.update(chunk)
+    return RepoFile(path, source.stat().st_size, _oid(h.hexdigest()), b"", h.hexdigest(),
+                    source)
 
 
 @dataclass
@@ -294,8 +315,14 @@ class FakeHub:
     """`with FakeHub() as hub:` serves the fixtures on a free loopback port until exit."""
 
     def __init__(self, root: Path = FIXTURES, page_size: int = 1000,
-                 allow_downloads: bool = False):
+                 allow_downloads: bool = False,
+                 real_files: dict[str, dict[str, Path]] | None = None):
         self.repos = load_repos(root)
+        # repo id -> {path in the repo: a local file}: real weights in place of virtual ones,
+        # for tests that download a checkpoint and serve it.
+        for rid, files in (real_files or {}).items():
+            for rel, src in files.items():
+                self.repos[rid].files[rel] = real_file(rel, Path(src))
         self.allow_downloads = allow_downloads
         self.page_size = page_size
         self.requests: list[dict] = []  # method, path, query, range, authorization
@@ -503,12 +530,8 @@ def _make_handler(hub: FakeHub):  # noqa: C901 - one router, kept together for r
                          "Content-Type": "application/octet-stream"}.items():
                 self.send_header(k, v)
             self.end_headers()
-            head = f.content[:f.size]
-            self.wfile.write(head)
-            left, zeros = f.size - len(head), b"\0" * (1 << 20)
-            while left > 0:
-                self.wfile.write(zeros[:min(left, len(zeros))])
-                left -= min(left, len(zeros))
+            for start in range(0, f.size, 1 << 20):
+                self.wfile.write(f.read(start, min(start + (1 << 20), f.size) - 1))
 
         def _cdn(self, sha256: str) -> None:
             found = [f for r in hub.repos.values() for f in r.files.values()
@@ -529,8 +552,7 @@ def _make_handler(hub: FakeHub):  # noqa: C901 - one router, kept together for r
             end = min(int(m[2]) if m[2] else f.size - 1, f.size - 1)
             if start >= f.size:
                 return self._send(416, b"", {"Content-Range": f"bytes */{f.size}"})
-            body = f.content[start:end + 1]
-            body += b"\0" * (end + 1 - start - len(body))
+            body = f.read(start, end)
             self._send(206, body, {"Content-Range": f"bytes {start}-{end}/{f.size}",
                                    "ETag": f'"{sha256}"', "Accept-Ranges": "bytes"},
                        content_type="application/octet-stream")

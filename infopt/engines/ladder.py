@@ -14,12 +14,21 @@ from infopt.specs.ladder import LADDER_ORDER, Dimension, LadderCandidate
 
 @dataclass(frozen=True)
 class WeightVariant:
-    """A weight file of the exact model this run may try: made here behind the quantize gate
-    or shipped; `fmt` is its format name (GGUF type), `bits_per_weight` from its format."""
+    """A weight file of the exact model this run may try: made here behind the quantize gate,
+    or a shortlisted hub checkpoint downloaded behind the download gate (`source`: its
+    repository, and why the shortlist verified it); `fmt` is its format name (GGUF type)."""
 
     fmt: str
     path: str
     bits_per_weight: float | None
+    source: str | None = None  # "org/name" of a hub checkpoint; None: made on this machine
+    why: str | None = None  # the shortlist's verification, for a hub checkpoint
+
+    @property
+    def label(self) -> str:
+        # Labels name trial folders ([A-Za-z0-9._=-]): "weights=Q4_0-hub-org.name".
+        return f"weights={self.fmt}" + (f"-hub-{self.source.replace('/', '.')}"
+                                         if self.source else "")
 
 
 @dataclass(frozen=True)

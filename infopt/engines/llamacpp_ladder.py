@@ -31,8 +31,9 @@ def weights(cfg: LlamaCppConfig, f: LadderFacts) -> list[LadderCandidate] | str:
         if v.path == cfg.model_path:
             continue
         bits = f", {v.bits_per_weight} bits per weight (estimate)" if v.bits_per_weight else ""
-        out.append(candidate(D.WEIGHTS, {"model_path": v.path}, label=f"weights={v.fmt}",
-                             why=_WEIGHT_WHY.get(v.fmt, f"GGUF {v.fmt}") + bits))
+        out.append(candidate(D.WEIGHTS, {"model_path": v.path}, label=v.label,
+                             why=_WEIGHT_WHY.get(v.fmt, f"GGUF {v.fmt}") + bits
+                             + (f"; {v.why}" if v.why else "")))
     return out or (f.weights_note or "no other weight file of this model is available here")
 
 

@@ -16,8 +16,9 @@ LAYOUT = LayoutKnobs(tp="tensor_parallel_size", pp="pipeline_parallel_size",
 
 
 def weights(cfg: VllmConfig, f: LadderFacts) -> list[LadderCandidate] | str:
-    out = [candidate(D.WEIGHTS, {"model_path": v.path}, label=f"weights={v.fmt}",
-                     why=f"{v.fmt} checkpoint of the exact model")
+    out = [candidate(D.WEIGHTS, {"model_path": v.path}, label=v.label,
+                     why=f"{v.fmt} checkpoint of the exact model"
+                     + (f"; {v.why}" if v.why else ""))
            for v in f.weight_variants if v.path != cfg.model_path]
     return out or (f.weights_note or "only this checkpoint of the model is local; others come "
                    "through the download gate (model.download)")

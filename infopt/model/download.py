@@ -4,6 +4,8 @@ through `huggingface_hub` (its own atomic, resumable downloads into the infopt h
 
 from __future__ import annotations
 
+import hashlib
+import re
 from fnmatch import fnmatch
 from pathlib import Path
 
@@ -29,9 +31,14 @@ def download_gate(facts: HubModelFacts, files: list[HubFile], cache_dir: Path) -
     total = sum(f.size_bytes for f in files)
     rows = "\n".join(f"| `{f.path}` | {f.size_bytes / 1e9:.3f} GB |" for f in files)
     gating = facts.gated.value if facts.gated else "none"
+    # One gate per file set: two GGUF files of one repository are two answers.
+    what = facts.repo_id + (f"-{files[0].path.removesuffix('.gguf')}"
+                            if len(files) == 1 and files[0].path.endswith(".gguf") else "")
+    slug = re.sub(r"[^a-z0-9-]", "-", what.lower())
+    if len(slug) > 90:  # still one key per file set: a hash of the whole name
+        slug = slug[:81] + "-" + hashlib.sha1(what.encode()).hexdigest()[:8]
     return GateRequest(
-        kind=GateKind.DOWNLOAD, key="download-" + facts.repo_id.lower().replace("/", "-")
-        .replace("_", "-").replace(".", "-")[:60],
+        kind=GateKind.DOWNLOAD, key="download-" + slug,
         title=f"download {len(files)} file(s), {total / 1e9:.2f} GB, of {facts.repo_id}",
         description=(
             f"### Download weights from {facts.endpoint}\n\n"

@@ -205,7 +205,8 @@ def _reject(cand: HubModelFacts, reason: R, detail: str,
 def _candidate(base: HubModelFacts, cand: HubModelFacts, device: DeviceTarget, fmt: F,
                q: QuantizationInfo | None, bits: int | None, weights_bytes: int | None,
                evidence: list[str], warnings: list[str], found_by: list[str],
-               gguf_file: str | None = None) -> CheckpointCandidate | RejectedCheckpoint:
+               gguf_file: str | None = None, gguf_type: str | None = None
+               ) -> CheckpointCandidate | RejectedCheckpoint:
     paths = kernel_paths(fmt, device)
     if not paths:
         return _reject(cand, R.UNSUPPORTED_ON_DEVICE, unsupported_reason(fmt, device), gguf_file)
@@ -218,7 +219,7 @@ def _candidate(base: HubModelFacts, cand: HubModelFacts, device: DeviceTarget, f
         repo_id=cand.repo_id, commit_sha=cand.commit_sha, producer=producer,
         provenance=provenance(producer, base.repo_id), found_by=found_by, license=cand.license,
         gated=cand.gated, format=fmt, weight_bits=bits, quantization=q, gguf_file=gguf_file,
-        weights_bytes=weights_bytes, kernel_paths=paths, best_tier=best_tier,
+        gguf_type=gguf_type, weights_bytes=weights_bytes, kernel_paths=paths, best_tier=best_tier,
         evidence=evidence + [f"revision pinned to {cand.commit_sha}"], warnings=warnings)
 
 
@@ -266,7 +267,8 @@ def _assess_gguf(base: HubModelFacts, cand: HubModelFacts, device: DeviceTarget,
             evidence.append(f"GGUF header: {g.architecture}, {g.block_count} layers, "
                             f"hidden {g.embedding_length} = base")
         out.append(_candidate(base, cand, device, F.GGUF, None, bits, g.size_bytes, evidence,
-                              file_warnings, found_by, gguf_file=g.path))
+                              file_warnings, found_by, gguf_file=g.path,
+                              gguf_type=g.file_type))
     return out
 
 

@@ -168,6 +168,7 @@ class CheckpointCandidate(Spec):
     weight_bits: int | None  # nominal bits per weight (4 for AWQ int4, Q4_K_M)
     quantization: QuantizationInfo | None  # None for GGUF and unquantized checkpoints
     gguf_file: str | None = None  # the file to serve, for GGUF repos
+    gguf_type: str | None = None  # its llama.cpp file type ("Q4_0"), from header or name
     weights_bytes: int | None  # on-disk tensor bytes (safetensors data or GGUF file size)
     kernel_paths: list[KernelPath]  # every engine that runs it on the target device
     best_tier: KernelTier | None

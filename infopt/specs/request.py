@@ -6,7 +6,7 @@ fields). Sizes and counts are capped so a typo cannot schedule a week of trials.
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import Field, ValidationError, model_validator
 
@@ -33,9 +33,18 @@ class ModelTarget(Spec):
     # that serves one of them is tuned as the routed engine's comparator and the better
     # measured winner is recommended. With `path` unset, the bundled model's HF copy.
     other_formats: list[str] = Field(default_factory=list, max_length=4)
+    # Shortlisted checkpoints of hub_id to download and try as weight candidates, as
+    # "org/name" or "org/name:file.gguf", each behind the download gate. None listed and
+    # downloads pre-authorized: the shortlist's best `max_checkpoints` each engine serves here.
+    try_checkpoints: list[Annotated[str, Field(pattern=r"^[\w.-]+/[\w.-]+(:[^:/]+)?$")]] = \
+        Field(default_factory=list, max_length=8)
+    max_checkpoints: int = Field(2, ge=0, le=8)
 
     @model_validator(mode="after")
     def _one_source(self) -> "ModelTarget":
+        if self.try_checkpoints and not self.hub_id:
+            raise ValueError("model.try_checkpoints names checkpoints from the shortlist of a "
+                             "hub model: give model.hub_id too")
         if self.download and not self.hub_id:
             raise ValueError("model.download names files of a hub repository: give "
                              "model.hub_id too")
@@ -168,7 +177,7 @@ class OptimizeRequest(Spec):
 
     def unauthorized_gates(self) -> list[str]:
         """The kinds of gate this request will stop at for a person's answer."""
-        wanted = ((["download"] if self.model.download else [])
+        wanted = ((["download"] if self.model.download or self.model.try_checkpoints else [])
                   + (["quantize"] if self.requantize else []) + (["expose"] if self.expose else []))
         return [k for k in wanted if k not in self.authorize]
 

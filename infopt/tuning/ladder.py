@@ -54,6 +54,11 @@ def rules_for(adapter: EngineAdapter, dimensions: list[Dimension] | None = None,
             for d in LADDER_ORDER}
 
 
+def climbs(request: Any, dimension: Dimension) -> bool:
+    """Whether the request's ladder includes `dimension` (a `tune` override replaces it)."""
+    return request.tune is None and dimension in (request.dimensions or LADDER_ORDER)
+
+
 def _not_asked(cfg: Any, f: LadderFacts) -> str:
     return "not asked for: the request's `dimensions` leaves it out"
 

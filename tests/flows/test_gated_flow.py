@@ -1,44 +1,71 @@
 """The gates inside a real optimize run (real llama-server, real Prefect test server), all
 pre-authorized by the request so nothing waits: two local weight variants made with the real
 llama-quantize behind the quantize gate (Q8_0 passes the quality gate and is measured; Q2_K
-fails it and is rejected unmeasured), and the winner exposed on 0.0.0.0 behind the expose gate
-with a generated API key (kept in a Prefect Secret block, never in the run's files)."""
+fails it and is rejected unmeasured); a shortlisted hub checkpoint (a real Q4_0 GGUF on the fake
+hub, over real HTTP) downloaded behind the download gate and tried as weights, while the hub's
+byte-identical copy of the served file is not downloaded; and the winner exposed on 0.0.0.0
+behind the expose gate with a generated API key (kept in a Prefect Secret block, never in the
+run's files)."""
 
 from __future__ import annotations
 
 import pytest
 
 from infopt.bootstrap import default_paths
+from infopt.engines.quantize import requantize
 from infopt.specs.request import Budgets, ModelTarget, OptimizeRequest
 from infopt.specs.workload import fixed_levels
+from tests.hubserver import FakeHub
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
 
 
+HUB_REPO = "community-quants/SmolLM2-135M-Instruct-GGUF"
+HUB_Q4_0 = "SmolLM2-135M-Instruct.Q4_0.gguf"
+HUB_LABEL = "weights=Q4_0-hub-community-quants.SmolLM2-135M-Instruct-GGUF"
+
+
 @pytest.fixture(scope="module")
-def run(prefect_api, tmp_path_factory):
+def hub(tmp_path_factory):
+    """The fake hub with real weights: a Q4_0 a community quantizer uploaded (made here with
+    the real llama-quantize) and, as its Q4_1, the very file this run serves."""
+    gguf = default_paths().gguf
+    q4_0 = requantize(default_paths().llama_quantize, gguf,
+                      tmp_path_factory.mktemp("upload") / HUB_Q4_0, "Q4_0")
+    with FakeHub(allow_downloads=True, real_files={HUB_REPO: {
+            HUB_Q4_0: q4_0, "SmolLM2-135M-Instruct.Q4_1.gguf": gguf}}) as h:
+        yield h
+
+
+@pytest.fixture(scope="module")
+def run(prefect_api, hub, tmp_path_factory):
     from flows.optimize import optimize
 
     runs = tmp_path_factory.mktemp("runs")
     wl = fixed_levels(input_tokens=32, output_tokens=8, levels=[1], target=1, requests=2,
                       cooldown_s=0.5)
     request = OptimizeRequest(
-        model=ModelTarget(path=str(default_paths().gguf)), workload=wl.traffic,
-        objective=wl.objective, budgets=Budgets(repeats=1), scenarios=[],
+        model=ModelTarget(path=str(default_paths().gguf),
+                          hub_id="HuggingFaceTB/SmolLM2-135M-Instruct",
+                          hub_endpoint=hub.endpoint),
+        workload=wl.traffic, objective=wl.objective, budgets=Budgets(repeats=1), scenarios=[],
         quality_task_items=0, quality_tolerance=0.05, requantize=["Q8_0", "Q2_K"],
-        authorize=["quantize", "expose"], expose={"address": "0.0.0.0"},
+        authorize=["quantize", "expose", "download"], expose={"address": "0.0.0.0"},
         dimensions=["weights"])
-    report = optimize(request=request, runs_dir=str(runs))
+    with pytest.MonkeyPatch.context() as mp:  # downloads into this test's own hub cache
+        mp.setenv("XDG_CACHE_HOME", str(tmp_path_factory.mktemp("xdg")))
+        report = optimize(request=request, runs_dir=str(runs))
     return report, runs / report.run_id
 
 
 def test_each_variant_passed_its_gate_and_the_quality_gate_decided(run):
     report, _ = run
     gates = {a.key: a for a in report.approvals}
-    assert set(gates) == {"quantize-q8-0", "quantize-q2-k", "expose-winner"}
+    hub_gate = "download-community-quants-smollm2-135m-instruct-gguf-smollm2-135m-instruct-q4-0"
+    assert set(gates) == {"quantize-q8-0", "quantize-q2-k", hub_gate, "expose-winner"}
     assert all(a.approved and a.source.value == "pre-authorized" for a in gates.values())
     weights = {t.value: t for t in report.trials if t.dimension == "weights"}
-    assert set(weights) == {"weights=Q8_0", "weights=Q2_K"}
+    assert set(weights) == {"weights=Q8_0", "weights=Q2_K", HUB_LABEL}
     q8, q2 = weights["weights=Q8_0"], weights["weights=Q2_K"]
     assert q8.quality.passed and q8.benchmark is not None
     assert not q2.quality.passed and q2.benchmark is None
@@ -52,6 +79,27 @@ def test_each_variant_passed_its_gate_and_the_quality_gate_decided(run):
     assert status["weights=Q2_K"] == "gate" and status["weights=Q8_0"] in ("within noise",
                                                                            "worse")
     assert report.winner_label == "baseline"
+
+
+def test_a_shortlisted_checkpoint_was_downloaded_behind_its_gate_and_tried(run, hub):
+    report, _ = run
+    t = next(t for t in report.trials if t.value == HUB_LABEL)
+    # Served from the hub cache, the downloaded bytes being the uploaded file's.
+    assert t.config.model_path.endswith(HUB_Q4_0) and "/xdg" in t.config.model_path
+    assert [a.title for a in t.approvals] == [f"download 1 file(s), 0.09 GB, of {HUB_REPO}"]
+    # The quality gate judged it against the reference like every other candidate.
+    assert t.quality is not None
+    assert (t.benchmark is not None) == t.quality.passed
+    step = report.ladder.steps[0]
+    c = next(c for c in step.candidates if c.candidate.label == t.value)
+    assert "shortlisted from the hub" in c.candidate.why and "Q4_0" in c.candidate.why
+    # The hub's Q4_1 is the served file byte for byte: its LFS hash said so, and only the
+    # shortlist's header reads (byte ranges) touched it; the Q4_0 was fetched whole.
+    assert any("byte-identical to the served checkpoint" in n for n in report.notes)
+    files = hub.repos[HUB_REPO].files
+    q4_1 = hub.requests_to("/lfs-cdn/" + files["SmolLM2-135M-Instruct.Q4_1.gguf"].lfs_sha256)
+    assert q4_1 and all(r["range"] for r in q4_1)
+    assert any(not r["range"] for r in hub.requests_to("/lfs-cdn/" + files[HUB_Q4_0].lfs_sha256))
 
 
 def test_the_winner_was_exposed_with_a_key_that_appears_nowhere(run):
