@@ -98,11 +98,7 @@ def tune_engine(request: OptimizeRequest, engine: EngineName, model: ModelProfil
     comparator's trial ids apart from the routed engine's; `shortlist` holds the hub
     checkpoints it may try as weights."""
     adapter = adapter_for(engine)
-    target = serving_target(model, hw, served_name=served_name(model), port=request.port)
-    control, baseline = control_config(engine, target), baseline_config(engine, target)
-    for knob, v in base_overrides(request).items():
-        if knob in type(baseline).model_fields:  # checked against every engine: check_overrides
-            baseline = with_knob(baseline, knob, v)
+    control, baseline = start_configs(request, engine, model, hw)
     version = adapter.detect_version(adapter.locate())
     digest = model_digest(model.path)
     # Weight candidates first: their gates are asked before any trial, so a person answers
@@ -180,6 +176,17 @@ def reference_config(control, model: ModelProfile, hw: HardwareInventory, worklo
     return (with_knob(control, "model_path", better.path), model_digest(better.path),
             f"the shortlisted {better.fmt} from {better.source} ({better.bits_per_weight} bits "
             f"per weight, more than the served {current_type(model)}'s {served}, and it fits)")
+
+
+def start_configs(request: OptimizeRequest, engine: EngineName, model: ModelProfile,
+                  hw: HardwareInventory) -> tuple[Any, Any]:
+    """(the control: the engine's defaults, the baseline plus the request's base_overrides)."""
+    target = serving_target(model, hw, served_name=served_name(model), port=request.port)
+    control, baseline = control_config(engine, target), baseline_config(engine, target)
+    for knob, v in base_overrides(request).items():
+        if knob in type(baseline).model_fields:  # checked against every engine: check_overrides
+            baseline = with_knob(baseline, knob, v)
+    return control, baseline
 
 
 def base_overrides(request: OptimizeRequest) -> dict[str, Any]:

@@ -27,6 +27,8 @@ from flows.engine_tuning import (
 )
 from flows.expose import expose_winner
 from flows.ladder import control_values
+from flows.reproduce import reproduction
+from flows.viability import viable_plans
 from flows.winner import WinnerContext, confirm_winner
 from infopt.bootstrap import default_paths
 from infopt.contract.remedies import contract_gaps
@@ -46,6 +48,7 @@ from infopt.tuning.hub_weights import check_checkpoints
 from infopt.tuning.ladder import engine_choice, median as lad_median
 from infopt.tuning.pareto import closest_to_ceiling, config_label, points as pareto_points
 from infopt.tuning.search import control_gain, control_recommendation, higher_is_better
+from tasks.kernel import kernel_path_task
 from tasks.report import write_report_task
 from tasks.target import inventory_host, profile_model_task, shortlist_task
 
@@ -123,6 +126,7 @@ def optimize(request: OptimizeRequest | None = None, run_id: str | None = None,
         plans.append((comp[0], next(o for o in [model, *others] if o.format is comp[1]),
                       "comparator", comp_why))
     check_overrides(request, [e for e, *_ in plans])
+    plans, fit_notes = viable_plans(request, plans, hw, workload, run_dir, run_id)
     tunings, results = _tune_all(request, plans, hw, workload, run_dir, t_start, shortlist)
     choice = engine_choice(results, higher_is_better(workload.objective), request.seed,
                            request.budgets.min_gain)
@@ -138,6 +142,9 @@ def optimize(request: OptimizeRequest | None = None, run_id: str | None = None,
         control=tuned.control, reference_key=tuned.ref_key, engine_version=tuned.version,
         model_digest=tuned.digest, tokenizer_path=tokenizer_path(tuned.model)))
     chosen_inc, winner = decision.chosen, decision.winner
+    weights = Path(winner.config.model_path)
+    kernels = kernel_path_task(winner, str(run_dir), weights.stat().st_size
+                               if weights.is_file() else tuned.model.file_bytes)
     exposure, expose_answers = expose_winner(request, winner, tuned.model.file_bytes, run_dir)
     c_values, control_is_baseline = control_values(run)
     gain = control_gain(c_values, chosen_inc.values, workload.objective, seed=request.seed,
@@ -171,11 +178,14 @@ def optimize(request: OptimizeRequest | None = None, run_id: str | None = None,
         control_command=_control_command(run.trials, adapter, tuned.control),
         baseline_config=tuned.baseline, gain_vs_control=gain,
         winner_deployment=render_deployment(winner.config, port=8000, gpus=len(hw.gpus),
+                                            cpus=hw.host.usable_cpus,
+                                            model_bytes=tuned.model.file_bytes,
                                             name=f"infopt-{run_id}".lower()),
-        scenarios=decision.scenarios, tasks=decision.tasks,
+        scenarios=decision.scenarios, tasks=decision.tasks, kernel_path=kernels,
+        reproduce=reproduction(run_dir, workload, winner, chosen_inc.trials, run.trials),
         approvals=download_answers + [a for tn in tunings for a in tn.weight_answers]
         + expose_answers, exposure=exposure,
-        notes=[f"skipped {s}" for s in skipped] + [
+        notes=[f"skipped {s}" for s in skipped] + fit_notes + [
             f"required API feature `{f}`: no contract probe for it yet, so it was NOT checked"
             for f in request.api.features if f not in CONTRACT_PROBES] + [
             *[n for tn in tunings for n in tn.weight_notes],

@@ -441,13 +441,25 @@ def report(
     runs_dir: Annotated[str | None, typer.Option(help="where runs are kept (default "
                                                  "$INFOPT_RUNS_DIR or ./runs)")] = None,
 ) -> None:
-    """Re-render report.md and its pictures from a finished run's report.json (no engine)."""
+    """Re-render report.md and its pictures from a finished run's report.json (no engine), and
+    its Prefect artifacts when a Prefect API is configured."""
     from infopt.report.rerender import rerender
 
     try:
-        typer.echo(rerender(run_id, runs_dir))
+        md, rendered, text = rerender(run_id, runs_dir)
     except InfoptError as exc:
         _fail(exc)
+    typer.echo(md)
+    api = os.environ.get("PREFECT_API_URL")
+    if not api:  # an ephemeral server's artifacts would vanish with it
+        typer.echo("Prefect artifacts: not published (PREFECT_API_URL is not set)")
+        return
+    from tasks.report import publish_artifacts
+
+    publish_artifacts(rendered, text, md.parent)
+    plots = getattr(rendered, "plots", [])
+    typer.echo(f"Prefect artifacts: infopt-report, infopt-trials and {len(plots)} "
+               f"plot link(s) published to {api}")
 
 
 @app.command()

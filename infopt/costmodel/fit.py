@@ -118,7 +118,13 @@ def plan_fit(r: FitRequest, *, with_alternatives: bool = True) -> MemoryFit:
         capacity = round_to_blocks(budget.kv_budget_bytes, bpt + state / r.context_tokens,
                                    budget.block_tokens)
     headroom = budget.kv_budget_bytes - required
-    fits = headroom >= 0 and budget.kv_budget_bytes > 0
+    # On a CPU the host's RAM holds the weights beside the KV pool, and an engine with a fixed
+    # KV space (vLLM's VLLM_CPU_KVCACHE_SPACE) does not subtract the weights from it: both
+    # must fit. Short by what the weights, the larger of the pool and the need, and the
+    # overheads exceed the host's memory.
+    host_short = max(0, w_gpu + max(budget.kv_budget_bytes, required) + budget.overhead_bytes
+                     - dev.memory_bytes) if is_cpu else 0
+    fits = headroom >= 0 and budget.kv_budget_bytes > 0 and host_short == 0
     assumptions = [
         f"weights {w_total / GIB:.2f} GiB total ({r.weight_path.label}: "
         f"{r.weight_path.source}){' from the checkpoint' if r.exact_weights_bytes else ''}, "
@@ -126,6 +132,9 @@ def plan_fit(r: FitRequest, *, with_alternatives: bool = True) -> MemoryFit:
         f"KV {bpt:,.0f} B/token/GPU at {r.kv_dtype} over full-attention layers"
         + (f"; {state:,.0f} B/sequence/GPU of sliding-window/recurrent state" if state else ""),
         *budget.assumptions,
+        *([f"the host's {dev.memory_bytes / GIB:.2f} GiB must hold the weights "
+           f"({w_gpu / GIB:.2f} GiB) beside the KV pool: {host_short / GIB:.2f} GiB short"]
+          if host_short else []),
         *([f"not offered on this device: {r.kv.refused[r.kv.eight_bit]}"]
           if r.kv.eight_bit in r.kv.refused else []),
     ]
@@ -139,7 +148,7 @@ def plan_fit(r: FitRequest, *, with_alternatives: bool = True) -> MemoryFit:
         state_bytes_per_sequence_per_gpu=int(state), required_kv_bytes_per_gpu=required,
         kv_capacity_tokens=capacity,
         max_concurrency_at_context=max(0.0, budget.kv_budget_bytes / per_seq) if per_seq else 0.0,
-        fits=fits, gap_bytes=0 if fits else max(-headroom, 0),
+        fits=fits, gap_bytes=0 if fits else max(-headroom, host_short, 0),
         headroom_bytes=headroom, alternatives=[], assumptions=assumptions)
     if not fits and with_alternatives:
         fit = fit.model_copy(update={"alternatives": alternatives(r, fit)})
@@ -165,17 +174,23 @@ def alternatives(r: FitRequest, fit: MemoryFit) -> list[str]:
         verdict = "fits" if alt.fits else f"still {alt.gap_bytes / GIB:.2f} GiB short per GPU"
         opts.append(f"8-bit KV cache ({low_kv}): {verdict} (check quality at full context "
                     "first)")
-    if fit.max_concurrency_at_context >= 1:
+    # The weights and runtime alone beyond the budget (or, on a CPU, the host's memory): no
+    # KV, concurrency or context change can help.
+    over = max(-fit.kv_budget_bytes_per_gpu, fit.weights_bytes_per_gpu
+               + fit.runtime_overhead_bytes_per_gpu - fit.memory_per_gpu_bytes)
+    if over > 0:
+        opts = [o for o in opts if o.startswith("tensor parallel")]
+    elif fit.max_concurrency_at_context >= 1:
         opts.append(f"lower concurrency to {int(fit.max_concurrency_at_context)} sequences at "
                     f"the full {r.context_tokens}-token context")
-    if fit.kv_budget_bytes_per_gpu > 0 and r.concurrency > 0:
+    if over <= 0 and fit.kv_budget_bytes_per_gpu > 0 and r.concurrency > 0:
         per_seq_ctx = int(fit.kv_budget_bytes_per_gpu / max(1.0, fit.kv_bytes_per_token_per_gpu)
                           / r.concurrency)
         if 0 < per_seq_ctx < r.context_tokens:
             opts.append(f"a shorter context of ~{per_seq_ctx:,} tokens at concurrency "
                         f"{r.concurrency} (only if you accept less than the native window)")
-    if fit.kv_budget_bytes_per_gpu <= 0:
-        opts.append("a smaller weight format (e.g. a 4-bit checkpoint) or a GPU with more memory:"
-                    f" the weights and runtime alone exceed the budget by "
-                    f"{-fit.kv_budget_bytes_per_gpu / GIB:.2f} GiB per GPU")
+    if over > 0:
+        opts.append("a smaller weight format (e.g. a 4-bit checkpoint) or a device with more "
+                    f"memory: the weights and runtime alone exceed it by {over / GIB:.2f} GiB "
+                    "per device")
     return opts

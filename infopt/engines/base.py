@@ -206,6 +206,11 @@ class EngineAdapter:
     # How it spells TP / PP / DP / EP (infopt.engines.layout.LayoutKnobs); None: it has no
     # multi-GPU layout of that kind (the matrix says so).
     layout_knobs: Any = None
+    # Its startup log's kernel-selection lines (infopt.engines.kernel_log.KernelLog); None:
+    # infopt does not know them yet (the report says so).
+    kernel_log: Any = None
+    # Its own Helm chart (infopt.engines.helm.HelmChart); None: it has none infopt knows.
+    helm_chart: Any = None
 
     def scheduling_dimension(self, target_concurrency: int) -> TuningDimension:
         """Scheduling/batching, the first dimension on a fixed checkpoint: the running-request

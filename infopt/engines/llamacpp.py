@@ -27,6 +27,7 @@ from infopt.engines.base import (
     StreamCounting,
     locate_executable,
 )
+from infopt.engines.kernel_log import KernelLog
 from infopt.engines.layout import LayoutKnobs
 from infopt.engines.llamacpp_ladder import RULES as LADDER
 from infopt.engines.scoring import LLAMACPP_SCORING
@@ -95,6 +96,20 @@ def kv_from_log(text: str) -> KvObservation | None:
     return KvObservation(bytes=int(round(sum(float(f) for f in found) * 2**20)),
                          line="\n".join(lines))
 
+
+# What this build prints at -lv 4 (measured, llama-server 0.3.36 on an AVX2 CPU): the ISA the
+# CPU backend uses, where the weights live (CPU_REPACK: repacked for the ggml-cpu extra kernels,
+# as Q4_0 and Q8_0 are on AVX2; CPU_Mapped: the mmap-ed file as is; a CUDA buffer: offloaded),
+# whether flash attention resolved on, the KV cache's types, and the graph's splits.
+KERNEL_LOG = KernelLog(knobs={"log_verbosity": 4}, patterns=(
+    ("CPU backend", r"system_info: .*"),
+    ("weights buffer", r"load_tensors:\s+\S+ model buffer size = .*"),
+    ("GPU offload", r"load_tensors: offloaded \d+/\d+ layers to GPU"),
+    ("flash attention", r"resolve_fused_ops: Flash Attention \w+|llama_context: flash_attn "
+                        r"+= \S+"),
+    ("KV cache", r"llama_kv_cache: size = .*"),
+    ("graph", r"sched_reserve: graph: nodes = .*"),
+))
 
 _VERSION_RE = re.compile(r"^version:\s*(.+?)\s*$", re.MULTILINE)
 
@@ -218,4 +233,5 @@ ADAPTER = EngineAdapter(
     layout_knobs=LayoutKnobs(missing=(
         "llama.cpp splits one model over GPUs by layers or rows (-sm layer|row, -ts), not "
         "TP/PP/DP/EP ranks; replicas are separate servers")),
+    kernel_log=KERNEL_LOG,
 )

@@ -189,9 +189,11 @@ def write_launch_files(launch: Launch) -> list[Path]:
     return written
 
 
-def render_deployment(config, port: int, gpus: int, name: str) -> DeploymentRendering | None:
-    """The winner as a `docker run` command and a Kubernetes manifest (YAML), for the report.
-    None when the engine has no Linux container image (MLX-LM)."""
+def render_deployment(config, port: int, gpus: int, name: str, cpus: int = 1,
+                      model_bytes: int = 0) -> DeploymentRendering | None:
+    """The winner as a `docker run` command, a Kubernetes manifest and, where the engine has
+    its own chart, Helm values (YAML), for the report. None when the engine has no Linux
+    container image (MLX-LM)."""
     import yaml
 
     from infopt.engines import adapter_for
@@ -199,12 +201,26 @@ def render_deployment(config, port: int, gpus: int, name: str) -> DeploymentRend
     adapter = adapter_for(config.engine)
     if not adapter.container_image or not adapter.container_executable:
         return None
+    image = adapter.container_image
     launch = adapter.build_launch(config, adapter.container_executable, port)
-    cmd = container_command(launch, adapter.container_image, gpus, name=name)
-    manifest = kubernetes_manifest(launch, name=name, image=adapter.container_image, gpus=gpus)
+    cmd = container_command(launch, image, gpus, name=name)
+    manifest = kubernetes_manifest(launch, name=name, image=image, gpus=gpus)
+    notes = [f"image `{image}` by tag only: its digest is not known here (no registry "
+             "access); pin it as IMAGE@sha256:... from `docker buildx imagetools inspect "
+             f"{image}`, and check the image's engine build is the version this run measured",
+             "the Service is ClusterIP: exposure beyond the cluster is a separate, approved "
+             "step"]
+    helm = adapter.helm_chart
+    values = None
+    if helm is not None:
+        memory_gib = int(model_bytes / 2**30) + 4  # the weights plus 4 GiB: an estimate
+        values = yaml.safe_dump(helm.values(launch, name, image, gpus, cpus, memory_gib),
+                                sort_keys=False)
+        notes.append(f"Helm: `helm repo add vllm {helm.repo_url}` then `helm install {name} "
+                     f"{helm.chart} -f values.yaml` (values schema: {helm.source}); the "
+                     f"winner's flags pass through unchanged as extraArgs; requestMemory "
+                     f"({memory_gib} Gi) is the weights plus 4 GiB, an estimate")
     return DeploymentRendering(
-        image=adapter.container_image, container_command=shlex.join(cmd),
+        image=image, container_command=shlex.join(cmd),
         kubernetes_yaml=yaml.safe_dump(manifest, sort_keys=False),
-        notes=["image tag pinned by infopt's adapter: verify it matches the engine version "
-               "you tested and pin its digest", "the Service is ClusterIP: exposure beyond the "
-               "cluster is a separate, approved step"])
+        helm_chart=helm.chart if helm else None, helm_values_yaml=values, notes=notes)

@@ -34,6 +34,8 @@ from infopt.engines.base import (
     locate_executable,
     min_tokens_and_ignore_eos,
 )
+from infopt.engines.helm import VLLM_STACK
+from infopt.engines.kernel_log import KernelLog
 from infopt.engines.vllm_ladder import LAYOUT, RULES as LADDER
 from infopt.engines.scoring import PROMPT_LOGPROBS_SCORING
 from infopt.specs.contract import ContractRemedy
@@ -93,6 +95,22 @@ def build_launch(cfg: VllmConfig, python: str, port: int) -> Launch:
 
 # "GPU KV cache size: 1,234,560 tokens" (V1, GPU) / "CPU KV cache size: 46,592 tokens" (CPU)
 _KV_TOKENS_RE = re.compile(r"(?:GPU|CPU) KV cache size: ([\d,]+) tokens")
+
+
+# vLLM 0.32's INFO lines (vllm/platforms/*.py, vllm/compilation/backends.py, the workers):
+# the attention backend (GPUs, MLA on CPUs), torch.compile / eager, CUDA graph capture, the KV
+# cache's size and layout, the fusions compiled in, the parallel group's backend.
+KERNEL_LOG = KernelLog(patterns=(
+    ("attention backend", r"Using \S+ (?:attention )?backend.*"),
+    ("compilation", r"Enforce eager set, disabling torch\.compile[^.]*|Compiling a graph for "
+                    r".*|torch\.compile takes .*|Dynamo bytecode transform time: .*"),
+    ("CUDA graphs", r"Capturing CUDA graphs.*|Graph capturing finished .*"),
+    ("KV cache", r"(?:CPU|GPU) KV cache size: .*|Using \S+ KV cache layout\.?"),
+    ("fusions", r"Enabled custom fusions: .*"),
+    ("parallel", r"world_size=\d+ rank=\d+ .*backend=\w+"),
+), unlogged={"attention backend": (
+    "vLLM 0.32's CPU platform selects CPU_ATTN for a model without MLA without logging it "
+    "(vllm/platforms/cpu.py, get_attn_backend_cls)")})
 
 
 def kv_from_log(text: str) -> KvObservation | None:
@@ -227,6 +245,8 @@ ADAPTER = EngineAdapter(
     tokenize_count=lambda js: int(js["count"]),
     stream_counting=CONTINUOUS_USAGE,
     layout_knobs=LAYOUT,
+    kernel_log=KERNEL_LOG,
+    helm_chart=VLLM_STACK,
     cpu_kernel_requirements=(CpuKernelRequirement(
         knob="kv_cache_dtype", values=frozenset({"fp8", "fp8_e4m3", "fp8_e5m2"}),
         # torch.cpu._is_amx_tile_supported() or _is_avx512_supported() (avx512 f+vl+bw+dq).

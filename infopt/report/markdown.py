@@ -10,7 +10,11 @@ from infopt.specs.results import (
     SloResult,
     Trial,
 )
+from infopt.analysis.stats import MIN_SAMPLES_FOR_P95, MIN_SAMPLES_FOR_P99
+from infopt.report.kernel_text import kernel_lines
 from infopt.report.ladder_text import ladder_lines
+from infopt.report.provenance import provenance_lines
+from infopt.report.reproduce_text import reproduce_lines
 from infopt.report.approvals_text import approvals_lines, binding_lines
 from infopt.report.quality_text import quality_markdown, tasks_markdown
 from infopt.report.workload_text import describe_workload
@@ -26,6 +30,17 @@ def _ms(p: float | None) -> str:
 def _pct(p: Percentiles) -> str:
     flag = "*" if p.low_sample_p95 else ""
     return f"{_ms(p.p50)} / {_ms(p.p95)}{flag}"
+
+
+def _pct99(p: Percentiles) -> str:
+    """p50 / p95 / p99 with the sample count; * and † flag p95 and p99 from too few samples."""
+    return (f"{_ms(p.p50)} / {_ms(p.p95)}{'*' if p.low_sample_p95 else ''} / "
+            f"{_ms(p.p99)}{'†' if p.low_sample_p99 else ''} (n={p.n})")
+
+
+PCT99_LEGEND = (f"p50 / p95 / p99 in ms with the sample count (* = fewer than "
+                f"{MIN_SAMPLES_FOR_P95} samples: p95 is indicative only; † = fewer than "
+                f"{MIN_SAMPLES_FOR_P99}: p99 is indicative only)")
 
 
 def _level_row(t: Trial, name: str, lvl: LevelResult) -> str:
@@ -83,8 +98,8 @@ def _scenario_lines(r: OptimizationReport) -> list[str]:
     if not r.scenarios:
         return []
     lines = ["", "### The winner on the standard scenarios (measured)", "",
-             "Exact prompt lengths where the engine has a tokenizer route; p50 / p95 in ms "
-             "(* = fewer than 20 samples); ITL per output token; TPOT per request.", "",
+             f"Exact prompt lengths where the engine has a tokenizer route; {PCT99_LEGEND}; "
+             "ITL per output token; TPOT per request.", "",
              "| scenario | arrival | concurrency | in / out tokens (mean) | requests | errors | "
              "TTFT ms | ITL ms | TPOT ms | out tok/s | total tok/s | checks |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|"]
@@ -92,9 +107,9 @@ def _scenario_lines(r: OptimizationReport) -> list[str]:
         lv = s.level
         tokens = (f"{s.input_tokens_mean:.0f} / {s.output_tokens_mean:.0f}"
                   if s.input_tokens_mean is not None else "—")
-        tpot = _pct(lv.tpot_s) if lv.tpot_s else "—"
+        tpot = _pct99(lv.tpot_s) if lv.tpot_s else "—"
         lines.append(f"| {s.name} | {s.arrival} | {lv.concurrency} | {tokens} | {lv.requests} "
-                     f"| {lv.errors} | {_pct(lv.ttft_s)} | {_pct(lv.itl_s)} | {tpot} | "
+                     f"| {lv.errors} | {_pct99(lv.ttft_s)} | {_pct99(lv.itl_s)} | {tpot} | "
                      f"{lv.output_tokens_per_s:.1f} | {lv.total_tokens_per_s:.1f} | "
                      f"{_checks(s.validation_passed, lv)} |")
     return lines
@@ -170,8 +185,25 @@ def _ceiling_lines(r: OptimizationReport) -> list[str]:
                   f" GiB, KV {fit.required_kv_bytes_per_gpu / GIB:.2f} GiB for "
                   f"{fit.concurrency} × {fit.context_tokens} tokens of "
                   f"{fit.kv_budget_bytes_per_gpu / GIB:.2f} GiB available; "
-                  f"{'fits' if fit.fits else 'does not fit'}."]
+                  f"{'fits' if fit.fits else 'does not fit'}.",
+                  "", f"Context and concurrency limits of the winner (estimate): KV capacity "
+                  f"{fit.kv_capacity_tokens:,} tokens; {fit.context_tokens:,} tokens per "
+                  f"sequence; the full native context "
+                  f"({r.model.native_context_tokens:,} tokens) allows "
+                  f"{_at_native(fit, r.model.native_context_tokens):.1f} concurrent "
+                  "sequence(s)."]
+    peak = next((p.memory_bytes for p in r.pareto if p.trial_ids
+                 and r.winner_trial_id in p.trial_ids and p.memory_bytes), None)
+    if peak:
+        lines += ["", f"Winner's peak resident memory (measured, the engine process): "
+                  f"{peak / GIB:.2f} GiB."]
     return lines
+
+
+def _at_native(fit, native_tokens: int) -> float:
+    """Sequences the KV capacity holds at the model's full native context (state included)."""
+    per_seq = fit.kv_bytes_per_token_per_gpu * native_tokens + fit.state_bytes_per_sequence_per_gpu
+    return fit.kv_budget_bytes_per_gpu / per_seq if per_seq else 0.0
 
 
 def _bandwidth_line(r: OptimizationReport) -> str:
@@ -306,6 +338,7 @@ def render_markdown(r: OptimizationReport) -> str:
     lines += _scenario_lines(r)
     lines += _troubleshooting_lines(r)
     lines += _ceiling_lines(r)
+    lines += ["", *kernel_lines(r.kernel_path)]
     lines += ["", "### Exact command of each trial", ""]
     for t in r.trials:
         cmd = t.engine.command if t.engine else "(did not start)"
@@ -341,15 +374,19 @@ def render_markdown(r: OptimizationReport) -> str:
         "- Routing: " + "; ".join(r.routing),
         "",
     ]
+    lines += reproduce_lines(r.reproduce)
     if r.winner_deployment:
         d = r.winner_deployment
         lines += ["## Deploy the winner elsewhere (rendered, not run)", "",
                   f"Container (`{d.image}`), port published on 127.0.0.1 only:", "", "```sh",
                   d.container_command, "```", "", "Kubernetes (Deployment + ClusterIP Service):",
                   "", "```yaml", d.kubernetes_yaml.rstrip(), "```", "",
+                  *([f"Helm values for `{d.helm_chart}`:", "", "```yaml",
+                     d.helm_values_yaml.rstrip(), "```", ""] if d.helm_values_yaml else []),
                   *[f"- {n}" for n in d.notes], ""]
     if r.shortlist:
         lines += _shortlist_lines(r)
     if r.notes:
         lines += ["## Notes", "", *[f"- {n}" for n in r.notes], ""]
+    lines += provenance_lines(r.provenance)
     return "\n".join(lines)

@@ -9,10 +9,12 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from infopt.report.markdown import render_markdown
+from infopt.report.nofit_text import nofit_markdown
 from infopt.report.plots import write_plots
+from infopt.report.provenance import rules
 from infopt.report.rundir import runs_root, write_report
 from infopt.specs.base import InputError
-from infopt.specs.results import OptimizationReport
+from infopt.specs.results import NoFitReport, OptimizationReport
 
 
 def load_run(run_id: str, runs_dir: str | None = None) -> tuple[Path, OptimizationReport]:
@@ -28,7 +30,10 @@ def load_run(run_id: str, runs_dir: str | None = None) -> tuple[Path, Optimizati
                          "printed by `infopt optimize` (its folder under --runs-dir or "
                          "$INFOPT_RUNS_DIR).")
     try:
-        return run_dir, OptimizationReport.model_validate_json(path.read_text())
+        text = path.read_text()
+        if '"kind": "no-fit"' in text[:200]:  # a run that stopped before any engine started
+            return run_dir, NoFitReport.model_validate_json(text)
+        return run_dir, OptimizationReport.model_validate_json(text)
     except ValidationError as exc:
         first = exc.errors()[0]
         raise InputError(f"{path} is not a report this infopt can read "
@@ -36,8 +41,17 @@ def load_run(run_id: str, runs_dir: str | None = None) -> tuple[Path, Optimizati
                          "another version, or edited by hand.") from None
 
 
-def rerender(run_id: str, runs_dir: str | None = None) -> Path:
+def rerender(run_id: str, runs_dir: str | None = None
+             ) -> tuple[Path, OptimizationReport, str]:
+    """(report.md's path, the report with its plots, the markdown)."""
     run_dir, report = load_run(run_id, runs_dir)
-    report = report.model_copy(update={"plots": write_plots(report, run_dir)})
-    md, _ = write_report(run_dir, report, render_markdown(report))
-    return md
+    if isinstance(report, NoFitReport):
+        report = report.model_copy(update={"provenance": rules()})
+        text = nofit_markdown(report)
+        md, _ = write_report(run_dir, report, text)
+        return md, report, text
+    report = report.model_copy(update={"plots": write_plots(report, run_dir),
+                                       "provenance": rules()})
+    text = render_markdown(report)
+    md, _ = write_report(run_dir, report, text)
+    return md, report, text

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from infopt.specs.results import OptimizationReport, RequestRecord, Trial
+from infopt.specs.results import NoFitReport, OptimizationReport, RequestRecord, Trial
 
 
 def runs_root(explicit: str | None = None) -> Path:
@@ -59,7 +59,8 @@ def load_trial(run_dir: Path, key: str) -> Trial | None:
         return None
 
 
-def write_report(run_dir: Path, report: OptimizationReport, markdown: str) -> tuple[Path, Path]:
+def write_report(run_dir: Path, report: OptimizationReport | NoFitReport, markdown: str
+                 ) -> tuple[Path, Path]:
     run_dir.mkdir(parents=True, exist_ok=True)
     md, js = run_dir / "report.md", run_dir / "report.json"
     atomic_write(js, report.model_dump_json(indent=2))

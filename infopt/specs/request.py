@@ -119,7 +119,9 @@ class OptimizeRequest(Spec):
     objective: Objective | None = None
     # Standard scenarios the winner is measured on: "all", names, or [] for none.
     scenarios: list[str] = Field(default_factory=lambda: ["all"], max_length=8)
-    scenario_requests: int | None = Field(4, ge=1, le=10_000)
+    # Measured requests per scenario; None: each scenario's own count (at least 20, enough
+    # for a p95; the report flags percentiles from fewer samples).
+    scenario_requests: int | None = Field(None, ge=1, le=10_000)
     api: ApiRequirements = Field(default_factory=ApiRequirements)
     # Quality gate tolerance (issue 12): the largest accepted drop of the candidate's score
     # against the higher-precision reference, as a fraction.

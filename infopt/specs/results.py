@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import time
+from enum import StrEnum
+from typing import Literal
 
 from pydantic import Field
 
@@ -250,9 +252,60 @@ class DeploymentRendering(Spec):
     """The winning configuration as a container command and a Kubernetes manifest."""
 
     image: str
+    # The image's content digest when known; None: only its tag is known (the notes say so).
+    image_digest: str | None = None
     container_command: str
     kubernetes_yaml: str
+    # Values for the engine's own Helm chart, where it has one (infopt.engines.helm).
+    helm_chart: str | None = None
+    helm_values_yaml: str | None = None
     notes: list[str]
+
+
+class Reproduction(Spec):
+    """How to re-measure the recommended configuration by hand, and what to expect
+    (infopt.tuning.reproduce)."""
+
+    command: str  # the winner's exact command line (any free port works)
+    bench_command: str  # `infopt bench` on the run's own workload file
+    workload_file: str  # relative to the run folder
+    objective: str
+    unit: str
+    trial_ids: list[str]
+    expected: float  # the mean over the winner's trials
+    low: float | None  # None: no configuration was repeated, so no noise is known
+    high: float | None
+    rule: str
+
+
+class KernelLine(Spec):
+    aspect: str  # "weights buffer", "flash attention", "compilation", ...
+    line: str  # the engine's own words
+
+
+class KernelPath(Spec):
+    """The kernels the recommended configuration ran with, read from the engine's log."""
+
+    engine: str
+    log: str | None  # the log read, relative to the run folder; None: none was read
+    lines: list[KernelLine] = Field(default_factory=list)
+    notes: list[str] = Field(default_factory=list)  # what is not logged, how it was read
+
+
+class ProvenanceKind(StrEnum):
+    MEASURED = "measured"  # by this run: a trial's records, the host's own benchmark
+    ESTIMATED = "estimated"  # a formula over stated inputs (fit, ceilings, ratios to them)
+    SOURCED = "sourced"  # read from a file, a URL or the hub's metadata
+    CONFIGURED = "configured"  # the request, or the configuration a trial ran
+
+
+class ProvenanceRule(Spec):
+    """Where the numbers at `path` come from (infopt.report.provenance): placeholders in
+    braces name fields of the objects around each number (a trial's id and folder)."""
+
+    path: str
+    kind: ProvenanceKind
+    source: str
 
 
 class PlotRef(Spec):
@@ -308,3 +361,34 @@ class OptimizationReport(Spec):
     notes: list[str]
     # The pictures (infopt.report.plots), drawn by the report writer from the run's records.
     plots: list[PlotRef] = Field(default_factory=list)
+    kernel_path: KernelPath | None = None
+    reproduce: Reproduction | None = None
+    # Where every number above comes from (infopt.report.provenance), one rule per path.
+    provenance: list[ProvenanceRule] = Field(default_factory=list)
+
+
+class EngineFit(Spec):
+    """An engine's baseline (its simplest correct configuration at the full context) against
+    this machine's memory."""
+
+    engine: str
+    config: ServingConfig
+    fit: MemoryFit
+
+
+class NoFitReport(Spec):
+    """What a run reports when no allowed engine's baseline fits this machine: the binding
+    constraint and the smallest alternatives that would (each checked with the same model);
+    nothing was started. report.json says so in `kind`."""
+
+    kind: Literal["no-fit"] = "no-fit"
+    run_id: str
+    created_at: str
+    hardware: HardwareInventory
+    model: ModelProfile
+    workload: Workload
+    engines: list[EngineFit]
+    binding: str  # the constraint that no configuration meets, in numbers
+    notes: list[str] = Field(default_factory=list)
+    provenance: list[ProvenanceRule] = Field(default_factory=list)
+

@@ -278,7 +278,70 @@ def test_winner_measured_on_the_standard_scenarios(report_and_dir):
         assert s.level.lengths_not_reached == 0 and s.validation_passed
     short = report.scenarios[0]
     assert short.input_tokens_mean == 128 and short.level.concurrency == 2
-    assert "standard scenarios" in (run_dir / "report.md").read_text()
+    md = (run_dir / "report.md").read_text()
+    assert "standard scenarios" in md
+    # 2 requests a scenario: every p95 and p99 is flagged, each with its sample count.
+    row = next(line for line in md.splitlines() if line.startswith("| short |"))
+    n = short.level.ttft_s.n
+    assert f"/ {short.level.ttft_s.p99 * 1000:.1f}† (n={n})" in row and "*" in row
+
+
+def test_every_number_in_report_json_has_its_provenance(report_and_dir):
+    from infopt.report.provenance import label, unlabelled, walk_numbers
+
+    report, run_dir = report_and_dir
+    data = json.loads((run_dir / "report.json").read_text())
+    assert data["provenance"] and unlabelled(data) == []
+    measured = 0
+    for tokens, path, _, anc in walk_numbers(data):
+        text = label(path, anc)
+        if tokens[0] == "trials" and "its records trials/" in text:
+            measured += 1
+            # The label names the trial's own folder, and its records are there.
+            folder = text.split("its records ", 1)[1].split("/", 2)[:2]
+            assert (run_dir / "/".join(folder) / "requests.jsonl").is_file()
+    assert measured > 100
+    md = (run_dir / "report.md").read_text()
+    assert "## Where each number comes from" in md and "| `trials[].benchmark.**` | measured" \
+        in md
+
+
+def test_the_kernel_path_is_read_from_the_engines_own_log(report_and_dir):
+    report, run_dir = report_and_dir
+    k = report.kernel_path
+    assert k.engine == "llamacpp" and k.log == "trials/t-kernel/engine.log"
+    log = (run_dir / k.log).read_text()
+    assert " -lv 4" in log.splitlines()[0]  # the winner's flags plus the log level
+    aspects = {ln.aspect for ln in k.lines}
+    assert {"CPU backend", "weights buffer", "flash attention", "KV cache"} <= aspects
+    assert all(ln.line in log for ln in k.lines)
+    md = (run_dir / "report.md").read_text()
+    assert "## Kernel path (read from the engine's log)" in md
+
+
+def test_the_prefect_artifacts_hold_the_report_the_trials_and_the_plots(report_and_dir):
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
+
+    report, run_dir = report_and_dir
+    with get_client(sync_client=True) as client:
+        def latest(key):
+            arts = client.read_artifacts(artifact_filter=ArtifactFilter(
+                key=ArtifactFilterKey(any_=[key])))
+            mine = [a for a in arts if report.run_id in (a.description or "")]
+            assert mine, key
+            return max(mine, key=lambda a: a.created)
+
+        assert latest("infopt-report").data == (run_dir / "report.md").read_text()
+        table = latest("infopt-trials").data
+        rows = json.loads(table) if isinstance(table, str) else table
+        assert [r["trial"] for r in rows] == [t.trial_id for t in report.trials]
+        assert [r["objective (output tokens/s at the target load)"] for r in rows] == [
+            t.objective_value for t in report.trials]
+        for p in report.plots:
+            link = latest(f"infopt-plot-{p.name.replace('_', '-')}")
+            # Prefect keeps a link artifact as markdown: [text](url)
+            assert link.data == f"[{p.title}]({(run_dir / p.file).resolve().as_uri()})"
 
 
 def test_unknown_scenario_is_refused_before_anything_starts(prefect_api, tmp_path):
@@ -410,6 +473,63 @@ def test_infopt_compare_sets_two_runs_side_by_side_on_the_same_workload(report_a
 
 
 # Last: it re-runs the flow into the same run folder (report.json without scenarios).
+def test_re_running_the_winners_command_by_hand_reproduces_its_objective(report_and_dir,
+                                                                          tmp_path):
+    import os
+    import shlex
+    import signal
+    import socket
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    import httpx
+
+    from infopt.specs.results import BenchmarkResult, BenchResult
+    from infopt.tuning.search import objective_value
+
+    report, run_dir = report_and_dir
+    r = report.reproduce
+    assert r.trial_ids and r.low < r.expected < r.high and r.command == report.winner_command
+    assert "prediction interval" in r.rule
+    assert "## Reproduce the winner by hand" in (run_dir / "report.md").read_text()
+    with socket.socket() as s:  # any free port, as the report says
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    argv = shlex.split(r.command)
+    env = dict(os.environ)
+    while "=" in argv[0] and not argv[0].startswith("/"):  # leading VAR=value assignments
+        key, _, value = argv.pop(0).partition("=")
+        env[key] = value
+    old = argv[argv.index("--port") + 1]
+    argv[argv.index("--port") + 1] = str(port)
+    with (tmp_path / "engine.log").open("w") as log:
+        proc = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT,
+                                start_new_session=True)
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/health", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.5)
+        bench = shlex.split(r.bench_command.replace(f"127.0.0.1:{old}", f"127.0.0.1:{port}"))
+        bench[0] = str(Path(sys.executable).with_name("infopt"))
+        assert bench[bench.index("--workload") + 1] == str(run_dir / r.workload_file)
+        out = subprocess.run(bench, capture_output=True, text=True, timeout=600)
+        assert out.returncode == 0, out.stderr[-2000:]
+        result = BenchResult.model_validate_json(out.stdout)
+        value = objective_value(BenchmarkResult(workload=report.workload,
+                                                scenarios=result.scenarios))
+        assert r.low <= value <= r.high, (value, r.low, r.high, r.rule)
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=30)
+
+
 def test_a_rerun_with_the_same_run_id_runs_no_trial_again(report_and_dir, monkeypatch):
     from flows.optimize import optimize
     from tasks import trial as trial_task

@@ -137,8 +137,28 @@ def test_70b_bf16_does_not_fit_one_h100_and_offers_alternatives():
     fit = _fit(m, context_tokens=131_072, concurrency=8)
     assert not fit.fits and fit.gap_bytes > 0
     text = " ".join(fit.alternatives)
-    assert "tensor parallel" in text or "smaller weight format" in text
-    assert "8-bit KV cache (fp8)" in text
+    assert "tensor parallel tp=8" in text and "smaller weight format" in text
+    # The weights alone exceed the GPU: no KV, concurrency or context change is offered.
+    assert "8-bit KV cache" not in text and "shorter context" not in text
+
+
+def test_on_a_cpu_the_host_must_hold_the_weights_beside_a_fixed_kv_space():
+    m = _model("meta-llama__Llama-3.1-8B-Instruct")
+    host = DeviceBudget(name="CPU", memory_bytes=24 * GIB, bandwidth_bytes_per_s=50e9,
+                        dense_flops_per_s={}, source="t")
+
+    def fit(weights_gib):
+        return plan_fit(FitRequest(
+            model=m, device=host, gpu_count=1, engine="vllm", context_tokens=8192,
+            concurrency=1, kv_dtype="auto", weight_path=BF16,
+            knobs=EngineKnobs(device_is_cpu=True), exact_weights_bytes=weights_gib * GIB,
+            kv=kv_options("vllm", frozenset())))
+
+    assert fit(15).fits  # 15 GiB of weights + the 4 GiB KV space in 24 GiB
+    big = fit(30)  # the KV space alone would hold the context, the host cannot hold both
+    assert not big.fits and big.gap_bytes == (30 + 4 - 24) * GIB
+    assert any("must hold the weights" in a for a in big.assumptions)
+    assert any("smaller weight format" in a for a in big.alternatives)
 
 
 def test_impossible_inputs_are_clear_errors():

@@ -175,3 +175,34 @@ def test_write_launch_files(tmp_path):
     (written,) = render.write_launch_files(launch)
     assert written.read_text() == "k: 1\n"
     assert render.write_launch_files(Launch(argv=["x"])) == []
+
+
+def test_vllm_helm_values_pass_the_winners_exact_flags_through():
+    cfg = VllmConfig(model_path="/models/Qwen3-8B", served_model_name="qwen",
+                     max_model_len=8192, max_num_seqs=16, tensor_parallel_size=2,
+                     kv_cache_dtype="fp8", enforce_eager=True)
+    d = render.render_deployment(cfg, port=8000, gpus=2, name="infopt-x", cpus=8,
+                                 model_bytes=16 * 2**30)
+    assert d.helm_chart == "vllm/vllm-stack"
+    spec = yaml.safe_load(d.helm_values_yaml)["servingEngineSpec"]["modelSpec"][0]
+    assert spec["modelURL"] == "/models/Qwen3-8B" and spec["requestGPU"] == 2
+    assert (spec["repository"], spec["tag"]) == ("vllm/vllm-openai", "v0.32.0")
+    assert spec["requestCPU"] == 8 and spec["requestMemory"] == "20Gi"
+    # Every flag of the winner's command except those the chart sets itself (model, host, port).
+    argv = vllm.build_launch(cfg, "python3", 8000).argv
+    flags = argv[argv.index("vllm.entrypoints.openai.api_server") + 1:]
+    for owned in ("--model", "--host", "--port"):
+        i = flags.index(owned)
+        del flags[i:i + 2]
+    assert spec["vllmConfig"]["extraArgs"] == flags
+    assert "--kv-cache-dtype" in flags and "--enforce-eager" in flags
+    assert d.image_digest is None and any("by tag only" in n for n in d.notes)
+
+
+def test_engines_without_a_chart_render_no_helm_values():
+    from infopt.specs.serving import LlamaCppConfig
+
+    d = render.render_deployment(LlamaCppConfig(model_path="/m/a.gguf", ctx_per_slot_tokens=4096),
+                                 port=8000, gpus=0,
+                                 name="infopt-y")
+    assert d.helm_chart is None and d.helm_values_yaml is None

@@ -1,0 +1,38 @@
+"""The report's "reproduce it by hand": the winner's exact command, `infopt bench` on the run's
+own workload file (written beside the report), and the band its repeats make plausible."""
+
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+
+import yaml
+
+from infopt.report.rundir import atomic_write
+from infopt.specs.results import Reproduction, Trial
+from infopt.specs.workload import OBJECTIVE_UNIT, Workload
+from infopt.tuning.pareto import config_label
+from infopt.tuning.reproduce import reproduction_band
+
+
+def reproduction(run_dir: Path, workload: Workload, winner: Trial, trials: list[Trial],
+                 run_trials: list[Trial]) -> Reproduction:
+    """`trials`: the winner's repeats; `run_trials`: every trial of its engine, whose repeated
+    configurations give the start-to-start noise."""
+    wf = run_dir / "workload.yaml"
+    atomic_write(wf, yaml.safe_dump(workload.traffic.model_dump(mode="json", exclude_none=True),
+                                    sort_keys=False))
+    values = [t.objective_value for t in trials if t.objective_value is not None]
+    groups: dict[str, list[float]] = {}
+    for t in run_trials:
+        if t.objective_value is not None:
+            groups.setdefault(config_label(t), []).append(t.objective_value)
+    expected, low, high, rule = reproduction_band(values, list(groups.values()))
+    bench = ["infopt", "bench", "--endpoint", f"http://127.0.0.1:{winner.engine.port}",
+             "--model", winner.config.served_model_name, "--workload", str(wf),
+             "--engine", winner.config.engine.value, "--json"]
+    return Reproduction(
+        command=winner.engine.command, bench_command=shlex.join(bench),
+        workload_file=wf.name, objective=workload.objective.value,
+        unit=OBJECTIVE_UNIT[workload.objective], trial_ids=[t.trial_id for t in trials],
+        expected=expected, low=low, high=high, rule=rule)

@@ -1,0 +1,207 @@
+"""Where every number of report.json comes from: measured (with the trial and the records it
+comes from), estimated (the formula and its inputs), sourced (a file, a URL, the hub's metadata)
+or configured (the request, or the configuration a trial ran). One rule per field path, first
+match wins; `label` resolves a rule's placeholders from the objects around the number (a trial's
+id and folder, a scenario's records file), so a label names the very trial it came from.
+
+Paths: keys joined by ".", a list's items as "[]", a dict's keys as "*"; in rules "*" is one
+key and "**" anything below. report.json carries the rules (`provenance`); report.md lists them;
+tests walk the JSON and fail on any number that no rule labels."""
+
+from __future__ import annotations
+
+import re
+from functools import cache
+from typing import Any
+
+from infopt.specs.results import ProvenanceKind as K, ProvenanceRule
+
+_TRIAL = "trial {trial_id}: its records trials/{key}/"
+_BOOT = ("bootstrap (seeded, resampling each side's trials) over the measured trial "
+         "objectives it compares (infopt.analysis.compare)")
+_FIT = ("infopt.costmodel.fit: weights + KV bytes per token x tokens held + runtime overhead, "
+        "per device, from the model's config and the device's memory (an estimate before the "
+        "engine starts; the engine's own log is read back where it reports its KV cache)")
+
+RULES: tuple[tuple[str, K, str], ...] = (
+    # -- measured by a trial ----------------------------------------------------------------
+    ("trials[].benchmark.workload.**", K.CONFIGURED, "the workload the trial ran (request.json)"),
+    ("trials[].benchmark.**", K.MEASURED, _TRIAL + "requests.jsonl (per request) and the "
+     "engine's process samples"),
+    ("trials[].objective_value", K.MEASURED, _TRIAL + "requests.jsonl, at the objective's "
+     "level"),
+    ("trials[].engine.startup_s", K.MEASURED, _TRIAL + "engine.log: launch to first healthy "
+     "response"),
+    ("trials[].engine.pid", K.MEASURED, _TRIAL + "engine.log: the process the OS started"),
+    ("trials[].engine.port", K.CONFIGURED, "the loopback port infopt chose for trial "
+     "{trial_id}"),
+    ("trials[].quality.tolerance", K.CONFIGURED, "the request's quality_tolerance"),
+    ("trials[].quality.measures[].threshold", K.ESTIMATED, "the floor minus the request's "
+     "tolerance (infopt.quality.gate)"),
+    ("trials[].quality.**", K.MEASURED, "trial {trial_id}'s quality verdict: its teacher-"
+     "forced scores of the reference's tokens, and the reference's restart for the floor "
+     "(quality/verdict-*.json of the run)"),
+    ("trials[].ceilings[].measured", K.MEASURED, _TRIAL + "requests.jsonl"),
+    ("trials[].ceilings[].ceiling", K.ESTIMATED, "infopt.costmodel.roofline ({envelope} "
+     "envelope): bytes per decode step / memory bandwidth and FLOPs / compute at this "
+     "configuration's batch, from the model's config and the hardware (calibrated: this "
+     "host's measured bandwidth and GEMM rate)"),
+    ("trials[].ceilings[].ratio", K.ESTIMATED, "measured / ceiling of trial {trial_id}, never "
+     "clamped"),
+    ("trials[].fit.**", K.ESTIMATED, _FIT),
+    ("trials[].diagnosis.matches[].score", K.ESTIMATED, "infopt.troubleshoot: how well trial "
+     "{trial_id}'s engine.log matches the known failure"),
+    ("trials[].diagnosis.**", K.CONFIGURED, "the known failure's remedy (infopt.troubleshoot "
+     "catalog)"),
+    ("trials[].remedy.**", K.CONFIGURED, "the contract-preserving remedy applied to trial "
+     "{trial_id} (its engine.log names the failure)"),
+    ("trials[].config.**", K.CONFIGURED, "the configuration trial {trial_id} ran (its command "
+     "line)"),
+    ("trials[].changes[].**", K.CONFIGURED, "trial {trial_id}'s knob against the control"),
+    ("trials[].repeat", K.CONFIGURED, "the repeat number of trial {trial_id}"),
+    # -- statistics over trials -------------------------------------------------------------
+    ("ladder.steps[].candidates[].candidate.**", K.CONFIGURED, "the value the ladder's rule "
+     "derived for this candidate (its `why`)"),
+    ("ladder.steps[].candidates[].comparison.seed", K.CONFIGURED, "the request's seed"),
+    ("ladder.steps[].candidates[].comparison.n_resamples", K.CONFIGURED, _BOOT),
+    ("ladder.steps[].candidates[].**", K.MEASURED, "trials {trial_ids}: " + _BOOT),
+    ("ladder.steps[].incumbent_values[]", K.MEASURED, "the incumbent's trial objectives"),
+    ("ladder.launches", K.MEASURED, "engine launches counted over the run's trials"),
+    ("engines.results[].ladder.steps[].candidates[].candidate.**", K.CONFIGURED, "the value "
+     "the comparator's ladder derived"),
+    ("engines.results[].ladder.steps[].candidates[].**", K.MEASURED, "trials {trial_ids}: "
+     + _BOOT),
+    ("engines.results[].ladder.**", K.MEASURED, "the {engine} ladder's trial objectives"),
+    ("engines.results[].**", K.MEASURED, "medians of {engine}'s trial objectives (its control "
+     "and its winner's trials)"),
+    ("engines.comparison.seed", K.CONFIGURED, "the request's seed"),
+    ("engines.comparison.**", K.MEASURED, "the two engines' winners' trials: " + _BOOT),
+    ("gain_vs_control.comparison.seed", K.CONFIGURED, "the request's seed"),
+    ("gain_vs_control.comparison.**", K.MEASURED, "the control's and the winner's trials: "
+     + _BOOT),
+    ("gain_vs_control.**", K.MEASURED, "medians of the control's and the winner's trial "
+     "objectives (the ratio: winner / control, never clamped)"),
+    ("pareto[].**", K.MEASURED, "medians over trials {trial_ids} at the target level "
+     "(memory: the engine's peak resident set; quality: the gate's top-1 agreement)"),
+    ("closest_to_ceiling[].level", K.CONFIGURED, "the workload's level both ratios are taken "
+     "at"),
+    ("closest_to_ceiling[].**", K.ESTIMATED, "measured / ceiling (trials[].ceilings) at that "
+     "level, the median over the configuration's trials"),
+    ("scenarios[].level.**", K.MEASURED, "the winner on the standard scenario {name}: "
+     "{records_path}"),
+    ("scenarios[].**", K.MEASURED, "the winner on the standard scenario {name}: {records_path}"),
+    ("tasks.items_per_set", K.CONFIGURED, "the request's quality_task_items"),
+    ("tasks.verdicts[].threshold", K.ESTIMATED, "the reference's score minus the request's "
+     "tolerance (infopt.quality.gate)"),
+    ("tasks.**", K.MEASURED, "the task sets answered by the reference and the winner "
+     "(quality/ of the run; exact-match scoring, Wilson intervals)"),
+    ("reproduce.expected", K.MEASURED, "the mean objective of trials {trial_ids}"),
+    ("reproduce.**", K.ESTIMATED, "the winner's repeats widened by the noise rule "
+     "(reproduce.rule, infopt.tuning.reproduce)"),
+    ("plots[].**", K.MEASURED, "counted in {file}'s own data (its infopt-plot metadata)"),
+    # -- the target --------------------------------------------------------------------------
+    ("hardware.host_memory_bandwidth.threads", K.CONFIGURED, "threads infopt's copy benchmark "
+     "used"),
+    ("hardware.host_memory_bandwidth.repeats", K.CONFIGURED, "repeats of infopt's copy "
+     "benchmark"),
+    ("hardware.host_memory_bandwidth.**", K.MEASURED, "infopt.hardware.membw: a STREAM-style "
+     "copy over arrays beyond the last-level cache, on this host at the run's start"),
+    ("hardware.host_gemm_flops_per_s", K.MEASURED, "infopt.hardware.compute: a timed GEMM on "
+     "this host at the run's start"),
+    ("hardware.host.**", K.SOURCED, "this host's /proc/cpuinfo, /proc/meminfo, /sys (NUMA), "
+     "cgroup limits and statvfs (infopt.hardware.host)"),
+    ("hardware.gpus[].theoretical_bandwidth_bytes_per_s", K.ESTIMATED, "NVML's memory bus "
+     "width / 8 x max memory clock x the DDR factor (infopt.hardware.nvml)"),
+    ("hardware.gpus[].**", K.SOURCED, "NVML (nvidia-ml-py) on the target"),
+    ("hardware.gpu_pairs[].**", K.SOURCED, "NVML's topology and NVLink queries on the target"),
+    ("model.file_bytes", K.SOURCED, "the checkpoint's size on disk: {path}"),
+    ("model.**", K.SOURCED, "the checkpoint's own metadata (config.json or the GGUF header) "
+     "at {path}, counted by infopt.model.classify"),
+    ("shortlist.max_weight_bits", K.CONFIGURED, "the shortlist search's precision ceiling"),
+    ("shortlist.**", K.SOURCED, "the hub's metadata of {repo_id} at {commit_sha} "
+     "(config.json / quantization config / GGUF header, read by byte ranges)"),
+    # -- what was asked or chosen ------------------------------------------------------------
+    ("workload.**", K.CONFIGURED, "the request's workload (request.json)"),
+    ("control_config.**", K.CONFIGURED, "the engine's out-of-the-box defaults (the adapter's "
+     "control_config)"),
+    ("baseline_config.**", K.CONFIGURED, "the baseline: the simplest correct configuration "
+     "(the adapter's baseline_config plus base_overrides)"),
+    ("winner_config.**", K.CONFIGURED, "the recommended configuration: the baseline plus the "
+     "accepted changes"),
+    ("contract_outcome.**", K.CONFIGURED, "the adapter's contract remedies"),
+    # -- a no-fit report (infopt.tuning.nofit) -----------------------------------------------
+    ("engines[].fit.**", K.ESTIMATED, _FIT),
+    ("engines[].config.**", K.CONFIGURED, "the {engine} baseline's configuration"),
+    ("exposure.port", K.CONFIGURED, "the port the winner was exposed on"),
+)
+
+
+def rules() -> list[ProvenanceRule]:
+    return [ProvenanceRule(path=p, kind=k, source=s) for p, k, s in RULES]
+
+
+@cache
+def _regex(pattern: str) -> re.Pattern:
+    body = re.escape(pattern).replace(r"\*\*", "\0").replace(r"\*", r"[^.\[\]]+")
+    return re.compile(body.replace("\0", ".*") + "$")
+
+
+def normalize(tokens: list[str | int]) -> str:
+    out = ""
+    for t in tokens:
+        out += "[]" if isinstance(t, int) else (f".{t}" if out else t)
+    return out
+
+
+def rule_for(path: str) -> tuple[str, K, str] | None:
+    return next((r for r in RULES if _regex(r[0]).match(path)), None)
+
+
+def label(path: str, ancestors: list[dict]) -> str | None:
+    """"measured: trial t03-...: its records trials/<key>/..." for the number at `path`
+    (normalized) inside `ancestors` (outermost first); None when no rule covers it."""
+    rule = rule_for(path)
+    if rule is None:
+        return None
+    values: dict[str, Any] = {}
+    for obj in ancestors:  # the innermost object that has the field wins
+        values.update({k: v for k, v in obj.items() if isinstance(v, (str, int, list))})
+    names = re.findall(r"{(\w+)}", rule[2])
+    missing = [n for n in names if n not in values]
+    if missing:
+        return None
+    text = rule[2].format(**{n: (", ".join(map(str, values[n])) if isinstance(values[n], list)
+                                 else values[n]) for n in names})
+    return f"{rule[1].value}: {text}"
+
+
+def walk_numbers(data: Any, tokens: list | None = None, ancestors: list | None = None):
+    """Yield (path tokens, normalized path, value, ancestor objects) for every number."""
+    tokens, ancestors = tokens or [], ancestors or []
+    if isinstance(data, dict):
+        for k, v in data.items():
+            yield from walk_numbers(v, tokens + [k], ancestors + [data])
+    elif isinstance(data, list):
+        for i, v in enumerate(data):
+            yield from walk_numbers(v, tokens + [i], ancestors)
+    elif isinstance(data, (int, float)) and not isinstance(data, bool):
+        yield tokens, normalize(tokens), data, ancestors
+
+
+def unlabelled(report_json: dict) -> list[str]:
+    """Every number's path that no rule labels (or whose label cannot be resolved)."""
+    return [".".join(map(str, t)) for t, p, _, anc in walk_numbers(report_json)
+            if t and t[0] != "provenance" and label(p, anc) is None]
+
+
+def provenance_lines(rules_: list[ProvenanceRule]) -> list[str]:
+    """report.md's section: every rule report.json carries, so a reader can label a number."""
+    if not rules_:
+        return []
+    return ["## Where each number comes from", "",
+            "Every number in `report.json` falls under one of these paths (first match; `[]` a "
+            "list's items, `*` one key, `**` anything below). Braces name fields of the "
+            "objects around the number, such as the trial's id and records folder. "
+            "`infopt.report.provenance.label` resolves them.", "",
+            "| numbers at | kind | from |", "|---|---|---|",
+            *[f"| `{r.path}` | {r.kind.value} | {r.source} |" for r in rules_], ""]
