@@ -27,7 +27,7 @@ from flows.engine_tuning import (
 )
 from flows.expose import expose_winner
 from flows.ladder import control_values
-from flows.reproduce import reproduction
+from flows.reproduce import reproduction, weights_identity
 from flows.viability import viable_plans
 from flows.winner import WinnerContext, confirm_winner
 from infopt.bootstrap import default_paths
@@ -183,6 +183,8 @@ def optimize(request: OptimizeRequest | None = None, run_id: str | None = None,
                                             name=f"infopt-{run_id}".lower()),
         scenarios=decision.scenarios, tasks=decision.tasks, kernel_path=kernels,
         reproduce=reproduction(run_dir, workload, winner, chosen_inc.trials, run.trials),
+        winner_weights=weights_identity(winner.config.model_path, request.model.hub_id,
+                                        request.model.revision),
         approvals=download_answers + [a for tn in tunings for a in tn.weight_answers]
         + expose_answers, exposure=exposure,
         notes=[f"skipped {s}" for s in skipped] + fit_notes + [

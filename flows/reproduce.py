@@ -9,7 +9,8 @@ from pathlib import Path
 import yaml
 
 from infopt.report.rundir import atomic_write
-from infopt.specs.results import Reproduction, Trial
+from infopt.model.digest import model_digest
+from infopt.specs.results import Reproduction, Trial, WeightsIdentity
 from infopt.specs.workload import OBJECTIVE_UNIT, Workload
 from infopt.tuning.pareto import config_label
 from infopt.tuning.reproduce import reproduction_band
@@ -36,3 +37,21 @@ def reproduction(run_dir: Path, workload: Workload, winner: Trial, trials: list[
         workload_file=wf.name, objective=workload.objective.value,
         unit=OBJECTIVE_UNIT[workload.objective], trial_ids=[t.trial_id for t in trials],
         expected=expected, low=low, high=high, rule=rule)
+
+
+def weights_identity(path: str, hub_id: str | None, revision: str | None) -> WeightsIdentity:
+    """The winner's weights: digest, and where a downloaded file came from (the hub cache keeps
+    .../models--ORG--NAME/snapshots/SHA/FILE)."""
+    parts = Path(path).parts
+    source = "local file"
+    for i, part in enumerate(parts[:-2]):
+        if part.startswith("models--") and parts[i + 1] == "snapshots":
+            repo = part.removeprefix("models--").replace("--", "/", 1)
+            source = f"hub {repo} at revision {parts[i + 2]}"
+            break
+    else:
+        if hub_id:
+            source = (f"local file; its model is hub {hub_id}"
+                      + (f" at revision {revision}" if revision else ""))
+    return WeightsIdentity(path=path, digest=model_digest(path), source=source)
+

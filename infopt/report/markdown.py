@@ -167,12 +167,14 @@ def _ceiling_lines(r: OptimizationReport) -> list[str]:
     lines += ["Decode rate = streams decoding together × 1 / median ITL (decode only), against "
               "the roofline decode ceiling at that batch and the benchmark's mean context. "
               "A ratio above 1 means the cost model is wrong for this case and is flagged.", "",
-              "| trial | metric | envelope | measured tok/s | ceiling tok/s (estimate) | ratio |",
-              "|---|---|---|---|---|---|"]
+              "| trial | metric | envelope | measured tok/s | ceiling tok/s (estimate) | ratio | "
+              "predicted bottleneck | remaining gap tok/s |",
+              "|---|---|---|---|---|---|---|---|"]
     for t, c in rows:
         flag = " ⚠ above ceiling" if c.flagged else ""
         lines.append(f"| {t.trial_id} | {c.metric} | {c.envelope.value} | {c.measured:.1f} | "
-                     f"{c.ceiling:.1f} | {c.ratio:.2f}{flag} |")
+                     f"{c.ceiling:.1f} | {c.ratio:.2f}{flag} | {c.note} | "
+                     f"{c.ceiling - c.measured:.1f} |")
     lines += ["", "The configuration closest to its ceiling at each level is in the tuning "
               "ladder's section, compared at the same level and envelope as the winner."]
     if r.pruned:
@@ -306,6 +308,9 @@ def render_markdown(r: OptimizationReport) -> str:
         "",
         "(`--port` was picked free for the trial; any free port works.)",
         "",
+        *([f"Weights: `{r.winner_weights.path}`, {r.winner_weights.digest} "
+           f"({r.winner_weights.source}); engine {r.engine} {r.engine_version}.", ""]
+          if r.winner_weights else []),
         *binding_lines(r),
         "",
         *approvals_lines(r),

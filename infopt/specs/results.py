@@ -262,6 +262,14 @@ class DeploymentRendering(Spec):
     notes: list[str]
 
 
+class WeightsIdentity(Spec):
+    """Exactly which weights the recommended configuration serves."""
+
+    path: str
+    digest: str  # sha256 of the file, or of an HF directory's (path, sha256) list
+    source: str  # "local file", or the hub repository and revision it was downloaded from
+
+
 class Reproduction(Spec):
     """How to re-measure the recommended configuration by hand, and what to expect
     (infopt.tuning.reproduce)."""
@@ -363,6 +371,7 @@ class OptimizationReport(Spec):
     plots: list[PlotRef] = Field(default_factory=list)
     kernel_path: KernelPath | None = None
     reproduce: Reproduction | None = None
+    winner_weights: WeightsIdentity | None = None
     # Where every number above comes from (infopt.report.provenance), one rule per path.
     provenance: list[ProvenanceRule] = Field(default_factory=list)
 

@@ -132,6 +132,9 @@ def test_the_pareto_set_and_the_closest_to_ceiling_cover_every_configuration(rep
 
 def test_report_names_engine_version_and_exact_commands(report_and_dir):
     report, run_dir = report_and_dir
+    w = report.winner_weights
+    assert w.path == report.winner_config.model_path and w.digest.startswith("sha256:")
+    assert f"Weights: `{w.path}`, {w.digest}" in (run_dir / "report.md").read_text()
     md = (run_dir / "report.md").read_text()
     assert report.engine == "llamacpp" and "commit" in report.engine_version
     for t in report.trials:

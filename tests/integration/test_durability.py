@@ -62,8 +62,10 @@ def _run_dir(runs: Path) -> Path | None:
 
 
 def _launches(run_dir: Path) -> int:
-    """Engine starts so far: every start writes its command line first ("$ ...")."""
+    """Trial engine starts so far: every start writes its command line first ("$ ..."). The
+    folders named t-* are the winner's own starts (scenarios, the kernel-path log), not trials."""
     return sum(line.startswith("$ ") for log in run_dir.glob("trials/*/engine*.log")
+               if not log.parent.name.startswith("t-")
                for line in log.read_text(errors="replace").splitlines())
 
 

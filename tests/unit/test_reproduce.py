@@ -35,3 +35,23 @@ def test_without_a_repeat_no_band_is_claimed():
     assert (mean, low, high) == (100.0, None, None) and "budgets.repeats" in rule
     with pytest.raises(ValueError):
         reproduction_band([], [[1.0, 2.0]])
+
+
+def test_the_winners_weights_are_named_by_digest_and_origin(tmp_path):
+    import hashlib
+
+    from flows.reproduce import weights_identity
+
+    snap = tmp_path / "hub" / "models--org--m-GGUF" / "snapshots" / ("ab" * 20)
+    snap.mkdir(parents=True)
+    f = snap / "m.Q4_0.gguf"
+    f.write_bytes(b"GGUF weights")
+    w = weights_identity(str(f), "org/m", None)
+    assert w.digest == "sha256:" + hashlib.sha256(b"GGUF weights").hexdigest()
+    assert w.source == f"hub org/m-GGUF at revision {'ab' * 20}"
+    local = tmp_path / "x.gguf"
+    local.write_bytes(b"x")
+    assert weights_identity(str(local), "org/m", "main").source == \
+        "local file; its model is hub org/m at revision main"
+    assert weights_identity(str(local), None, None).source == "local file"
+
