@@ -321,19 +321,10 @@ def shortlist(
 def _load_model(model: str, revision: str | None, endpoint: str | None,
                 credentials_block: str | None):
     """(ModelInspection, exact weight bytes or None) from a local path or the hub."""
-    from pathlib import Path
+    from infopt.costmodel.plan_request import is_local, load_model
 
-    if _is_local(model):
-        from infopt.model.profile import profile_model
-
-        prof = profile_model(model)
-        return prof.inspection, prof.file_bytes if Path(model).suffix == ".gguf" else (
-            prof.file_bytes or None)
-    from infopt.model.hub import default_cache_dir, fetch_model_facts, to_inspection
-
-    facts = fetch_model_facts(model, cache_dir=default_cache_dir(), revision=revision,
-                              endpoint=endpoint, token=_hub_token(credentials_block))
-    return to_inspection(facts), facts.safetensors.total_bytes if facts.safetensors else None
+    return load_model(model, revision, endpoint,
+                      None if is_local(model) else _hub_token(credentials_block))
 
 
 @app.command()
@@ -368,37 +359,34 @@ def plan(
     json_out: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """Memory fit at full context x concurrency, and roofline ceilings, without launching."""
-    from infopt.costmodel.allocation import EngineKnobs
-    from infopt.costmodel.fit import FitRequest
-    from infopt.costmodel.inputs import resolve_device
-    from infopt.engines.routing import route_for
-    from infopt.specs.model import ModelFormat
-    from infopt.costmodel.plan import make_plan, with_path
-    from infopt.costmodel.weights import BF16
-    from infopt.engines.support import kv_options
+    from pydantic import ValidationError
+
+    from infopt.costmodel.plan import make_plan
+    from infopt.costmodel.plan_request import fit_request
     from infopt.report.plan_text import render_plan
+    from infopt.specs.base import InputError
+    from infopt.specs.plan_request import PlanRequest
 
     try:
+        try:
+            p = PlanRequest(model=model, revision=revision, endpoint=endpoint, gpu=gpu,
+                            gpu_count=gpu_count, engine=engine, context_tokens=context,
+                            concurrency=concurrency, kv_dtype=kv_dtype,
+                            weight_dtype=weight_dtype, tp=tp, pp=pp,
+                            gpu_memory_utilization=gpu_memory_utilization,
+                            mem_fraction_static=mem_fraction_static,
+                            spec_tokens_per_step=spec_tokens_per_step)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            raise InputError(f"--{str(first['loc'][0]).replace('_tokens', '').replace('_', '-')}"
+                             f": {first['msg']}") from None
         insp, exact = _load_model(model, revision, endpoint, credentials_block)
         hw = _inventory_file(inventory) if inventory else None
         if gpu is None and hw is None:
             from infopt.hardware.host import inventory as host_inventory
 
             hw = host_inventory()  # measures host bandwidth and GEMM rate (~3 s)
-        device, detected, is_cpu = resolve_device(gpu, hw)
-        count = gpu_count if gpu_count is not None else (detected or tp * pp if not is_cpu else 1)
-        q = insp.quantization
-        fmt = ModelFormat.GGUF if q is not None and q.method.value == "gguf" else ModelFormat.HF
-        eng = engine or route_for(gpu=not is_cpu, apple=False, fmt=fmt,
-                                  target_concurrency=concurrency)[0].engine.value
-        req = FitRequest(
-            model=insp, device=device, gpu_count=count, engine=eng,
-            context_tokens=context or insp.native_context_tokens, concurrency=concurrency,
-            kv_dtype=kv_dtype, weight_path=BF16, tp=tp, pp=pp, exact_weights_bytes=exact,
-            kv=kv_options(eng, device.cpu_isa_features),
-            knobs=EngineKnobs(gpu_memory_utilization=gpu_memory_utilization,
-                              mem_fraction_static=mem_fraction_static, device_is_cpu=is_cpu))
-        req = with_path(req, weight_dtype)
+        req = fit_request(p, insp, exact, hw)
         if layouts:
             from infopt.engines.layout import matrix_for
             from infopt.report.layout_text import render_layouts

@@ -99,8 +99,9 @@ def kv_from_log(text: str) -> KvObservation | None:
 
 # What this build prints at -lv 4 (measured, llama-server 0.3.36 on an AVX2 CPU): the ISA the
 # CPU backend uses, where the weights live (CPU_REPACK: repacked for the ggml-cpu extra kernels,
-# as Q4_0 and Q8_0 are on AVX2; CPU_Mapped: the mmap-ed file as is; a CUDA buffer: offloaded),
-# whether flash attention resolved on, the KV cache's types, and the graph's splits.
+# as SmolLM2's Q4_0 is here, 56.95 MiB of it; CPU_Mapped: the mmap-ed file as is, all of Q4_1
+# and Q8_0 here; a CUDA buffer: offloaded), whether flash attention resolved on, the KV cache's
+# types, and the graph's splits.
 KERNEL_LOG = KernelLog(knobs={"log_verbosity": 4}, patterns=(
     ("CPU backend", r"system_info: .*"),
     ("weights buffer", r"load_tensors:\s+\S+ model buffer size = .*"),

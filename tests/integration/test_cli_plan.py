@@ -60,7 +60,11 @@ def test_plan_on_this_cpu_host_with_the_bundled_gguf(gguf_model):
 
 @pytest.mark.parametrize("args,needle", [
     (["--gpu", "H100 SXM", "--context", "200000"], "native context"),
-    (["--gpu", "H100 SXM", "--gpu-count", "0"], "at least 1"),
+    (["--gpu", "H100 SXM", "--gpu-count", "0"], "--gpu-count: Input should be greater than "
+                                                 "or equal to 1"),
+    (["--gpu", "H100 SXM", "--context", "0"], "--context: Input should be greater than or "
+                                              "equal to 1"),
+    (["--gpu", "H100 SXM", "--engine", "foo"], "--engine: Input should be 'vllm'"),
     (["--gpu", "Voodoo 5 6000"], "H100 SXM5 80GB"),  # unknown name lists the known ones
     (["--gpu", "H100 SXM", "--tp", "3", "--gpu-count", "3"], "does not divide"),
     (["--gpu", "H100 SXM", "--weight-dtype", "fp7"], "unknown --weight-dtype"),

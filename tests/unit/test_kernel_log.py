@@ -33,6 +33,13 @@ def test_llamacpp_at_verbosity_4_says_its_isa_weights_buffer_and_flash_attention
     assert [ln.aspect for ln in lines][:2] == ["CPU backend", "weights buffer"]
 
 
+def test_llamacpp_repacks_q4_0_on_this_avx2_cpu_and_says_so():
+    _, _, by = _read("llamacpp", "llamacpp0336_cpu_lv4_q4_0_startup.log")
+    assert by["weights buffer"] == [
+        "load_tensors:   CPU_Mapped model buffer size =    85.30 MiB",
+        "load_tensors:   CPU_REPACK model buffer size =    56.95 MiB"]
+
+
 def test_llamacpp_at_its_default_level_finds_nothing_to_claim():
     spec = adapter_for("llamacpp").kernel_log
     default = "0.00.546.415 I cmn          init: llama threadpool init, n_threads = 2\n"

@@ -1,0 +1,89 @@
+"""The deployments in prefect.yaml, against a real Prefect server: `prefect --no-prompt deploy
+--all` creates them with typed parameter schemas (the UI's forms), and a run of the `plan`
+deployment executes on a real process worker started here (no engine needed), leaving its
+result and artifact on the server."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from infopt.bootstrap import default_paths
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
+
+ROOT = Path(__file__).resolve().parents[2]
+PREFECT = str(Path(sys.executable).with_name("prefect"))
+
+
+def _prefect(env, *args, timeout=180):
+    out = subprocess.run([PREFECT, *args], cwd=ROOT, env=env, capture_output=True, text=True,
+                         timeout=timeout)
+    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
+    return out.stdout
+
+
+@pytest.fixture(scope="module")
+def deployed(prefect_server):
+    env = {**prefect_server, "INFOPT_CHECKOUT": str(ROOT), "PREFECT_LOGGING_LEVEL": "WARNING"}
+    _prefect(env, "work-pool", "create", "infopt-process", "--type", "process",
+             "--overwrite")
+    _prefect(env, "--no-prompt", "deploy", "--all")
+    return env
+
+
+def _client(env):
+    import os
+
+    os.environ["PREFECT_API_URL"] = env["PREFECT_API_URL"]
+    from prefect.client.orchestration import get_client
+
+    return get_client(sync_client=True)
+
+
+def test_deploy_all_creates_the_deployments_with_typed_forms(deployed):
+    with _client(deployed) as client:
+        opt = client.read_deployment_by_name("optimize/optimize")
+        plan = client.read_deployment_by_name("plan/plan")
+    assert opt.work_pool_name == plan.work_pool_name == "infopt-process"
+    # The UI's form comes from the flow's parameter schema: the request's own fields.
+    defs = opt.parameter_openapi_schema.get("definitions", {})
+    assert "OptimizeRequest" in defs and "workload" in defs["OptimizeRequest"]["properties"]
+    pdefs = plan.parameter_openapi_schema
+    assert pdefs["required"] == ["request"]
+    assert {"model", "gpu", "concurrency"} <= set(
+        pdefs["definitions"]["PlanRequest"]["properties"])
+
+
+def test_a_plan_run_executes_on_a_process_worker(deployed):
+    from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
+
+    gguf = str(default_paths().gguf)
+    with _client(deployed) as client:
+        dep = client.read_deployment_by_name("plan/plan")
+        run = client.create_flow_run_from_deployment(dep.id, parameters={"request": {
+            "model": gguf, "gpu": "H100 SXM", "concurrency": 4}})
+    worker = subprocess.Popen([PREFECT, "worker", "start", "--pool", "infopt-process",
+                               "--run-once"], cwd=ROOT, env=deployed,
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        out, _ = worker.communicate(timeout=300)
+    finally:
+        if worker.poll() is None:
+            worker.kill()
+    deadline = time.monotonic() + 60
+    with _client(deployed) as client:
+        while time.monotonic() < deadline:
+            state = client.read_flow_run(run.id).state
+            if state.is_final():
+                break
+            time.sleep(1)
+        assert state.is_completed(), (state, out[-3000:])
+        arts = client.read_artifacts(artifact_filter=ArtifactFilter(
+            key=ArtifactFilterKey(any_=["infopt-plan"])))
+    mine = [a for a in arts if a.flow_run_id == run.id]
+    assert mine and "FITS" in mine[0].data and gguf in mine[0].data
