@@ -6,6 +6,7 @@ result and artifact on the server."""
 from __future__ import annotations
 
 import subprocess
+from contextlib import contextmanager
 import sys
 import time
 from pathlib import Path
@@ -36,13 +37,15 @@ def deployed(prefect_server):
     return env
 
 
+@contextmanager
 def _client(env):
-    import os
-
-    os.environ["PREFECT_API_URL"] = env["PREFECT_API_URL"]
+    """A client of the session's server, without changing this process's settings."""
     from prefect.client.orchestration import get_client
+    from prefect.settings import PREFECT_API_URL, temporary_settings
 
-    return get_client(sync_client=True)
+    with temporary_settings({PREFECT_API_URL: env["PREFECT_API_URL"]}), \
+            get_client(sync_client=True) as client:
+        yield client
 
 
 def test_deploy_all_creates_the_deployments_with_typed_forms(deployed):
