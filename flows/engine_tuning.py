@@ -84,10 +84,18 @@ def served_name(model: ModelProfile) -> str:
     return Path(model.path).name.removesuffix(".gguf").lower()
 
 
+def weights_bytes(model: ModelProfile, config) -> int:
+    """The size of the weights `config` serves: its own file when it changes the weights (a
+    variant, a downloaded checkpoint), else the profiled model's."""
+    path = Path(config.model_path)
+    return path.stat().st_size if config.model_path != model.path and path.is_file() \
+        else model.file_bytes
+
+
 def fit_of(model: ModelProfile, hw: HardwareInventory, config, target_concurrency: int):
     """The fit of `config`, with its own weight file's size when it changes the weights."""
-    if config.model_path != model.path and Path(config.model_path).is_file():
-        model = model.model_copy(update={"file_bytes": Path(config.model_path).stat().st_size})
+    if config.model_path != model.path:
+        model = model.model_copy(update={"file_bytes": weights_bytes(model, config)})
     return fit_candidates(model, hw, [config], target_concurrency)[0]
 
 
@@ -108,10 +116,8 @@ def tune_engine(request: OptimizeRequest, engine: EngineName, model: ModelProfil
                                                        digest)
     # The quality reference: started once, restarted for the floor.
     ref_key = quality_key(ref_config, version, ref_digest)
-    ref_file = Path(ref_config.model_path)
     reference, quality_note = quality_reference(
-        ref_config, str(run_dir / "quality"),
-        ref_file.stat().st_size if ref_file.is_file() else model.file_bytes, ref_key, ref_why)
+        ref_config, str(run_dir / "quality"), weights_bytes(model, ref_config), ref_key, ref_why)
     gate = f"{ref_key}:{request.quality_tolerance}" if reference else ""
     ctx = TrialContext(run_dir=str(run_dir), model=model, hw=hw, workload=workload,
                        contract_required=required_for(

@@ -24,6 +24,7 @@ from flows.engine_tuning import (
     fit_of,
     tokenizer_path,
     tune_engine,
+    weights_bytes,
 )
 from flows.expose import expose_winner
 from flows.ladder import control_values
@@ -142,9 +143,7 @@ def optimize(request: OptimizeRequest | None = None, run_id: str | None = None,
         control=tuned.control, reference_key=tuned.ref_key, engine_version=tuned.version,
         model_digest=tuned.digest, tokenizer_path=tokenizer_path(tuned.model)))
     chosen_inc, winner = decision.chosen, decision.winner
-    weights = Path(winner.config.model_path)
-    kernels = kernel_path_task(winner, str(run_dir), weights.stat().st_size
-                               if weights.is_file() else tuned.model.file_bytes)
+    kernels = kernel_path_task(winner, str(run_dir), weights_bytes(tuned.model, winner.config))
     exposure, expose_answers = expose_winner(request, winner, tuned.model.file_bytes, run_dir)
     c_values, control_is_baseline = control_values(run)
     gain = control_gain(c_values, chosen_inc.values, workload.objective, seed=request.seed,

@@ -235,12 +235,6 @@ def _hub_token(credentials_block: str | None) -> str | None:
     return resolve_token()
 
 
-def _is_local(model: str) -> bool:
-    from pathlib import Path
-
-    return Path(model).expanduser().exists() or model.startswith((".", "/", "~"))
-
-
 @app.command()
 def inspect(
     model: Annotated[str, typer.Argument(help="hub id ORG/NAME, a local HF directory or a GGUF")],
@@ -257,7 +251,9 @@ def inspect(
     from infopt.report.model_text import render_inspection
 
     try:
-        if _is_local(model):
+        from infopt.costmodel.plan_request import is_local
+
+        if is_local(model):
             from infopt.model.local import inspect_local
 
             if revision:
