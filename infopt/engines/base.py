@@ -183,6 +183,13 @@ class EngineAdapter:
     # The formats it tries on the weights dimension when quantization is pre-authorized and
     # the request names none (the 4-bit candidates first, then the near-lossless one).
     weight_formats: tuple[str, ...] = ()
+    # The environment variable that points infopt at another build of the engine (an upgrade,
+    # an EngineRuntime block's executable); `locate` reads it.
+    executable_env: str | None = None
+    # Upgrade detection (infopt.engines.releases): the package index name, and executable ->
+    # the installed package's version as the index spells it (None: not known).
+    release_package: str | None = None
+    installed_release: Callable[[str], str | None] | None = None
     # (GET path, JSON key) where its server publishes the chat template it applies (the
     # reasoning probe's evidence). None: not published over HTTP.
     chat_template_route: tuple[str, str] | None = None

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 import subprocess
+from pathlib import Path
 from functools import cache
 
 from infopt.bootstrap import default_paths
@@ -180,7 +181,19 @@ N_CHOICES = ContractRemedy(
     source="llama-server 0.3.36's HTTP 400 for n=2 with --parallel 1")
 
 
+def installed_release(executable: str) -> str | None:
+    """The llama-cpp-python version a `make engines` build came from: its cache folder's
+    marker ("llama-cpp-python==0.3.36 cpu=..."); None for a llama-server built elsewhere."""
+    marker = Path(executable).resolve().parent.parent / ".complete"
+    first = marker.read_text().split()[0] if marker.is_file() else ""
+    return first.split("==", 1)[1] if first.startswith("llama-cpp-python==") else None
+
 ADAPTER = EngineAdapter(
+    executable_env=ENV_OVERRIDE,
+    # The llama-cpp-python sdist `make engines` builds llama-server from (it vendors llama.cpp,
+    # whose own releases are GitHub tags, not on a package index).
+    release_package="llama-cpp-python",
+    installed_release=installed_release,
     ladder=LADDER,
     kv_allocator=kv_allocation,
     name=EngineName.LLAMACPP,

@@ -133,6 +133,8 @@ def kv_allocation(m: ModelInspection, memory_bytes: int, weights_bytes: int, tp:
 
 
 ADAPTER = EngineAdapter(
+    executable_env=ENV_OVERRIDE,
+    release_package="mlx-lm",
     kv_allocator=kv_allocation,
     name=EngineName.MLX,
     # The knob capping how many requests run at once: the first tuning dimension.

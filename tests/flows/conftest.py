@@ -1,4 +1,6 @@
-"""One Prefect test server for the whole session (~11 s to start on 2 cores)."""
+"""The flows run in this process against the session's one real Prefect server
+(tests/conftest.py: `prefect server start`, shared with the tests that drive it from other
+processes; one server instead of two saves its ~20 s start)."""
 
 from __future__ import annotations
 
@@ -6,8 +8,8 @@ import pytest
 
 
 @pytest.fixture(scope="session")
-def prefect_api():
-    from prefect.testing.utilities import prefect_test_harness
+def prefect_api(prefect_server):
+    from prefect.settings import PREFECT_API_URL, temporary_settings
 
-    with prefect_test_harness(server_startup_timeout=120):
+    with temporary_settings({PREFECT_API_URL: prefect_server["PREFECT_API_URL"]}):
         yield

@@ -35,7 +35,7 @@ def report_and_dir(prefect_api, tmp_path_factory):
             model=ModelTarget(path=str(gguf), hub_id="HuggingFaceTB/SmolLM2-135M-Instruct",
                               hub_endpoint=hub.endpoint),
             workload=wl.traffic, objective=wl.objective, budgets=Budgets(repeats=2),
-            scenarios=["short", "single-stream"], scenario_requests=2, quality_task_items=2,
+            scenarios=["short", "medium"], scenario_requests=2, quality_task_items=2,
             # A short ladder: KV precision and the running-request cap (the other dimensions
             # are recorded as not asked for; tests/flows/test_gated_flow.py climbs weights).
             dimensions=["kv_precision", "scheduling"])
@@ -274,8 +274,9 @@ def test_records_saved_as_parquet_and_validated(report_and_dir):
 
 def test_winner_measured_on_the_standard_scenarios(report_and_dir):
     report, run_dir = report_and_dir
-    # A subset here (full-context prompts of ~7,900 tokens take minutes on 2 CPU cores).
-    assert [s.name for s in report.scenarios] == ["short", "single-stream"]
+    # A subset here: the two fixed-length ones (full-context prompts of ~7,900 tokens take
+    # minutes on 2 CPU cores; single-stream draws chat lengths with a long tail: ~30 s).
+    assert [s.name for s in report.scenarios] == ["short", "medium"]
     for s in report.scenarios:
         assert s.level.requests == 2 and s.level.errors == 0
         assert s.level.lengths_not_reached == 0 and s.validation_passed

@@ -2,17 +2,11 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-import time
 from pathlib import Path
 
-import httpx
 import pytest
 
 from infopt.bootstrap import default_paths
-from infopt.engines.process import free_port
 
 
 def _need(path: Path, what: str) -> Path:
@@ -52,9 +46,11 @@ def vllm_server(vllm_python, hf_model, tmp_path_factory):
     from infopt.engines import process, vllm
     from infopt.specs.serving import VllmConfig
 
-    # --enforce-eager: ~37 s start on 2 cores instead of ~140 s compiled (notes/engines.md).
+    # --enforce-eager: ~37 s start on 2 cores instead of ~140 s compiled (notes/engines.md);
+    # one process (uni executor, engine core in the API server): 34 s instead of 49 s.
     cfg = VllmConfig(model_path=str(hf_model), served_model_name="smollm2", max_model_len=4096,
-                     enforce_eager=True, cpu_kvcache_space_gib=1)
+                     enforce_eager=True, cpu_kvcache_space_gib=1,
+                     distributed_executor_backend="uni", engine_core_multiprocessing=False)
     log = tmp_path_factory.mktemp("vllm") / "engine.log"
     running = process.start(vllm.ADAPTER, cfg, str(vllm_python), log, weights_bytes=270_000_000)
     yield running
@@ -62,29 +58,42 @@ def vllm_server(vllm_python, hf_model, tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
-def prefect_server(tmp_path_factory):
-    """A real `prefect server start` on 127.0.0.1 (API and UI), for the tests whose flows are
-    answered from another process; yields the environment that points at it."""
-    home = tmp_path_factory.mktemp("prefect-home")
-    port = free_port()
-    env = {**os.environ, "PREFECT_HOME": str(home), "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
-           "PREFECT_API_URL": f"http://127.0.0.1:{port}/api"}
-    log = (home / "server.log").open("wb")
-    proc = subprocess.Popen([str(Path(sys.executable).with_name("prefect")), "server", "start",
-                             "--host", "127.0.0.1", "--port", str(port)], env=env, stdout=log,
-                            stderr=subprocess.STDOUT, start_new_session=True)
-    deadline = time.monotonic() + 180
-    while time.monotonic() < deadline:
+def vllm_failed_starts(vllm_python, hf_model, tmp_path_factory) -> dict[str, str]:
+    """The real vLLM starts that must fail (tests/integration/test_engine_failures.py,
+    test_kv_validation.py), launched together: each spends ~45 s in single-threaded imports
+    and model set-up before vLLM refuses, so on 2 cores three at once cost little more than
+    one. Returns {case: the failed start's engine log}; a case that started is an error."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from infopt.engines import process, vllm
+    from infopt.engines.support import unsupported_config
+    from infopt.hardware.host import probe_host
+    from infopt.specs.base import EngineStartError
+    from infopt.specs.serving import VllmConfig
+
+    base = VllmConfig(model_path=str(hf_model), served_model_name="smollm2", max_model_len=2048,
+                      enforce_eager=True, cpu_kvcache_space_gib=1)
+    cases = {  # name: (config, extra environment)
+        # 100,000 tokens of KV need 2.15 GiB at 23,040 B/token; 1 GiB is given.
+        "context_beyond_kv": (base.model_copy(update={"max_model_len": 100_000}),
+                              {"VLLM_ALLOW_LONG_MAX_MODEL_LEN": "1"}),
+        "above_native": (base.model_copy(update={"max_model_len": 100_000}), {}),
+    }
+    fp8 = base.model_copy(update={"kv_cache_dtype": "fp8", "cpu_kvcache_space_gib": 2})
+    if unsupported_config(fp8, probe_host().isa_features):  # else it starts: tested there
+        cases["fp8_kv"] = (fp8, {})
+    root = tmp_path_factory.mktemp("vllm-failures")
+
+    def attempt(name: str) -> Path:
+        cfg, env = cases[name]
         try:
-            if httpx.get(f"http://127.0.0.1:{port}/api/health", timeout=2).status_code == 200:
-                break
-        except httpx.HTTPError:
-            pass
-        if proc.poll() is not None:
-            pytest.fail(f"prefect server exited: {(home / 'server.log').read_text()[-2000:]}")
-        time.sleep(0.5)
-    else:
-        pytest.fail("prefect server did not answer /api/health within 180 s")
-    yield env
-    proc.terminate()
-    proc.wait(30)
+            running = process.start(vllm.ADAPTER, cfg, str(vllm_python), root / f"{name}.log",
+                                    3 * 10**8, extra_env=env)
+        except EngineStartError as e:
+            return e.log_path
+        process.stop(running.pid)
+        raise AssertionError(f"vLLM started with {name}: {cfg}")
+
+    with ThreadPoolExecutor(len(cases)) as pool:
+        logs = dict(zip(cases, pool.map(attempt, cases)))
+    return logs

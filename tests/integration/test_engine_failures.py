@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from infopt.engines import llamacpp, process, vllm
+from infopt.engines import llamacpp, process
 from infopt.specs.base import EngineStartError
 from infopt.specs.diagnosis import FailureCategory
-from infopt.specs.serving import LlamaCppConfig, VllmConfig
+from infopt.specs.serving import LlamaCppConfig
 from infopt.troubleshoot.diagnose import contract_preserving_remedy, diagnose_file
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
@@ -70,14 +70,9 @@ def test_llamacpp_bad_flag(llama_server, tmp_path):
     assert d.category is FailureCategory.BAD_ARGUMENT and "no-such-flag" in d.root_error
 
 
-def test_vllm_context_beyond_kv_space(vllm_python, hf_model, tmp_path, monkeypatch):
+def test_vllm_context_beyond_kv_space(vllm_failed_starts):
     # 100,000 tokens need 2.15 GiB of KV at 23,040 B/token; 1 GiB is given.
-    monkeypatch.setenv("VLLM_ALLOW_LONG_MAX_MODEL_LEN", "1")
-    cfg = VllmConfig(model_path=str(hf_model), max_model_len=100_000, enforce_eager=True,
-                     cpu_kvcache_space_gib=1)
-    with pytest.raises(EngineStartError) as exc:
-        process.start(vllm.ADAPTER, cfg, str(vllm_python), tmp_path / "v.log", 3 * 10**8)
-    d = diagnose_file(exc.value.log_path, "vllm")
+    d = diagnose_file(vllm_failed_starts["context_beyond_kv"], "vllm")
     assert d.category is FailureCategory.KV_INSUFFICIENT
     assert "max seq len (100000)" in d.root_error and "2.15 GiB" in d.root_error
     # Shrinking max_model_len would give up the context: never offered as contract-preserving.
@@ -86,11 +81,7 @@ def test_vllm_context_beyond_kv_space(vllm_python, hf_model, tmp_path, monkeypat
             assert not r.preserves_contract
 
 
-def test_vllm_max_model_len_above_native(vllm_python, hf_model, tmp_path):
-    cfg = VllmConfig(model_path=str(hf_model), max_model_len=100_000, enforce_eager=True,
-                     cpu_kvcache_space_gib=1)
-    with pytest.raises(EngineStartError) as exc:
-        process.start(vllm.ADAPTER, cfg, str(vllm_python), tmp_path / "c.log", 3 * 10**8)
-    d = diagnose_file(exc.value.log_path, "vllm")
+def test_vllm_max_model_len_above_native(vllm_failed_starts):
+    d = diagnose_file(vllm_failed_starts["above_native"], "vllm")
     assert d.category is FailureCategory.CONTEXT_TOO_LONG
     assert "greater than the derived max_model_len" in d.root_error

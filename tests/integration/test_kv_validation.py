@@ -15,7 +15,7 @@ from infopt.engines import llamacpp, process, vllm
 from infopt.engines.support import kv_options, unsupported_kv_dtype
 from infopt.hardware.host import probe_host
 from infopt.model.local import inspect_local
-from infopt.specs.base import EngineStartError, InputError
+from infopt.specs.base import InputError
 from infopt.specs.diagnosis import FailureCategory
 from infopt.specs.plan import DeviceBudget
 from infopt.specs.serving import LlamaCppConfig, VllmConfig
@@ -81,7 +81,7 @@ def test_vllm_cpu_kv_tokens_match_prediction_bf16(vllm_server, hf_model):
     assert predicted == 46_592
 
 
-def test_vllm_cpu_fp8_kv_on_this_cpu(vllm_python, hf_model, tmp_path):
+def test_vllm_cpu_fp8_kv_on_this_cpu(vllm_python, hf_model, tmp_path, request):
     """Where this CPU runs FP8 KV (AMX or AVX-512): vLLM's KV capacity matches the prediction.
     Where it does not (AVX2 only): the optimizer says so before launching, and vLLM itself
     refuses with the message the known-failure catalog recognises. Either way the support
@@ -96,9 +96,8 @@ def test_vllm_cpu_fp8_kv_on_this_cpu(vllm_python, hf_model, tmp_path):
             f"kv_cache_dtype=fp8: not on this CPU: {refused[0].reason}"])
         with pytest.raises(InputError, match="--kv-dtype auto"):
             _vllm_prediction(hf_model, 2, "fp8", isa)
-        with pytest.raises(EngineStartError) as exc:
-            process.start(vllm.ADAPTER, cfg, str(vllm_python), tmp_path / "v.log", 3 * 10**8)
-        d = diagnose_file(exc.value.log_path, "vllm")
+        # vLLM's own refusal, from the failing starts launched together (conftest.py).
+        d = diagnose_file(request.getfixturevalue("vllm_failed_starts")["fp8_kv"], "vllm")
         assert "FP8 KV cache on CPU requires x86 with AVX-512 or AMX" in d.root_error
         assert d.category is FailureCategory.UNSUPPORTED_HARDWARE
         assert d.known_failure_ids == ["vllm-cpu-fp8-kv-needs-avx512-or-amx"]
