@@ -23,6 +23,8 @@ os.environ.setdefault("PREFECT_LOGGING_TO_API_WHEN_MISSING_FLOW", "ignore")
 
 
 def _free_port() -> int:
+    # Imported here, not at the top: nothing of infopt (or Prefect through it) may load before
+    # the PREFECT_* variables above are set.
     from infopt.engines.process import free_port
 
     return free_port()
