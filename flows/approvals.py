@@ -51,11 +51,16 @@ def _paused_filter(**kw) -> FlowRunFilter:
         any_=[StateType.PAUSED])), **kw)
 
 
-def _describe(client, run) -> Pending:
+def _describe(client, run) -> Pending | None:
+    """None while the gate is not answerable yet: Prefect sets the run PAUSED before it saves
+    the form's schema (prefect/flow_runs.py), and until then the server aborts an answer
+    ("Run input schema not found") and the UI shows a resume dialog without the form."""
+    keyset = keyset_from_paused_state(run.state)
+    if read_flow_run_input(keyset["schema"], flow_run_id=run.id) is None:
+        return None
     parent = None
     if run.parent_task_run_id:
         parent = str(client.read_task_run(run.parent_task_run_id).flow_run_id)
-    keyset = keyset_from_paused_state(run.state)
     description = read_flow_run_input(keyset["description"], flow_run_id=run.id) or ""
     timeout = run.state.state_details.pause_timeout
     return Pending(gate_run_id=str(run.id), parent_run_id=parent,
@@ -74,7 +79,7 @@ def pending(run_id: str | None = None) -> list[Pending]:
                         id=FlowRunFilterId(any_=[rid])))
                     or client.read_flow_runs(flow_run_filter=_paused_filter(
                         parent_flow_run_id=FlowRunFilterParentFlowRunId(any_=[rid]))))
-        return [_describe(client, r) for r in runs]
+        return [p for r in runs if (p := _describe(client, r)) is not None]
 
 
 def _target(run_id: str, gate: str | None) -> Pending:
@@ -111,6 +116,10 @@ def resume(gate_run_id: str, run_input: dict) -> None:
         raise InputError(f"the Prefect server rejected the answer for run {gate_run_id} "
                          f"({result.details.reason}); the run is still paused: fix the answer "
                          "and send it again")
+    if result.status != SetStateStatus.ACCEPT:  # ABORT/WAIT: nothing was answered
+        raise InputError(f"the Prefect server did not take the answer for run {gate_run_id} "
+                         f"({result.status.value}: {result.details.reason}); the run is still "
+                         "paused: send it again with `infopt approve`")
 
 
 def approve(run_id: str, gate: str | None, approved: bool, reason: str) -> Pending:

@@ -65,19 +65,33 @@ def test_the_gate_is_answered_in_the_prefect_ui(prefect_server, browser, tmp_pat
     from selenium.webdriver.common.by import By
 
     out = tmp_path / "action.txt"
+    seen = {p["gate_run_id"] for p in _pending(prefect_server)}  # other tests' leftovers
     flow = subprocess.Popen([sys.executable, "-m", "tests.gated_flow", str(out), "300"],
                             env=prefect_server, cwd=ROOT, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True)
-    seen = {p["gate_run_id"] for p in _pending(prefect_server)}  # other tests' leftovers
+    try:
+        _answer_in_the_ui(prefect_server, browser, flow, out, seen)
+    finally:  # a failed test must not leave its gate paused for the next test to find
+        if flow.poll() is None:
+            flow.kill()
+
+
+def _answer_in_the_ui(prefect_server, browser, flow, out: Path, seen: set[str]) -> None:
+    from selenium.webdriver.common.by import By
+
     gate = _wait(lambda: next((p for p in _pending(prefect_server)
                                if p["gate_run_id"] not in seen), None), 180, "a paused gate")
     api = prefect_server["PREFECT_API_URL"]
     browser.get(f"{api.removesuffix('/api')}/runs/flow-run/{gate['gate_run_id']}")
     _wait(lambda: [b for b in browser.find_elements(By.TAG_NAME, "button")
                    if b.text == "Resume"], 60, "the Resume button")[0].click()
-    dialog = _wait(lambda: browser.find_element(By.CSS_SELECTOR, "[role=dialog]"), 30,
-                   "the resume form")
-    assert "llama-quantize will write b.gguf" in dialog.text  # the gate's description
+    # The dialog opens before the UI has fetched the run's input schema: until then it shows
+    # a bare "Do you want to resume this flow run?" (seen on a slower CI machine). Wait for the
+    # gate's description, which comes with the form.
+    dialog = _wait(lambda: next(d for d in browser.find_elements(By.CSS_SELECTOR,
+                                                                  "[role=dialog]")
+                                if "llama-quantize will write b.gguf" in d.text), 60,
+                   "the resume form with the gate's description")
     assert "Approved" in dialog.text and "Answered By" in dialog.text
     switch = dialog.find_element(By.CSS_SELECTOR, "input[type=checkbox]")
     browser.execute_script("arguments[0].click()", switch)  # the toggle's hidden input

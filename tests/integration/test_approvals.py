@@ -29,21 +29,42 @@ def _infopt(env, *args):
                           text=True, timeout=120, env=env, cwd=ROOT)
 
 
-def _gated(env, out: Path, timeout_s: int, *authorize: str) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "tests.gated_flow", str(out),
-                             str(timeout_s), *authorize], env=env, cwd=ROOT,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+def _pending_ids(env) -> set[str]:
+    out = _infopt(env, "approvals", "--json")
+    assert out.returncode == 0, out.stderr
+    return {p["gate_run_id"] for p in json.loads(out.stdout)}
 
 
-def _wait_pending(env, flow: subprocess.Popen, seen: set[str]) -> dict:
-    """The one gate waiting that no earlier test answered."""
+@pytest.fixture
+def gated(server):
+    """Starts tests/gated_flow.py; each start remembers the gates already waiting (other
+    tests' leftovers), and a flow still running at the end is killed, so that no test answers
+    another's gate."""
+    started: list[subprocess.Popen] = []
+
+    def start(out: Path, timeout_s: int, *authorize: str) -> subprocess.Popen:
+        before = _pending_ids(server)
+        flow = subprocess.Popen([sys.executable, "-m", "tests.gated_flow", str(out),
+                                 str(timeout_s), *authorize], env=server, cwd=ROOT,
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        flow.seen_before = before
+        started.append(flow)
+        return flow
+
+    yield start
+    for flow in started:
+        if flow.poll() is None:
+            flow.kill()
+
+
+def _wait_pending(env, flow: subprocess.Popen) -> dict:
+    """The one gate of `flow`: the first that was not waiting before it started."""
     deadline = time.monotonic() + 180
     while time.monotonic() < deadline:
         out = _infopt(env, "approvals", "--json")
         assert out.returncode == 0, out.stderr
-        fresh = [p for p in json.loads(out.stdout) if p["gate_run_id"] not in seen]
+        fresh = [p for p in json.loads(out.stdout) if p["gate_run_id"] not in flow.seen_before]
         if fresh:
-            seen.add(fresh[0]["gate_run_id"])
             return fresh[0]
         assert flow.poll() is None, flow.stdout.read()
         time.sleep(1)
@@ -54,18 +75,15 @@ def _answer(out: Path) -> dict:
     return json.loads(out.with_suffix(".answer.json").read_text())
 
 
-SEEN: set[str] = set()
-
-
-def test_bad_answers_are_errors_and_the_run_stays_paused_then_approve_acts(server, tmp_path):
+def test_bad_answers_are_errors_and_the_run_stays_paused_then_approve_acts(server, gated, tmp_path):
     from prefect.settings import PREFECT_API_URL, temporary_settings
 
     from flows.approvals import resume
     from infopt.specs.base import InputError
 
     out = tmp_path / "action.txt"
-    flow = _gated(server, out, 300)
-    gate = _wait_pending(server, flow, SEEN)
+    flow = gated(out, 300)
+    gate = _wait_pending(server, flow)
     assert gate["key"] == "quantize-test" and "**llama-quantize** will write" in \
         gate["description"]
     listed = _infopt(server, "approvals", "--run", gate["gate_run_id"])
@@ -90,10 +108,10 @@ def test_bad_answers_are_errors_and_the_run_stays_paused_then_approve_acts(serve
         gate["gate_run_id"]
 
 
-def test_deny_skips_the_action_and_records_why(server, tmp_path):
+def test_deny_skips_the_action_and_records_why(server, gated, tmp_path):
     out = tmp_path / "action.txt"
-    flow = _gated(server, out, 300)
-    gate = _wait_pending(server, flow, SEEN)
+    flow = gated(out, 300)
+    gate = _wait_pending(server, flow)
     denied = _infopt(server, "approve", gate["gate_run_id"], "--deny", "--reason", "not today")
     assert denied.returncode == 0, denied.stderr
     assert flow.wait(120) == 0
@@ -102,9 +120,9 @@ def test_deny_skips_the_action_and_records_why(server, tmp_path):
     assert not a["approved"] and a["source"] == "person" and a["reason"] == "not today"
 
 
-def test_a_timeout_denies_and_the_parent_goes_on(server, tmp_path):
+def test_a_timeout_denies_and_the_parent_goes_on(server, gated, tmp_path):
     out = tmp_path / "action.txt"
-    flow = _gated(server, out, 4)
+    flow = gated(out, 4)
     assert flow.wait(180) == 0, flow.stdout.read()  # the parent completed
     assert not out.exists()
     a = _answer(out)
@@ -112,9 +130,9 @@ def test_a_timeout_denies_and_the_parent_goes_on(server, tmp_path):
     assert a["reason"] == "no answer within 4 s", a["reason"]
 
 
-def test_pre_authorization_answers_without_pausing(server, tmp_path):
+def test_pre_authorization_answers_without_pausing(server, gated, tmp_path):
     out = tmp_path / "action.txt"
-    flow = _gated(server, out, 300, "quantize")
+    flow = gated(out, 300, "quantize")
     assert flow.wait(120) == 0, flow.stdout.read()
     a = _answer(out)
     assert a["approved"] and a["source"] == "pre-authorized" and a["flow_run_id"] is None
