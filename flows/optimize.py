@@ -29,6 +29,7 @@ from flows.engine_tuning import (
 from flows.expose import expose_winner
 from flows.ladder import control_values
 from flows.reproduce import reproduction, weights_identity
+from flows.store import open_results_store
 from flows.viability import viable_plans
 from flows.winner import WinnerContext, confirm_winner
 from infopt.bootstrap import default_paths
@@ -37,7 +38,7 @@ from infopt.contract.verify import PROBES as CONTRACT_PROBES
 from infopt.engines import adapter_for, process, registry, serves
 from infopt.engines.render import render_deployment
 from infopt.engines.routing import comparator_for, route, select_available
-from infopt.report.rundir import new_run_id, runs_root
+from infopt.report.rundir import atomic_write, new_run_id, runs_root
 from infopt.specs.base import InfoptError
 from infopt.specs.contract import ContractOutcome
 from infopt.specs.ladder import EngineResult
@@ -84,9 +85,12 @@ def _other_formats(request: OptimizeRequest, model: ModelProfile) -> list[ModelP
 @flow(name="optimize", on_failure=[_stop_engines_hook], on_crashed=[_stop_engines_hook],
       on_cancellation=[_stop_engines_hook])
 def optimize(request: OptimizeRequest | None = None, run_id: str | None = None,
-             runs_dir: str | None = None) -> OptimizationReport:
+             runs_dir: str | None = None, results_store: str | None = None
+             ) -> OptimizationReport:
     """Optimize serving of `request.model` on this machine for `request.workload`. A run id that
-    already has completed trials (a resumed or re-run flow) re-runs none of them."""
+    already has completed trials (a resumed or re-run flow) re-runs none of them. With
+    `results_store` (a ResultsStore block's name) the run folder is first restored from that
+    store and every trial and report is written there too, so a run resumes on any machine."""
     logger = get_run_logger()
     request = request or OptimizeRequest()
     workload = request.tuning_workload()
@@ -97,7 +101,8 @@ def optimize(request: OptimizeRequest | None = None, run_id: str | None = None,
     run_id = run_id or new_run_id()
     run_dir = runs_root(runs_dir) / run_id
     run_dir.mkdir(parents=True, exist_ok=True)
-    (run_dir / "request.json").write_text(request.model_dump_json(indent=2))
+    open_results_store(results_store, run_dir)  # restore this run's files, mirror new ones
+    atomic_write(run_dir / "request.json", request.model_dump_json(indent=2))
     logger.info("run %s: results in %s", run_id, run_dir)
     t_start = time.monotonic()
 

@@ -90,6 +90,10 @@ def optimize(
                                                "instead of the routed order")] = None,
     runs_dir: Annotated[str | None, typer.Option(help="where run folders go; default "
                                                  "$INFOPT_RUNS_DIR or ./runs")] = None,
+    results_store: Annotated[str | None, typer.Option(
+        help="a ResultsStore block's name: every trial and report is also written there, and "
+             "--resume restores the run from it first (so it resumes on another machine)")
+    ] = None,
     prefect_home: Annotated[str | None, typer.Option(help="PREFECT_HOME for this run")] = None,
     port: Annotated[int | None, typer.Option(help="engine port on 127.0.0.1; default: a free "
                                              "one")] = None,
@@ -139,6 +143,11 @@ def optimize(
         from infopt.specs.request_file import parse_request
         from infopt.specs.traffic import RouteName
 
+        if resume and results_store:  # the run folder may exist only in the store
+            from flows.store import restore_run
+            from infopt.report.rundir import runs_root
+
+            restore_run(results_store, runs_root(runs_dir) / resume)
         data, source = _request_data(target, resume, runs_dir)
         if "workload" not in data:  # flags below adjust the default workload, not replace it
             from infopt.specs.workload import interactive_traffic
@@ -190,7 +199,8 @@ def optimize(
                              lambda n: serves(n, profile.format))
         from flows.optimize import optimize as optimize_flow
 
-        report = optimize_flow(request=request, run_id=resume, runs_dir=runs_dir)
+        report = optimize_flow(request=request, run_id=resume, runs_dir=runs_dir,
+                               results_store=results_store)
     except InfoptError as exc:
         _fail(exc)
         return
@@ -747,6 +757,10 @@ def _device_target(spec: str | None):
 from infopt.cli_approvals import register as _register_approvals  # noqa: E402
 
 _register_approvals(app, _fail)
+
+from infopt.cli_reoptimize import register as _register_reoptimize  # noqa: E402
+
+_register_reoptimize(app, _fail)
 
 
 def main() -> None:  # pragma: no cover - console entry for `python -m infopt.cli`

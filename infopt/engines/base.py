@@ -190,6 +190,10 @@ class EngineAdapter:
     # the installed package's version as the index spells it (None: not known).
     release_package: str | None = None
     installed_release: Callable[[str], str | None] | None = None
+    # Where `executable_env`'s target lies inside a virtual environment the engine is installed
+    # in (an EngineRuntime block's venv): the interpreter for engines run as `python -m`, the
+    # console script otherwise. None: the engine is not installed as a Python package.
+    venv_executable: str | None = None
     # (GET path, JSON key) where its server publishes the chat template it applies (the
     # reasoning probe's evidence). None: not published over HTTP.
     chat_template_route: tuple[str, str] | None = None

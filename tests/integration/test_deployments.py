@@ -33,6 +33,9 @@ def deployed(prefect_server):
     env = {**prefect_server, "INFOPT_CHECKOUT": str(ROOT), "PREFECT_LOGGING_LEVEL": "WARNING"}
     _prefect(env, "work-pool", "create", "infopt-process", "--type", "process",
              "--overwrite")
+    _prefect(env, "work-pool", "create", "infopt-k8s-gpu", "--type", "kubernetes",
+             "--base-job-template", str(ROOT / "deployments" / "k8s-gpu-job-template.json"),
+             "--overwrite")
     _prefect(env, "--no-prompt", "deploy", "--all")
     return env
 
@@ -60,6 +63,24 @@ def test_deploy_all_creates_the_deployments_with_typed_forms(deployed):
     assert pdefs["required"] == ["request"]
     assert {"model", "gpu", "concurrency"} <= set(
         pdefs["definitions"]["PlanRequest"]["properties"])
+
+
+def test_reoptimize_is_scheduled_with_per_schedule_parameters(deployed):
+    with _client(deployed) as client:
+        dep = client.read_deployment_by_name("reoptimize/reoptimize")
+        gpu = client.read_deployment_by_name("optimize/optimize-gpu")
+    assert dep.work_pool_name == "infopt-process"
+    assert "ReoptimizeRequest" in dep.parameter_openapi_schema["definitions"]
+    by_slug = {s.slug: s for s in dep.schedules}
+    nightly, weekly = by_slug["nightly-check"], by_slug["weekly-forced"]
+    assert nightly.schedule.cron == "30 3 * * *" and nightly.schedule.timezone == "Europe/Paris"
+    assert nightly.active and nightly.parameters == {"request": {"confirm_rounds": 2,
+                                                                 "repeats": 2}}
+    assert weekly.schedule.cron == "0 4 * * 0"
+    assert weekly.parameters == {"request": {"force": True, "retune": True}}
+    # The GPU deployment lands on the Kubernetes pool with the template's GPU variables.
+    assert gpu.work_pool_name == "infopt-k8s-gpu"
+    assert gpu.job_variables == {"gpu_count": 1, "shm_size": "16Gi"}
 
 
 def test_a_plan_run_executes_on_a_process_worker(deployed):

@@ -1,0 +1,75 @@
+"""What a re-optimization re-measures, read from an accepted run's report. Pure.
+
+The winner (the configuration of `winner_trial_id`) and its runner-up (the other
+configuration of the same engine with the best median objective; ties go to the one with more
+trials), each with the objective values of its stored trials. A configuration is its serving
+config without the port (a free one is picked per start), so the ladder's repeats of one
+candidate, and an incumbent re-measured beside a candidate, are one group."""
+
+from __future__ import annotations
+
+import json
+import statistics
+from dataclasses import dataclass
+from typing import Any
+
+from infopt.specs.results import OptimizationReport, Trial
+from infopt.tuning.search import higher_is_better
+
+
+@dataclass(frozen=True)
+class Pick:
+    slot: str  # "winner" or "runner-up": the trial ids of the re-measurement
+    label: str
+    config: Any  # the ServingConfig to start again
+    stored: list[float]  # the stored trials' objective values
+    stored_trial_ids: list[str]
+
+
+def config_id(config: Any) -> str:
+    return json.dumps(config.model_dump(mode="json", exclude={"port"}), sort_keys=True)
+
+
+def _label(t: Trial) -> str:
+    return "control" if t.role == "control" else (t.value or t.trial_id)
+
+
+def measured_groups(report: OptimizationReport) -> dict[str, list[Trial]]:
+    """The report engine's measured trials, grouped by configuration (first-seen order)."""
+    groups: dict[str, list[Trial]] = {}
+    for t in report.trials:
+        if t.objective_value is not None and t.config.engine.value == report.engine:
+            groups.setdefault(config_id(t.config), []).append(t)
+    return groups
+
+
+def stored_spread_groups(report: OptimizationReport) -> list[list[float]]:
+    """Every stored configuration's objective values: the start-to-start noise (those with one
+    trial add nothing to it)."""
+    return [[t.objective_value for t in g] for g in measured_groups(report).values()]
+
+
+def picks(report: OptimizationReport) -> list[Pick]:
+    """[winner, runner-up] (the runner-up only when the run measured another configuration)."""
+    groups = measured_groups(report)
+    by_id = {t.trial_id: t for t in report.trials}
+    winner = by_id.get(report.winner_trial_id)
+    if winner is None or config_id(winner.config) not in groups:
+        raise ValueError(f"report {report.run_id}: its winner trial {report.winner_trial_id} "
+                         "has no measured objective to compare against")
+    wid = config_id(winner.config)
+    higher = higher_is_better(report.workload.objective)
+
+    def pick(slot: str, cid: str, label: str) -> Pick:
+        g = groups[cid]
+        return Pick(slot=slot, label=label, config=g[0].config,
+                    stored=[t.objective_value for t in g], stored_trial_ids=[t.trial_id for t in g])
+
+    out = [pick("winner", wid, report.winner_label)]
+    others = [(cid, g) for cid, g in groups.items() if cid != wid]
+    if others:
+        sign = 1 if higher else -1
+        cid, g = max(others, key=lambda cg: (sign * statistics.median(
+            [t.objective_value for t in cg[1]]), len(cg[1])))
+        out.append(pick("runner-up", cid, _label(g[0])))
+    return out

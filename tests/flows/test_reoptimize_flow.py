@@ -1,0 +1,165 @@
+"""The reoptimize flow on the real llama-server: the session's optimize run (tests/flows/
+conftest.py) is accepted with the real `infopt accept`, then re-measured on three "installed
+builds": the same build (no upgrade: nothing started), a new build that behaves the same (a
+wrapper with a new version string: must not be flagged), and a new build with a planted
+regression (the same wrapper forcing one thread, standing in for a slower release: must be
+flagged and confirmed over two rounds). The package index is a local fixture server."""
+
+from __future__ import annotations
+
+import json
+import stat
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from infopt.engines import adapter_for, process
+from infopt.specs.reoptimize import ReoptimizeReport, ReoptimizeRequest
+from tests.indexserver import FakeIndex
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def accepted(optimized_run):
+    report, run_dir = optimized_run
+    out = subprocess.run([sys.executable, "-m", "infopt.cli", "accept", report.run_id,
+                          "--runs-dir", str(run_dir.parent)], capture_output=True, text=True,
+                         cwd=ROOT, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert f"accepted run {report.run_id}" in out.stdout
+    return report, run_dir.parent
+
+
+@pytest.fixture(scope="module")
+def index():
+    with FakeIndex({"llama-cpp-python": ["0.3.35", "0.3.36", "0.3.37"]}) as idx:
+        yield idx
+
+
+def _build(tmp: Path, name: str, extra_args: str) -> str:
+    """A wrapper "build" of the real llama-server: its own version string, the real binary
+    underneath, `extra_args` appended (llama.cpp takes the last value of a repeated flag)."""
+    real = adapter_for("llamacpp").locate()
+    path = tmp / name / "llama-server"
+    path.parent.mkdir(parents=True)
+    path.write_text(f"""#!/bin/sh
+if [ "$1" = "--version" ]; then
+  echo "version: 0.5.1-dev (build 2, commit {name})" >&2
+  exit 0
+fi
+exec "{real}" "$@" {extra_args}
+""")
+    path.chmod(path.stat().st_mode | stat.S_IEXEC)
+    return str(path)
+
+
+def _run(root: Path, **kw) -> tuple[object, ReoptimizeReport]:
+    from flows.reoptimize import reoptimize
+
+    state = reoptimize(request=ReoptimizeRequest(**kw), runs_dir=str(root), return_state=True)
+    returned = state.result(raise_on_failure=False)
+    assert isinstance(returned, ReoptimizeReport), returned
+    # What was written is what the flow returned.
+    written = root / returned.run_id / "reoptimize.json"
+    assert ReoptimizeReport.model_validate_json(written.read_text()) == returned
+    return state, returned
+
+
+def test_the_same_build_is_no_upgrade_and_starts_nothing(prefect_api, accepted, index):
+    stored, root = accepted
+    state, rep = _run(root, index_url=index.url)
+    assert state.is_completed() and rep.outcome == "no upgrade"
+    assert rep.installed_version == rep.stored_version == stored.engine_version
+    assert not rep.upgraded and rep.trials == [] and rep.rounds == []
+    # The index's newest release against the build's own (the `make engines` marker).
+    assert rep.release.installed == "0.3.36" and rep.release.newest == "0.3.37"
+    assert rep.release.newer_available is True and "0.3.37 is out" in rep.summary
+    assert "/pypi/llama-cpp-python/json" in index.requests
+    assert rep.configs[0] == stored.winner_label and len(rep.configs) == 2
+    assert process.live_pids() == []
+
+
+def test_a_new_build_that_behaves_the_same_is_not_flagged(prefect_api, accepted, index,
+                                                         tmp_path):
+    stored, root = accepted
+    state, rep = _run(root, index_url=index.url, executable=_build(tmp_path, "same", ""))
+    assert rep.upgraded and rep.installed_version != stored.engine_version
+    assert rep.outcome in ("no change", "improvement"), rep.summary
+    assert state.is_completed(), state.message
+    # A clean round ends the run: one round, two fresh starts of each configuration.
+    assert len(rep.rounds) == 1 and len(rep.trials) == 4
+    assert [c.label for c in rep.rounds[0].checks] == rep.configs
+    for c in rep.rounds[0].checks:
+        assert len(c.fresh) == 2 and c.verdict != "regression" and c.dof > 0
+        assert c.ratio_low <= c.ratio <= c.ratio_high
+    for t in rep.trials:  # every fresh start kept the API contract and the quality gate
+        assert t.failed is None and t.quality is not None and t.quality.passed
+        assert t.engine.command.startswith(str(tmp_path / "same"))
+    assert process.live_pids() == []
+
+
+def test_a_planted_regression_is_flagged_and_confirmed(prefect_api, accepted, index, tmp_path):
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
+
+    stored, root = accepted
+    slow = _build(tmp_path, "slow", "--threads 1 --threads-batch 1")
+    state, rep = _run(root, index_url=index.url, executable=slow)
+    # The Prefect state says it (a schedule's alert), then the report and the artifact.
+    assert state.is_failed() and "REGRESSION" in state.message, state.message
+    assert rep.outcome == "regression" and len(rep.rounds) == 2  # confirmed by a second round
+    for rnd in rep.rounds:
+        win = rnd.checks[0]
+        assert win.label == stored.winner_label and win.verdict == "regression", win.rule
+        assert win.ratio_high < 0.95 and win.ratio < 1
+    assert all(t.engine.command.startswith(slow) for t in rep.trials)
+    md = (root / rep.run_id / "reoptimize.md").read_text()
+    assert "**REGRESSION**" in md and "## Round 2" in md
+    with get_client(sync_client=True) as client:
+        arts = client.read_artifacts(artifact_filter=ArtifactFilter(
+            key=ArtifactFilterKey(any_=["infopt-reoptimize"])))
+    assert any(rep.run_id in (a.description or "") and "regression" in a.description
+               for a in arts)
+    # The accepted run is untouched: a re-tune is proposed, not applied.
+    acc = json.loads((root / "accepted.json").read_text())
+    assert acc["run_id"] == stored.run_id and "infopt optimize --target" in rep.summary
+    assert process.live_pids() == []
+
+
+def test_the_reoptimize_deployment_runs_on_a_process_worker(prefect_server, accepted, index):
+    """`prefect deploy` of prefect.yaml's reoptimize, a run of it (what its schedule creates)
+    picked up by a real process worker: the same build, so no engine starts."""
+    from prefect.client.orchestration import get_client
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    stored, root = accepted
+    env = {**prefect_server, "INFOPT_CHECKOUT": str(ROOT), "PREFECT_LOGGING_LEVEL": "WARNING"}
+    prefect = str(Path(sys.executable).with_name("prefect"))
+    for args in (["work-pool", "create", "infopt-process", "--type", "process", "--overwrite"],
+                 ["--no-prompt", "deploy", "--name", "reoptimize"]):
+        out = subprocess.run([prefect, *args], cwd=ROOT, env=env, capture_output=True,
+                             text=True, timeout=180)
+        assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
+    with temporary_settings({PREFECT_API_URL: env["PREFECT_API_URL"]}), \
+            get_client(sync_client=True) as client:
+        dep = client.read_deployment_by_name("reoptimize/reoptimize")
+        run = client.create_flow_run_from_deployment(dep.id, parameters={
+            "request": {"index_url": index.url}, "runs_dir": str(root)})
+        worker = subprocess.run([prefect, "worker", "start", "--pool", "infopt-process",
+                                 "--run-once"], cwd=ROOT, env=env, capture_output=True,
+                                text=True, timeout=300)
+        deadline = time.monotonic() + 60
+        while not (state := client.read_flow_run(run.id).state).is_final() and \
+                time.monotonic() < deadline:
+            time.sleep(1)
+    assert state.is_completed(), (state, worker.stdout[-3000:], worker.stderr[-3000:])
+    assert "no upgrade" in state.message
+    written = [json.loads(p.read_text()) for p in root.glob("reopt-*/reoptimize.json")]
+    assert any(r["outcome"] == "no upgrade" and r["baseline_run"] == stored.run_id
+               for r in written)
