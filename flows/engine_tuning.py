@@ -126,7 +126,7 @@ def tune_engine(request: OptimizeRequest, engine: EngineName, model: ModelProfil
                        github_search=request.github_search, github_url=request.github_url,
                        contract_every_trial=True, quality_reference=reference,
                        quality_tolerance=request.quality_tolerance, engine_version=version,
-                       model_digest=digest)
+                       model_digest=digest, credentials_block=request.credentials_block)
     run = LadderRun(request=request, ctx=ctx, control=control, t_start=t_start,
                     key=lambda s: trial_key(s, workload, version, digest, gate),
                     fit=lambda c: fit_of(model, hw, c, workload.target_concurrency),

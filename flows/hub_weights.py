@@ -12,7 +12,8 @@ from flows.download import download_task
 from flows.gate import ask
 from infopt.engines.ladder import WeightVariant
 from infopt.model.download import download_gate
-from infopt.model.hub import default_cache_dir, fetch_model_facts, resolve_token
+from blocks.credentials import hf_token
+from infopt.model.hub import default_cache_dir, fetch_model_facts
 from infopt.specs.approval import GateAnswer
 from infopt.specs.checkpoint import Shortlist
 from infopt.specs.request import OptimizeRequest
@@ -35,7 +36,8 @@ def hub_variants(request: OptimizeRequest, shortlist: Shortlist | None, engine: 
     cache = default_cache_dir()
     for c in picked:
         facts = fetch_model_facts(c.repo_id, cache_dir=cache, revision=c.commit_sha,
-                                  endpoint=shortlist.endpoint, token=resolve_token(),
+                                  endpoint=shortlist.endpoint,
+                                  token=hf_token(request.credentials_block),
                                   read_weight_headers=False)
         files = checkpoint_files(c, facts.files)
         if identical_to(files, local_digest):  # the hub's LFS hash: nothing fetched to know
@@ -49,7 +51,7 @@ def hub_variants(request: OptimizeRequest, shortlist: Shortlist | None, engine: 
                          f"not approved: {answer.source.value})")
             answers[spec_of(c)] = answer
             continue
-        path = download_task(facts, files, str(cache))
+        path = download_task(facts, files, str(cache), request.credentials_block)
         fmt, bits = variant_format(c)
         variants.append(WeightVariant(fmt, path, bits, source=c.repo_id, why=why_tried(c)))
         answers[path] = answer

@@ -111,7 +111,8 @@ def optimize(request: OptimizeRequest | None = None, run_id: str | None = None,
     downloaded, download_answers = download_model(request)  # behind the download gate
     model = profile_model_task(downloaded or request.model.path or str(default_paths().gguf))
     shortlist = (shortlist_task(request.model.hub_id, hw, request.model.hub_endpoint,
-                                target_concurrency=workload.target_concurrency)
+                                target_concurrency=workload.target_concurrency,
+                                credentials_block=request.credentials_block)
                  if request.model.hub_id else None)
     check_checkpoints(request, shortlist)  # model.try_checkpoints names verified candidates
     routes = route(hw, model, workload.target_concurrency)

@@ -12,6 +12,7 @@ from pathlib import Path
 from prefect import get_run_logger
 
 from flows.engine_tuning import fit_of, tokenizer_path
+from flows.fanout import fan_out
 from infopt.contract.verify import required_for
 from infopt.model.digest import model_digest
 from infopt.specs.reoptimize import RegressionCheck, ReoptimizeRequest, ReoptimizeRound
@@ -73,31 +74,39 @@ def context(m: Remeasure) -> tuple[TrialContext, str, str]:
                        github_search=req.github_search, github_url=req.github_url,
                        contract_every_trial=True, quality_reference=reference,
                        quality_tolerance=req.quality_tolerance, engine_version=m.version,
-                       model_digest=digest)
+                       model_digest=digest, credentials_block=req.credentials_block)
     gate = f"{Path(reference).stem.removeprefix('reference-')}:{req.quality_tolerance}" \
         if reference else ""
     return ctx, digest, gate
 
 
 def _round(m: Remeasure, ctx: TrialContext, digest: str, gate: str, rnd: int,
-           repeats: int) -> dict[str, list[Trial]]:
+           req: ReoptimizeRequest) -> dict[str, list[Trial]]:
     """`repeats` fresh starts of each pick, interleaved (winner, runner-up, winner, ...), so a
-    drift of the machine during the round touches both alike."""
+    drift of the machine during the round touches both alike; with `fan_out`, all at once,
+    one run of that deployment each (flows/fanout.py)."""
     control = m.report.control_config or m.picks[0].config
-    fresh: dict[str, list[Trial]] = {p.slot: [] for p in m.picks}
-    for i in range(1, repeats + 1):
+    items = []
+    for i in range(1, req.repeats + 1):
         for p in m.picks:
             spec = TrialSpec(trial_id=f"round{rnd}-{p.slot}-r{i}", role=TrialRole.TUNING,
                              config=p.config, changes=changes_from(control, p.config),
                              dimension="reoptimize", value=p.label,
-                             repeat=(rnd - 1) * repeats + i, seed=m.request.seed,
+                             repeat=(rnd - 1) * req.repeats + i, seed=m.request.seed,
                              with_contract=i == 1)
-            key = trial_key(spec, ctx.workload, m.version, digest, gate)
             fit = fit_of(m.report.model, m.report.hardware, p.config,
                          ctx.workload.target_concurrency)
-            trial = run_trial(spec, key, fit, ctx)
-            m.trials.append(trial)
-            fresh[p.slot].append(trial)
+            items.append((p.slot, spec, trial_key(spec, ctx.workload, m.version, digest, gate),
+                          fit))
+    if req.fan_out:
+        trials = fan_out([(spec, key, fit) for _, spec, key, fit in items], ctx, req.fan_out,
+                         req.results_store)
+    else:
+        trials = [run_trial(spec, key, fit, ctx) for _, spec, key, fit in items]
+    fresh: dict[str, list[Trial]] = {p.slot: [] for p in m.picks}
+    for (slot, *_), trial in zip(items, trials, strict=True):
+        m.trials.append(trial)
+        fresh[slot].append(trial)
     return fresh
 
 
@@ -120,7 +129,7 @@ def rounds(m: Remeasure, req: ReoptimizeRequest) -> list[ReoptimizeRound]:
     out: list[ReoptimizeRound] = []
     while True:
         rnd = len(out) + 1
-        fresh = _round(m, ctx, digest, gate, rnd, req.repeats)
+        fresh = _round(m, ctx, digest, gate, rnd, req)
         values = {slot: [t.objective_value for t in ts if t.objective_value is not None]
                   for slot, ts in fresh.items()}
         fresh_groups += [v for v in values.values() if v]

@@ -142,6 +142,13 @@ def _retune(result: ReoptimizeReport, stored_request, root, request: ReoptimizeR
     from flows.optimize import optimize  # the whole loop: imported only when a re-tune runs
 
     retuned = optimize(request=stored_request, runs_dir=str(root))
+    return promote(result, retuned, root, request)
+
+
+def promote(result: ReoptimizeReport, retuned, root, request: ReoptimizeRequest
+            ) -> ReoptimizeReport:
+    """The promote gate: approved (or pre-authorized) -> the re-tune's run becomes the
+    accepted one; the answer is recorded in the report either way."""
     gate = GateRequest(
         kind=GateKind.PROMOTE, key="promote-retune",
         title=f"promote re-tuned run {retuned.run_id}",
@@ -159,4 +166,4 @@ def _retune(result: ReoptimizeReport, stored_request, root, request: ReoptimizeR
             + ("promoted to the accepted run" if answer.approved else
                f"not promoted ({answer.reason or answer.source.value})"))
     return result.model_copy(update={"retune_run": retuned.run_id, "promoted": answer.approved,
-                                     "notes": [*result.notes, note]})
+                                     "promotion": answer, "notes": [*result.notes, note]})

@@ -124,6 +124,9 @@ def optimize(
                                                   "list of download, quantize, expose "
                                                   "(recorded as such in the report); the "
                                                   "others wait at their gates")] = None,
+    credentials_block: Annotated[str | None, typer.Option(
+        help="an InfoptCredentials block's name: the Hugging Face and GitHub tokens the run "
+             "uses (default: $HF_TOKEN, $GITHUB_TOKEN)")] = None,
     dimensions: Annotated[str | None, typer.Option(help="the tuning ladder's dimensions to "
                                                    "climb, a comma list of weights, "
                                                    "kv_precision, scheduling, prefill, "
@@ -161,6 +164,7 @@ def optimize(
                 ("workload.output_lengths", _fixed(output_tokens)),
                 ("workload.routes", [{"route": api_route}] if api_route else None),
                 ("scenario_requests", scenario_requests),
+                ("credentials_block", credentials_block),
                 ("authorize", None if authorize is None else
                  [x.strip() for x in authorize.split(",") if x.strip()]),
                 ("dimensions", None if dimensions is None else
@@ -189,6 +193,10 @@ def optimize(
         # reported in one paragraph here instead of as a failed flow run.
         if request.port is not None:
             check_port_free("127.0.0.1", request.port)
+        if request.credentials_block:  # a missing block: one paragraph now, not mid-run
+            from blocks.credentials import load_credentials
+
+            load_credentials(request.credentials_block)
         if not request.model.download:  # a model still to download is checked once it is here
             profile = profile_model(request.model.path or str(default_paths().gguf))
             for other in request.model.other_formats:
@@ -232,14 +240,9 @@ def _hub_token(credentials_block: str | None) -> str | None:
     """HF token from a saved InfoptCredentials block when named, else $HF_TOKEN. Never printed."""
     if credentials_block:
         _prefect_env(None)
-        from blocks.credentials import InfoptCredentials
+        from blocks.credentials import hf_token
 
-        try:
-            return InfoptCredentials.load(credentials_block).hf_token_value()
-        except ValueError as exc:
-            raise InfoptError(f"no InfoptCredentials block named '{credentials_block}' ({exc}); "
-                              "save one in the Prefect UI or with InfoptCredentials(...).save()"
-                              ) from None
+        return hf_token(credentials_block)
     from infopt.model.hub import resolve_token
 
     return resolve_token()
@@ -492,12 +495,11 @@ def diagnose(
 
     try:
         token = github_token()
-        if credentials_block:
+        if credentials_block:  # a missing block is one paragraph (InputError), not a trace
             _prefect_env(None)
-            from blocks.credentials import InfoptCredentials
+            from blocks.credentials import github_token as block_token
 
-            creds = InfoptCredentials.load(credentials_block)
-            token = creds.github_token.get_secret_value() if creds.github_token else token
+            token = block_token(credentials_block)
         d = diagnose_file(logfile, engine, search=search, github_url=github_url,
                           github_token=token)
     except InfoptError as exc:

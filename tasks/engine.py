@@ -13,7 +13,7 @@ from infopt.specs.approval import ExposureGrant
 from infopt.specs.base import EngineStartError
 from infopt.specs.diagnosis import Diagnosis
 from infopt.troubleshoot.diagnose import diagnose_file
-from infopt.troubleshoot.github import github_token
+from blocks.credentials import github_token
 from infopt.specs.results import RunningEngine
 from infopt.specs.serving import AnyServingConfig
 
@@ -55,11 +55,11 @@ def stop_engine(running: RunningEngine) -> int | None:
 
 
 @task(name="diagnose-start", cache_policy=NO_CACHE)
-def diagnose_start(log_path: str, engine: str, search: bool, github_url: str | None
-                   ) -> Diagnosis:
+def diagnose_start(log_path: str, engine: str, search: bool, github_url: str | None,
+                   credentials_block: str | None = None) -> Diagnosis:
     """Issue-first: root error, known failures, upstream issues (offline -> catalog only)."""
     d = diagnose_file(log_path, engine, search=search, github_url=github_url,
-                      github_token=github_token())
+                      github_token=github_token(credentials_block) if search else None)
     logger = get_run_logger()
     logger.warning("diagnosis (%s): %s", d.category.value, d.root_error[:300])
     for m in d.matches[:3]:

@@ -5,7 +5,8 @@ from __future__ import annotations
 from prefect import get_run_logger, task
 
 from infopt.hardware.host import inventory
-from infopt.model.hub import default_cache_dir, resolve_token
+from blocks.credentials import hf_token
+from infopt.model.hub import default_cache_dir
 from infopt.model.shortlist import build_shortlist, device_from_inventory
 from infopt.model.profile import profile_model
 from infopt.specs.checkpoint import Shortlist
@@ -35,10 +36,12 @@ def profile_model_task(model_path: str) -> ModelProfile:
 
 @task(name="shortlist-checkpoints")
 def shortlist_task(base_model: str, hardware: HardwareInventory, endpoint: str | None,
-                   max_weight_bits: int = 4, target_concurrency: int = 1) -> Shortlist:
+                   max_weight_bits: int = 4, target_concurrency: int = 1,
+                   credentials_block: str | None = None) -> Shortlist:
     """Quantized variants of the exact hub model, verified from metadata (no weights fetched)."""
     sl = build_shortlist(base_model, device=device_from_inventory(hardware),
-                         cache_dir=default_cache_dir(), endpoint=endpoint, token=resolve_token(),
+                         cache_dir=default_cache_dir(), endpoint=endpoint,
+                         token=hf_token(credentials_block),
                          max_weight_bits=max_weight_bits,
                          target_concurrency=target_concurrency)
     get_run_logger().info("shortlist for %s: %d candidates, %d rejected", base_model,

@@ -61,6 +61,7 @@ class TrialContext:
     quality_tolerance: float = 0.02
     engine_version: str = ""
     model_digest: str = ""
+    credentials_block: str | None = None  # InfoptCredentials: the GitHub token of issue search
 
 
 def _log() -> logging.Logger | logging.LoggerAdapter:
@@ -90,7 +91,7 @@ def _start(spec: TrialSpec, log: Path, ctx: TrialContext):
     except EngineStartError as exc:
         _log().warning("%s: start failed: %s", spec.trial_id, str(exc).splitlines()[0])
         diag = diagnose_start(exc.log_path or str(log), str(config.engine), ctx.github_search,
-                              ctx.github_url)
+                              ctx.github_url, ctx.credentials_block)
     remedy = contract_preserving_remedy(diag)
     fixed = _remedied(config, remedy) if remedy is not None else None
     if fixed is None:
@@ -102,7 +103,8 @@ def _start(spec: TrialSpec, log: Path, ctx: TrialContext):
                 diag, remedy)
     except EngineStartError:
         return None, fixed, diagnose_start(str(retry_log), str(config.engine),
-                                           ctx.github_search, ctx.github_url), remedy
+                                           ctx.github_search, ctx.github_url,
+                                           ctx.credentials_block), remedy
 
 
 @contextmanager

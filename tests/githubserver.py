@@ -8,8 +8,10 @@ from __future__ import annotations
 import json
 import re
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from urllib.parse import parse_qs, urlparse
+
+from tests.localserver import LocalServer
 
 # Real issues (titles as on GitHub) used as the searchable index.
 ISSUES = [
@@ -29,24 +31,14 @@ ISSUES = [
 ]
 
 
-class FakeGitHub:
+class FakeGitHub(LocalServer):
     def __init__(self, token: str | None = None, rate_limit_after: int | None = None):
         self.token = token
         self.rate_limit_after = rate_limit_after
         self.requests: list[dict] = []
         self._lock = threading.Lock()
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
-        self._server.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
-
-    def __enter__(self) -> FakeGitHub:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self._server.shutdown()
-        self._server.server_close()
+        self._serve(_handler(self))
+        self.url = f"http://127.0.0.1:{self.port}"
 
 
 def _handler(gh: FakeGitHub):

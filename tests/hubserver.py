@@ -30,9 +30,11 @@ import re
 import tempfile
 import threading
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from urllib.parse import parse_qs, quote, unquote, urlsplit
+
+from tests.localserver import LocalServer
 
 FIXTURES = Path(__file__).parent / "fixtures" / "hub"
 
@@ -311,7 +313,7 @@ def model_info_json(repo: Repo, sha: str, blobs: bool, expand: list[str]) -> dic
     return data
 
 
-class FakeHub:
+class FakeHub(LocalServer):
     """`with FakeHub() as hub:` serves the fixtures on a free loopback port until exit."""
 
     def __init__(self, root: Path = FIXTURES, page_size: int = 1000,
@@ -327,20 +329,9 @@ class FakeHub:
         self.page_size = page_size
         self.requests: list[dict] = []  # method, path, query, range, authorization
         self._lock = threading.Lock()
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), _make_handler(self))
-        self._server.daemon_threads = True
-        self.port = self._server.server_address[1]
+        self._serve(_make_handler(self))
         self.endpoint = f"http://127.0.0.1:{self.port}"
         self.cdn = f"http://localhost:{self.port}"  # another origin: auth must not follow
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
-
-    def __enter__(self) -> FakeHub:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self._server.shutdown()
-        self._server.server_close()
 
     def log(self, **entry) -> None:
         with self._lock:

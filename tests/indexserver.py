@@ -5,26 +5,17 @@ for an unknown name), for the re-optimization's release check. The releases are 
 from __future__ import annotations
 
 import json
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
+
+from tests.localserver import LocalServer
 
 
-class FakeIndex:
+class FakeIndex(LocalServer):
     def __init__(self, releases: dict[str, list[str]]):
         self.releases = releases  # package -> versions, oldest first
         self.requests: list[str] = []
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
-        self._server.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self._server.server_address[1]}/pypi"
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
-
-    def __enter__(self) -> FakeIndex:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self._server.shutdown()
-        self._server.server_close()
+        self._serve(_handler(self))
+        self.url = f"http://127.0.0.1:{self.port}/pypi"
 
 
 def _handler(index: FakeIndex):

@@ -26,9 +26,11 @@ import secrets
 import threading
 import uuid
 from datetime import datetime, timezone
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from urllib.parse import parse_qs, urlparse
+
+from tests.localserver import LocalServer
 
 # (group, version, plural) -> (kind, namespaced). The core group is "".
 RESOURCES = {
@@ -135,7 +137,7 @@ def field_match(obj: dict, selector: str) -> bool:
     return True
 
 
-class FakeKube:
+class FakeKube(LocalServer):
     """The fake API server. Use as a context manager; `url` is its address."""
 
     def __init__(self, token: str | None = "fake-token", pod_succeeds: bool = True,
@@ -151,18 +153,8 @@ class FakeKube:
         for ns in ("default", "kube-system"):
             self._put("namespaces", "", self._stamp({"metadata": {"name": ns}}, "", "v1",
                                                     "namespaces", ""))
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
-        self._server.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
-
-    def __enter__(self) -> FakeKube:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self._server.shutdown()
-        self._server.server_close()
+        self._serve(_handler(self))
+        self.url = f"http://127.0.0.1:{self.port}"
 
     def write_kubeconfig(self, path: Path) -> Path:
         """A kubeconfig whose current context is this server (plain HTTP, bearer token)."""

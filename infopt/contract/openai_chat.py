@@ -221,13 +221,39 @@ def _json_answer(c: ProbeContext, response_format: dict[str, Any]):
         return r, text, None, why
 
 
+def json_object_prefix(text: str) -> bool:
+    """Whether `text` is the start of a JSON object: it opens with '{', its strings and escapes
+    are well formed and every closing bracket matches an open one. A server that constrains
+    its output to JSON yields such a prefix when max_tokens cuts it; prose never is one."""
+    body = text.lstrip()
+    if not body.startswith("{"):
+        return False
+    stack, in_str, esc = [], False, False
+    for ch in body:
+        if in_str:
+            esc, in_str = (False, True) if esc else (ch == "\\", ch != '"')
+        elif ch == '"':
+            in_str = True
+        elif ch in "{[":
+            stack.append("}" if ch == "{" else "]")
+        elif ch in "}]" and (not stack or stack.pop() != ch):
+            return False
+    return bool(stack) or in_str
+
+
 def _json_object(c: ProbeContext):
     r, text, obj, why = _json_answer(c, {"type": "json_object"})
-    ok = isinstance(obj, dict)
-    return (CheckStatus.PASS if ok else CheckStatus.FAIL,
-            "response_format json_object: a JSON object" if ok else
-            f"response_format json_object: {why or 'JSON, but not an object'}: {text[:80]!r}",
-            {"content": text})
+    if isinstance(obj, dict):
+        return CheckStatus.PASS, "response_format json_object: a JSON object", {"content": text}
+    cut = obj is None and r.choices[0].finish_reason == "length"
+    if cut and json_object_prefix(text):
+        # A small model may never close the object: whether the server constrained its output
+        # is what the contract asks, and a cut prefix shows it did (the text is the evidence).
+        return (CheckStatus.PASS, f"response_format json_object: cut at max_tokens="
+                f"{_JSON_TOKENS} before the model closed it, and what came is a JSON object "
+                f"so far: {text[:80]!r}", {"content": text, "cut_at_max_tokens": True})
+    return (CheckStatus.FAIL, f"response_format json_object: "
+            f"{why or 'JSON, but not an object'}: {text[:80]!r}", {"content": text})
 
 
 def _json_schema(c: ProbeContext):

@@ -57,8 +57,12 @@ def render_reoptimize(r: ReoptimizeReport, req: ReoptimizeRequest) -> str:
                   f"{t.failed or ''} |" for t in r.trials]
         lines.append("")
     if r.retune_run:
+        gate = (f" (promote gate: {r.promotion.source.value}"
+                f"{', ' + r.promotion.answered_by if r.promotion.answered_by else ''}"
+                f"{': ' + r.promotion.reason if r.promotion.reason else ''})"
+                if r.promotion else "")
         lines += [f"Re-tune: run `{r.retune_run}`, "
-                  f"{'promoted' if r.promoted else 'not promoted'}.", ""]
+                  f"{'promoted' if r.promoted else 'not promoted'}{gate}.", ""]
     if r.notes:
         lines += ["## Notes", ""] + [f"- {n}" for n in r.notes] + [""]
     return "\n".join(lines)

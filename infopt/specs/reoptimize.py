@@ -7,6 +7,7 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
+from .approval import GateAnswer
 from .base import Spec
 from .results import Trial
 
@@ -28,6 +29,10 @@ class ReoptimizeRequest(Spec):
     results_store: str | None = Field(
         None, description="a ResultsStore block's name: the accepted run is read from it when "
         "it is not on this machine, and this run's trials and report are written there too")
+    fan_out: str | None = Field(
+        None, description="a deployment (FLOW/NAME, e.g. trial/trial-gpu) to run each fresh "
+        "trial as its own run on that deployment's work pool, all of a round at once; None: "
+        "one after another here. Use machines alike and otherwise idle")
     index_url: str = Field("https://pypi.org/pypi", description="package index JSON API base "
                            "(PEP 691 servers and PyPI mirrors answer GET <base>/<pkg>/json)")
     repeats: int = Field(2, ge=2, le=20, description="fresh starts per configuration per round")
@@ -106,4 +111,5 @@ class ReoptimizeReport(Spec):
     summary: str
     retune_run: str | None = None
     promoted: bool | None = None
+    promotion: GateAnswer | None = None  # the promote gate's answer, when a re-tune ran
     notes: list[str] = Field(default_factory=list)

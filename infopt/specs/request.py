@@ -156,6 +156,9 @@ class OptimizeRequest(Spec):
     seed: int = Field(0, ge=0, le=2**32 - 1)
     github_search: bool = True  # issue-first troubleshooting asks GitHub when online
     github_url: str | None = None  # a GitHub API mirror (tests: a local server)
+    credentials_block: str | None = Field(
+        None, description="an InfoptCredentials block's name: the Hugging Face and GitHub "
+        "tokens the tasks use; None: $HF_TOKEN and $GITHUB_TOKEN")
 
     @model_validator(mode="after")
     def _consistent(self) -> "OptimizeRequest":

@@ -23,6 +23,16 @@ from tests.indexserver import FakeIndex
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
 
 ROOT = Path(__file__).resolve().parents[2]
+PREFECT = str(Path(sys.executable).with_name("prefect"))
+
+
+def _deploy(env: dict, pool: str, name: str) -> None:
+    """The process pool, then prefect.yaml's deployment `name` on it (a real `prefect deploy`)."""
+    for args in (["work-pool", "create", pool, "--type", "process", "--overwrite"],
+                 ["--no-prompt", "deploy", "--name", name]):
+        out = subprocess.run([PREFECT, *args], cwd=ROOT, env=env, capture_output=True,
+                             text=True, timeout=180)
+        assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
 
 
 @pytest.fixture(scope="module")
@@ -86,9 +96,25 @@ def test_the_same_build_is_no_upgrade_and_starts_nothing(prefect_api, accepted, 
 
 
 def test_a_new_build_that_behaves_the_same_is_not_flagged(prefect_api, accepted, index,
-                                                         tmp_path):
+                                                         tmp_path, monkeypatch):
+    from flows import remeasure
+    from tasks.trial import run_trial
+
     stored, root = accepted
-    state, rep = _run(root, index_url=index.url, executable=_build(tmp_path, "same", ""))
+    # With fan_out the round hands all its trials to flows/fanout.fan_out at once; here they
+    # run in this process, one after another (a valid no-change verdict needs an idle
+    # machine); the real transport over two workers is the next test's.
+    handed = []
+
+    def in_process(items, ctx, deployment, results_store=None):
+        handed.append((deployment, [spec.trial_id for spec, _, _ in items]))
+        return [run_trial(spec, key, fit, ctx) for spec, key, fit in items]
+
+    monkeypatch.setattr(remeasure, "fan_out", in_process)
+    state, rep = _run(root, index_url=index.url, executable=_build(tmp_path, "same", ""),
+                      fan_out="trial/trial")
+    assert handed == [("trial/trial", ["round1-winner-r1", "round1-runner-up-r1",
+                                       "round1-winner-r2", "round1-runner-up-r2"])]
     assert rep.upgraded and rep.installed_version != stored.engine_version
     assert rep.outcome in ("no change", "improvement"), rep.summary
     assert state.is_completed(), state.message
@@ -140,18 +166,13 @@ def test_the_reoptimize_deployment_runs_on_a_process_worker(prefect_server, acce
 
     stored, root = accepted
     env = {**prefect_server, "INFOPT_CHECKOUT": str(ROOT), "PREFECT_LOGGING_LEVEL": "WARNING"}
-    prefect = str(Path(sys.executable).with_name("prefect"))
-    for args in (["work-pool", "create", "infopt-process", "--type", "process", "--overwrite"],
-                 ["--no-prompt", "deploy", "--name", "reoptimize"]):
-        out = subprocess.run([prefect, *args], cwd=ROOT, env=env, capture_output=True,
-                             text=True, timeout=180)
-        assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
+    _deploy(env, "infopt-process", "reoptimize")
     with temporary_settings({PREFECT_API_URL: env["PREFECT_API_URL"]}), \
             get_client(sync_client=True) as client:
         dep = client.read_deployment_by_name("reoptimize/reoptimize")
         run = client.create_flow_run_from_deployment(dep.id, parameters={
             "request": {"index_url": index.url}, "runs_dir": str(root)})
-        worker = subprocess.run([prefect, "worker", "start", "--pool", "infopt-process",
+        worker = subprocess.run([PREFECT, "worker", "start", "--pool", "infopt-process",
                                  "--run-once"], cwd=ROOT, env=env, capture_output=True,
                                 text=True, timeout=300)
         deadline = time.monotonic() + 60
@@ -163,3 +184,107 @@ def test_the_reoptimize_deployment_runs_on_a_process_worker(prefect_server, acce
     written = [json.loads(p.read_text()) for p in root.glob("reopt-*/reoptimize.json")]
     assert any(r["outcome"] == "no upgrade" and r["baseline_run"] == stored.run_id
                for r in written)
+
+
+def test_trials_fan_out_over_a_pool_with_two_workers(prefect_server, prefect_api, accepted,
+                                                    tmp_path):
+    """flows/fanout.fan_out: each trial is its own run of prefect.yaml's `trial` deployment,
+    picked up by one of two real process workers (one trial at a time each, so two trials
+    land on both), and read back by key. The trials are lean (no contract probe or quality
+    gate: those are the trial task's, tested elsewhere) and share this machine, so only the
+    mechanics are asserted, not the numbers."""
+    from prefect import flow
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterParentFlowRunId
+
+    from flows.fanout import fan_out
+    from infopt.specs.serving import with_knob
+    from infopt.specs.trial import TrialRole, TrialSpec, changes_from, trial_key
+    from tasks.trial import TrialContext
+
+    stored, root = accepted
+    env = {**prefect_server, "INFOPT_CHECKOUT": str(ROOT), "PREFECT_LOGGING_LEVEL": "INFO",
+           "PREFECT_WORKER_QUERY_SECONDS": "1", "PREFECT_WORKER_PREFETCH_SECONDS": "1"}
+    _deploy(env, "infopt-trials", "trial")
+    winner = next(t for t in stored.trials if t.trial_id == stored.winner_trial_id)
+    ctx = TrialContext(run_dir=str(tmp_path / "fan-run"), model=stored.model,
+                       hw=stored.hardware, workload=stored.workload, tokenizer_path=None,
+                       github_search=False, github_url=None)
+    # One thread each: two llama-servers of 2 threads on these 2 cores spin against each other
+    # (measured: 128 s for a 10 s benchmark).
+    config = with_knob(winner.config, "threads", 1)
+    specs = [TrialSpec(trial_id=f"fan-r{i}", role=TrialRole.TUNING, config=config,
+                       changes=changes_from(stored.control_config, config),
+                       value=stored.winner_label, repeat=i) for i in (1, 2)]
+    items = [(s, trial_key(s, stored.workload, stored.engine_version, "test"), None)
+             for s in specs]
+
+    @flow(name="fan-out-test")
+    def parent():
+        return fan_out(items, ctx, "trial/trial")
+
+    logs = [tmp_path / f"worker-{i}.log" for i in (1, 2)]
+    workers = [subprocess.Popen([PREFECT, "worker", "start", "--pool", "infopt-trials",
+                                 "--limit", "1", "--name", f"trial-worker-{i}"], cwd=ROOT,
+                                env=env, stdout=log.open("w"), stderr=subprocess.STDOUT,
+                                start_new_session=True) for i, log in enumerate(logs, 1)]
+    try:
+        state = parent(return_state=True)
+    finally:
+        for w in workers:
+            w.terminate()
+            w.wait(30)
+    trials = state.result()
+    assert [t.trial_id for t in trials] == ["fan-r1", "fan-r2"]
+    for t, (_, key, _) in zip(trials, items):  # each written by its child run, read by key
+        assert t.failed is None and t.objective_value > 0 and t.key == key, t.failed
+        assert (tmp_path / "fan-run" / "trials" / key / "trial.json").is_file()
+    with get_client(sync_client=True) as client:
+        children = client.read_flow_runs(flow_run_filter=FlowRunFilter(
+            parent_flow_run_id=FlowRunFilterParentFlowRunId(
+                any_=[state.state_details.flow_run_id])))
+    runs = [c for c in children if c.deployment_id is not None]
+    assert sorted(c.name for c in runs) == ["fan-r1", "fan-r2"]
+    assert all(c.state.is_completed() for c in runs)
+    # One each: a worker with --limit 1 cannot take the second while it runs the first.
+    took = [sum(f"Flow run '{c.name}' submitted to infrastructure" in log.read_text()
+                for c in runs) for log in logs]
+    assert took == [1, 1], took
+    # Submitted again (a resumed parent), nothing new runs: both are read back from disk.
+    assert parent() == trials
+
+
+def test_a_retune_is_promoted_only_through_its_gate(prefect_api, accepted, tmp_path):
+    """The promote gate after a re-tune (flows/reoptimize.promote): unanswered -> the accepted
+    run stays; pre-authorized -> the re-tune's run becomes the accepted one. The "re-tune" is
+    a copy of the accepted run under another id (the optimizer itself is tested elsewhere)."""
+    import shutil
+
+    from prefect import flow
+
+    from flows.reoptimize import promote
+    from infopt.report.accepted import accept
+
+    stored, root = accepted
+    retuned = stored.model_copy(update={"run_id": "retune-test"})
+    shutil.copytree(root / stored.run_id, root / retuned.run_id,
+                    ignore=shutil.ignore_patterns("trials", "quality", "plots"))
+    (root / retuned.run_id / "report.json").write_text(retuned.model_dump_json())
+    found = ReoptimizeReport.model_validate_json(next(root.glob("reopt-*/reoptimize.json"))
+                                                 .read_text())
+
+    @flow(name="promote-test")
+    def gate(req: ReoptimizeRequest) -> ReoptimizeReport:
+        return promote(found, retuned, root, req)
+
+    try:
+        denied = gate(ReoptimizeRequest(approval_timeout_s=1))
+        assert denied.promoted is False and denied.promotion.source == "timeout"
+        assert json.loads((root / "accepted.json").read_text())["run_id"] == stored.run_id
+        assert "not promoted" in denied.notes[-1]
+        ok = gate(ReoptimizeRequest(authorize=["promote"]))
+        assert ok.promoted and ok.promotion.source == "pre-authorized"
+        acc = json.loads((root / "accepted.json").read_text())
+        assert acc["run_id"] == "retune-test" and acc["accepted_by"].startswith("promoted")
+    finally:
+        accept(root, stored.run_id, by="test")  # later tests re-measure the real run

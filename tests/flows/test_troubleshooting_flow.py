@@ -46,7 +46,14 @@ def test_quantized_v_cache_without_flash_attn_is_remedied(prefect_api, gguf, tmp
     assert q8.diagnosis is not None and "quantized V cache" in q8.diagnosis.root_error
     assert q8.remedy is not None and q8.remedy.preserves_contract
     assert q8.config.flash_attn == "on" and q8.config.cache_type_v == "q8_0"  # contract kept
-    assert q8.failed is None and q8.benchmark is not None  # measured after the remedy
+    # The remedied engine started and the trial went on through its gates: measured, or
+    # rejected by the quality gate, which depends on the CPU's kernels (q8_0 V scored 96.1%
+    # top-1 agreement against a 98% threshold on an AMX Xeon, 2026-12-02; it passed on AVX2).
+    assert q8.engine is not None and q8.quality is not None
+    if q8.quality.passed:
+        assert q8.failed is None and q8.benchmark is not None
+    else:
+        assert q8.failed.startswith("rejected by the quality gate") and q8.benchmark is None
     md = (tmp_path / report.run_id / "report.md").read_text()
     assert "Start failures (issue-first troubleshooting)" in md
     assert report.workload.objective.value == "goodput" and "SLOs of the winner" in md

@@ -31,8 +31,8 @@ def _prefect(env, *args, timeout=180):
 @pytest.fixture(scope="module")
 def deployed(prefect_server):
     env = {**prefect_server, "INFOPT_CHECKOUT": str(ROOT), "PREFECT_LOGGING_LEVEL": "WARNING"}
-    _prefect(env, "work-pool", "create", "infopt-process", "--type", "process",
-             "--overwrite")
+    for pool in ("infopt-process", "infopt-trials"):
+        _prefect(env, "work-pool", "create", pool, "--type", "process", "--overwrite")
     _prefect(env, "work-pool", "create", "infopt-k8s-gpu", "--type", "kubernetes",
              "--base-job-template", str(ROOT / "deployments" / "k8s-gpu-job-template.json"),
              "--overwrite")

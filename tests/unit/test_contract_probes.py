@@ -197,3 +197,16 @@ def test_a_not_applicable_check_is_no_gap_unless_required():
     assert contract_gaps([na(False)], []) == [] and na(False).shown == "not applicable"
     assert [g.feature for g in contract_gaps([na(True)], [])] == ["reasoning"]
     assert na(True).shown == "NOT APPLICABLE"
+
+
+@pytest.mark.parametrize("text, prefix", [
+    # vLLM 0.32 CPU's json_object answer from SmolLM2-135M, cut at 64 tokens (2026-12-02).
+    ('{\n  "name": "New York",\n  "population": 201,\n\n"population_201": 201,\n"population',
+     True),
+    ('{"a": "x\\"y', True), ('{"a": "}"', True), ('  {"a": [1, {"b": ', True),
+    ('Sure! {"a": 1', False), ('{"a": [1, 2}', False), ('{"a": 1}}', False), ('', False),
+    ('[1, 2', False), ('{"a": 1}', False)])  # a whole object is not a cut one
+def test_a_cut_json_object_is_told_from_prose(text, prefix):
+    from infopt.contract.openai_chat import json_object_prefix
+
+    assert json_object_prefix(text) is prefix
