@@ -41,9 +41,11 @@ def trial(spec: TrialSpec, key: str, ctx: TrialContext, fit: MemoryFit | None = 
 
 
 def fan_out(items: list[tuple[TrialSpec, str, MemoryFit | None]], ctx: TrialContext,
-            deployment: str, results_store: str | None = None) -> list[Trial]:
+            deployment: str, results_store: str | None = None,
+            job_variables: dict | None = None) -> list[Trial]:
     """Run each (spec, key, fit) as its own run of `deployment`, all at once; the trials in
-    the order given."""
+    the order given. `job_variables` go to each run's job (a ClusterTarget's namespace, GPU
+    node selector and tolerations on the Kubernetes pool)."""
     log, run_dir = get_run_logger(), Path(ctx.run_dir)
     runs = {}
     for spec, key, fit in items:
@@ -51,7 +53,7 @@ def fan_out(items: list[tuple[TrialSpec, str, MemoryFit | None]], ctx: TrialCont
             continue  # completed earlier (a resumed run)
         runs[key] = run_deployment(
             deployment, timeout=0, as_subflow=True, idempotency_key=f"{run_dir.name}/{key}",
-            flow_run_name=spec.trial_id,
+            flow_run_name=spec.trial_id, job_variables=job_variables,
             parameters={"spec": spec.model_dump(mode="json"), "key": key,
                         "ctx": _ctx_json(ctx), "results_store": results_store,
                         "fit": fit.model_dump(mode="json") if fit else None})

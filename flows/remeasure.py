@@ -13,6 +13,7 @@ from prefect import get_run_logger
 
 from flows.engine_tuning import fit_of, tokenizer_path
 from flows.fanout import fan_out
+from flows.store import load_cluster_target
 from infopt.contract.verify import required_for
 from infopt.model.digest import model_digest
 from infopt.specs.reoptimize import RegressionCheck, ReoptimizeRequest, ReoptimizeRound
@@ -99,8 +100,9 @@ def _round(m: Remeasure, ctx: TrialContext, digest: str, gate: str, rnd: int,
             items.append((p.slot, spec, trial_key(spec, ctx.workload, m.version, digest, gate),
                           fit))
     if req.fan_out:
+        cluster = load_cluster_target(req.cluster_target) if req.cluster_target else None
         trials = fan_out([(spec, key, fit) for _, spec, key, fit in items], ctx, req.fan_out,
-                         req.results_store)
+                         req.results_store, cluster.job_variables() if cluster else None)
     else:
         trials = [run_trial(spec, key, fit, ctx) for _, spec, key, fit in items]
     fresh: dict[str, list[Trial]] = {p.slot: [] for p in m.picks}

@@ -15,6 +15,7 @@ from pathlib import Path
 from prefect import get_run_logger
 from prefect.exceptions import MissingContextError
 
+from blocks.cluster import ClusterTarget
 from blocks.results_store import ResultsStore
 from blocks.runtime import EngineRuntime
 from infopt.report.rundir import attach_store
@@ -43,6 +44,17 @@ def load_engine_runtime(name: str) -> EngineRuntime:
             f"no EngineRuntime block named '{name}' ({exc}). Create it once on this Prefect "
             "server: `PYTHONPATH=. prefect block register -m blocks`, then in the UI or "
             f"`EngineRuntime(engine=..., version=..., binary_path=...).save('{name}')`") from None
+
+
+def load_cluster_target(name: str) -> ClusterTarget:
+    """The ClusterTarget block `name`; InputError saying how to make it."""
+    try:
+        return ClusterTarget.load(name)
+    except ValueError as exc:
+        raise InputError(
+            f"no ClusterTarget block named '{name}' ({exc}). Create it once on this Prefect "
+            "server: `PYTHONPATH=. prefect block register -m blocks`, then in the UI or "
+            f"`ClusterTarget(namespace=..., gpu_node_selector=...).save('{name}')`") from None
 
 
 def restore_run(name: str, run_dir: Path) -> list[Path]:

@@ -33,6 +33,9 @@ class ReoptimizeRequest(Spec):
         None, description="a deployment (FLOW/NAME, e.g. trial/trial-gpu) to run each fresh "
         "trial as its own run on that deployment's work pool, all of a round at once; None: "
         "one after another here. Use machines alike and otherwise idle")
+    cluster_target: str | None = Field(
+        None, description="a ClusterTarget block's name: its namespace, GPU node selector and "
+        "tolerations go to each fanned-out trial's job (the Kubernetes GPU pool)")
     index_url: str = Field("https://pypi.org/pypi", description="package index JSON API base "
                            "(PEP 691 servers and PyPI mirrors answer GET <base>/<pkg>/json)")
     repeats: int = Field(2, ge=2, le=20, description="fresh starts per configuration per round")

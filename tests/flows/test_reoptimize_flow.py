@@ -197,7 +197,9 @@ def test_trials_fan_out_over_a_pool_with_two_workers(prefect_server, prefect_api
     from prefect.client.orchestration import get_client
     from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterParentFlowRunId
 
+    from blocks.cluster import ClusterTarget
     from flows.fanout import fan_out
+    from flows.store import load_cluster_target
     from infopt.specs.serving import with_knob
     from infopt.specs.trial import TrialRole, TrialSpec, changes_from, trial_key
     from tasks.trial import TrialContext
@@ -219,9 +221,14 @@ def test_trials_fan_out_over_a_pool_with_two_workers(prefect_server, prefect_api
     items = [(s, trial_key(s, stored.workload, stored.engine_version, "test"), None)
              for s in specs]
 
+    # A ClusterTarget's job variables ride along (the GPU pool's; a process pool ignores them).
+    ClusterTarget(gpu_node_selector={"nvidia.com/gpu.present": "true"}).save(
+        "fan-out-test", overwrite=True)
+
     @flow(name="fan-out-test")
     def parent():
-        return fan_out(items, ctx, "trial/trial")
+        return fan_out(items, ctx, "trial/trial",
+                       job_variables=load_cluster_target("fan-out-test").job_variables())
 
     logs = [tmp_path / f"worker-{i}.log" for i in (1, 2)]
     workers = [subprocess.Popen([PREFECT, "worker", "start", "--pool", "infopt-trials",
@@ -246,6 +253,8 @@ def test_trials_fan_out_over_a_pool_with_two_workers(prefect_server, prefect_api
     runs = [c for c in children if c.deployment_id is not None]
     assert sorted(c.name for c in runs) == ["fan-r1", "fan-r2"]
     assert all(c.state.is_completed() for c in runs)
+    assert all(c.job_variables["node_selector"] == {"nvidia.com/gpu.present": "true"}
+               for c in runs)
     # One each: a worker with --limit 1 cannot take the second while it runs the first.
     took = [sum(f"Flow run '{c.name}' submitted to infrastructure" in log.read_text()
                 for c in runs) for log in logs]

@@ -111,3 +111,36 @@ def test_a_plan_run_executes_on_a_process_worker(deployed):
             key=ArtifactFilterKey(any_=["infopt-plan"])))
     mine = [a for a in arts if a.flow_run_id == run.id]
     assert mine and "FITS" in mine[0].data and gguf in mine[0].data
+
+
+def test_an_optimize_run_executes_on_a_process_worker(deployed, tmp_path):
+    """The optimize deployment end to end on a real process worker: the request is the
+    deployment's typed parameter (as the UI's form sends it), the run climbs a ladder step
+    with no candidate on a CPU (parallel layouts), and the report lands in runs_dir."""
+    from infopt.specs.request import Budgets, ModelTarget, OptimizeRequest
+    from infopt.specs.results import OptimizationReport
+    from infopt.specs.workload import fixed_levels
+
+    wl = fixed_levels(input_tokens=16, output_tokens=4, levels=[1], target=1, requests=2)
+    request = OptimizeRequest(model=ModelTarget(path=str(default_paths().gguf)),
+                              workload=wl.traffic, objective=wl.objective,
+                              budgets=Budgets(repeats=1), dimensions=["parallel_layout"],
+                              scenarios=[], quality_task_items=0)
+    with _client(deployed) as client:
+        dep = client.read_deployment_by_name("optimize/optimize")
+        run = client.create_flow_run_from_deployment(dep.id, parameters={
+            "request": request.model_dump(mode="json"), "runs_dir": str(tmp_path)})
+    out = subprocess.run([PREFECT, "worker", "start", "--pool", "infopt-process",
+                          "--run-once"], cwd=ROOT, env=deployed, capture_output=True,
+                         text=True, timeout=600)
+    with _client(deployed) as client:
+        deadline = time.monotonic() + 60
+        while not (state := client.read_flow_run(run.id).state).is_final() and \
+                time.monotonic() < deadline:
+            time.sleep(1)
+    assert state.is_completed(), (state, out.stdout[-3000:], out.stderr[-3000:])
+    [report_json] = list(tmp_path.glob("*/report.json"))
+    report = OptimizationReport.model_validate_json(report_json.read_text())
+    assert report.engine == "llamacpp" and report.winner_command
+    assert {t.role for t in report.trials} == {"control", "baseline"}
+    assert all(t.failed is None for t in report.trials)
