@@ -64,6 +64,13 @@ def _executable(adapter, path: str | None) -> Iterator[None]:
             os.environ[adapter.executable_env] = before
 
 
+def _picks(stored):
+    try:
+        return picks(stored)
+    except ValueError as exc:  # a report edited by hand, or from a run that measured nothing
+        raise InputError(f"{exc}: accept a run whose winner was measured") from None
+
+
 def _build(request: ReoptimizeRequest, engine: str) -> str | None:
     """The upgraded build's executable: the request's path, or its EngineRuntime block's."""
     if request.engine_runtime is None:
@@ -107,7 +114,7 @@ def reoptimize(request: ReoptimizeRequest | None = None, runs_dir: str | None = 
         log.info("%s: accepted run %s on %s, installed %s (%s)", stored.engine, base_id,
                  stored.engine_version, installed, release.note)
         m = Remeasure(stored_dir=root / base_id, run_dir=run_dir, report=stored,
-                      request=stored_request, version=installed, picks=picks(stored))
+                      request=stored_request, version=installed, picks=_picks(stored))
         measured = rounds(m, request) if upgraded or request.force else []
     result = ReoptimizeReport(
         run_id=run_id, created_at=time.strftime("%Y-%m-%dT%H:%M:%S%z"), baseline_run=base_id,

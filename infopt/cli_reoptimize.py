@@ -42,8 +42,14 @@ def _preflight(request, runs_dir: str | None) -> None:
         raise InputError(f"--executable {request.executable}: not an executable file; give "
                          "the upgraded engine's binary (or interpreter)")
     if request.results_store is None:
+        from infopt.tuning.remeasure import picks
+
         root = runs_root(runs_dir)
-        load_optimization(root / (request.baseline_run or accepted(root).run_id))
+        report, _ = load_optimization(root / (request.baseline_run or accepted(root).run_id))
+        try:
+            picks(report)
+        except ValueError as exc:
+            raise InputError(f"{exc}: accept a run whose winner was measured") from None
 
 
 def register(app: typer.Typer, fail) -> None:
