@@ -106,7 +106,7 @@ def test_a_new_build_that_behaves_the_same_is_not_flagged(prefect_api, accepted,
     # machine); the real transport over two workers is the next test's.
     handed = []
 
-    def in_process(items, ctx, deployment, results_store=None):
+    def in_process(items, ctx, deployment, results_store=None, job_variables=None):
         handed.append((deployment, [spec.trial_id for spec, _, _ in items]))
         return [run_trial(spec, key, fit, ctx) for spec, key, fit in items]
 
