@@ -494,6 +494,14 @@ def diagnose(
     from infopt.troubleshoot.github import github_token
 
     try:
+        from infopt.engines import ENGINES
+        from infopt.specs.base import InputError
+
+        if engine != "unknown" and engine not in ENGINES:  # read as data: no silent default
+            known = ", ".join(sorted(e.value for e in ENGINES))
+            raise InputError(f"--engine {engine!r} is not an engine infopt knows; choose one of "
+                             f"{known}, or leave it out to diagnose the log by its content "
+                             "alone")
         token = github_token()
         if credentials_block:  # a missing block is one paragraph (InputError), not a trace
             _prefect_env(None)
