@@ -8,12 +8,12 @@ never a flow or task parameter, so it is never stored with a run.
 
 from __future__ import annotations
 
-import os
-
 from prefect.blocks.core import Block
 from pydantic import Field, SecretStr
 
-from infopt.specs.base import InputError
+from blocks.loading import load_named
+from infopt.model.hub import resolve_token
+from infopt.troubleshoot.github import github_token as env_github_token
 
 
 class InfoptCredentials(Block):
@@ -26,31 +26,24 @@ class InfoptCredentials(Block):
     def hf_token_value(self) -> str | None:
         if self.hf_token is not None:
             return self.hf_token.get_secret_value()
-        return os.environ.get("HF_TOKEN") or None
+        return resolve_token()
 
     def github_token_value(self) -> str | None:
         if self.github_token is not None:
             return self.github_token.get_secret_value()
-        return os.environ.get("GITHUB_TOKEN") or None
+        return env_github_token()
 
 
 def load_credentials(name: str) -> InfoptCredentials:
-    try:
-        return InfoptCredentials.load(name)
-    except ValueError as exc:  # Prefect's "Unable to find block document named ..."
-        raise InputError(f"no InfoptCredentials block named '{name}' ({exc}); save one in the "
-                         "Prefect UI (Blocks -> + -> infopt credentials) or with "
-                         f"InfoptCredentials(hf_token=...).save('{name}'), or leave it unset "
-                         "to use $HF_TOKEN / $GITHUB_TOKEN") from None
+    return load_named(InfoptCredentials, name, "InfoptCredentials(hf_token=...)",
+                      "; or leave it unset to use $HF_TOKEN / $GITHUB_TOKEN")
 
 
 def hf_token(block: str | None) -> str | None:
     """The Hugging Face token: block `block`'s when named, else $HF_TOKEN."""
-    return load_credentials(block).hf_token_value() if block else (
-        os.environ.get("HF_TOKEN", "").strip() or None)
+    return load_credentials(block).hf_token_value() if block else resolve_token()
 
 
 def github_token(block: str | None) -> str | None:
     """The GitHub token: block `block`'s when named, else $GITHUB_TOKEN."""
-    return load_credentials(block).github_token_value() if block else (
-        os.environ.get("GITHUB_TOKEN") or None)
+    return load_credentials(block).github_token_value() if block else env_github_token()

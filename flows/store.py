@@ -16,45 +16,25 @@ from prefect import get_run_logger
 from prefect.exceptions import MissingContextError
 
 from blocks.cluster import ClusterTarget
+from blocks.loading import load_named
 from blocks.results_store import ResultsStore
 from blocks.runtime import EngineRuntime
 from infopt.report.rundir import attach_store
 from infopt.report.store import RunStore
-from infopt.specs.base import InputError
 
 
 def load_results_store(name: str) -> RunStore:
-    """The store saved as ResultsStore block `name`; InputError saying how to make it."""
-    try:
-        block = ResultsStore.load(name)
-    except ValueError as exc:  # Prefect's "Unable to find block document named ..."
-        raise InputError(
-            f"no ResultsStore block named '{name}' ({exc}). Create it once on this Prefect "
-            "server: `PYTHONPATH=. prefect block register -m blocks`, then in the UI (Blocks "
-            f"-> + -> infopt results store) or `ResultsStore(url=...).save('{name}')`") from None
-    return block.run_store()
+    """The store saved as ResultsStore block `name`."""
+    return load_named(ResultsStore, name, "ResultsStore(url=...)").run_store()
 
 
 def load_engine_runtime(name: str) -> EngineRuntime:
-    """The EngineRuntime block `name`; InputError saying how to make it."""
-    try:
-        return EngineRuntime.load(name)
-    except ValueError as exc:
-        raise InputError(
-            f"no EngineRuntime block named '{name}' ({exc}). Create it once on this Prefect "
-            "server: `PYTHONPATH=. prefect block register -m blocks`, then in the UI or "
-            f"`EngineRuntime(engine=..., version=..., binary_path=...).save('{name}')`") from None
+    return load_named(EngineRuntime, name,
+                      "EngineRuntime(engine=..., version=..., binary_path=...)")
 
 
 def load_cluster_target(name: str) -> ClusterTarget:
-    """The ClusterTarget block `name`; InputError saying how to make it."""
-    try:
-        return ClusterTarget.load(name)
-    except ValueError as exc:
-        raise InputError(
-            f"no ClusterTarget block named '{name}' ({exc}). Create it once on this Prefect "
-            "server: `PYTHONPATH=. prefect block register -m blocks`, then in the UI or "
-            f"`ClusterTarget(namespace=..., gpu_node_selector=...).save('{name}')`") from None
+    return load_named(ClusterTarget, name, "ClusterTarget(namespace=..., gpu_node_selector=...)")
 
 
 def restore_run(name: str, run_dir: Path) -> list[Path]:

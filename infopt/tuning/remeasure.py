@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from infopt.specs.results import OptimizationReport, Trial
+from infopt.tuning.pareto import config_label
 from infopt.tuning.search import higher_is_better
 
 
@@ -28,10 +29,6 @@ class Pick:
 
 def config_id(config: Any) -> str:
     return json.dumps(config.model_dump(mode="json", exclude={"port"}), sort_keys=True)
-
-
-def _label(t: Trial) -> str:
-    return "control" if t.role == "control" else (t.value or t.trial_id)
 
 
 def measured_groups(report: OptimizationReport) -> dict[str, list[Trial]]:
@@ -71,5 +68,5 @@ def picks(report: OptimizationReport) -> list[Pick]:
         sign = 1 if higher else -1
         cid, g = max(others, key=lambda cg: (sign * statistics.median(
             [t.objective_value for t in cg[1]]), len(cg[1])))
-        out.append(pick("runner-up", cid, _label(g[0])))
+        out.append(pick("runner-up", cid, config_label(g[0])))
     return out

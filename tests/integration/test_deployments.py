@@ -51,6 +51,16 @@ def _client(env):
         yield client
 
 
+def _final_state(client, run_id, timeout_s: float = 60.0):
+    """The run's state once final (the worker may return before the server records it), or
+    the last one seen after `timeout_s`."""
+    deadline = time.monotonic() + timeout_s
+    while not (state := client.read_flow_run(run_id).state).is_final() and \
+            time.monotonic() < deadline:
+        time.sleep(1)
+    return state
+
+
 def test_deploy_all_creates_the_deployments_with_typed_forms(deployed):
     with _client(deployed) as client:
         opt = client.read_deployment_by_name("optimize/optimize")
@@ -99,13 +109,8 @@ def test_a_plan_run_executes_on_a_process_worker(deployed):
     finally:
         if worker.poll() is None:
             worker.kill()
-    deadline = time.monotonic() + 60
     with _client(deployed) as client:
-        while time.monotonic() < deadline:
-            state = client.read_flow_run(run.id).state
-            if state.is_final():
-                break
-            time.sleep(1)
+        state = _final_state(client, run.id)
         assert state.is_completed(), (state, out[-3000:])
         arts = client.read_artifacts(artifact_filter=ArtifactFilter(
             key=ArtifactFilterKey(any_=["infopt-plan"])))
@@ -134,10 +139,7 @@ def test_an_optimize_run_executes_on_a_process_worker(deployed, tmp_path):
                           "--run-once"], cwd=ROOT, env=deployed, capture_output=True,
                          text=True, timeout=600)
     with _client(deployed) as client:
-        deadline = time.monotonic() + 60
-        while not (state := client.read_flow_run(run.id).state).is_final() and \
-                time.monotonic() < deadline:
-            time.sleep(1)
+        state = _final_state(client, run.id)
     assert state.is_completed(), (state, out.stdout[-3000:], out.stderr[-3000:])
     [report_json] = list(tmp_path.glob("*/report.json"))
     report = OptimizationReport.model_validate_json(report_json.read_text())
