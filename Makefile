@@ -48,6 +48,13 @@ test: engines lm-eval browser
 bench: $(STAMP)
 	@$(PY) -m bench.analysis_bench
 	@$(PY) -m bench.loadgen_bench
+	@$(PY) -m bench.load_bench
+
+# 1,000 concurrent streams against a local fast server: streams held, records lost, the
+# client's peak RSS, the client-bound flag, throughput (~1 min).
+.PHONY: bench-load
+bench-load: $(STAMP)
+	@$(PY) -m bench.load_bench
 
 # infopt vs `vllm bench serve` on the same real vLLM CPU server (~7 min; needs `make engines`).
 .PHONY: bench-vllm

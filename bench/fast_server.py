@@ -18,7 +18,10 @@ Routes:
       loop after every chunk so concurrent streams interleave one chunk at a time.
       stream=false: one chat.completion object after the same total delay.
   GET /v1/models, GET /health
-  GET /stats   {"requests", "connections" (accepted), "chunks_sent", "cpu_s" (this process's CPU time, s), "clock", "pid"}
+  GET /stats   {"requests", "connections" (accepted), "chunks_sent", "streams_open" (streamed
+               responses begun and not ended), "streams_peak" (the most open at once), "cpu_s"
+               (this process's CPU time, s), "clock", "pid"}; /stats?reset=1 answers, then
+               starts a new peak from the streams open now.
   GET /sends   send times kept for requests that set `x_record_sends`, then forgotten:
                {key: {"arrival_ns", "send_ns": [per content chunk]}}, key = the last message's
                content (the benchmark's prompts are unique).
@@ -31,7 +34,10 @@ measurable across the two processes. Units: seconds in arguments, nanoseconds on
 
 Per-request overrides (extra body fields; the real client sends them through `extra_body`):
   x_ttft_s, x_itl_s (seconds) replace the server's defaults; x_tokens_per_chunk (int, default 1);
-  x_record_sends (bool), see /sends.
+  x_record_sends (bool), see /sends; x_hold_until_streams (int n): the stream's head goes out at
+  once, its first chunk waits until n streams have been open at the same time (at most
+  HOLD_TIMEOUT_S), so n streams are provably held together whatever the client's start-up
+  speed; TTFT then counts from that moment.
 
 Run: python bench/fast_server.py [--host H] [--port P] [--ttft-s S] [--itl-s S] [--cpu N]
 It prints one line, "fast_server listening on http://H:P", once it accepts connections.
@@ -43,6 +49,7 @@ import argparse
 import asyncio
 import json
 import os
+import resource
 import select
 import signal
 import subprocess
@@ -55,6 +62,7 @@ from typing import Any
 READY_PREFIX = "fast_server listening on "
 TIMESTAMP_FIELD = "server_send_ns"
 DEFAULT_MAX_TOKENS = 16
+HOLD_TIMEOUT_S = 60.0  # the longest a stream waits for x_hold_until_streams
 _TOKEN = " tok"  # the content of every chunk: one "token"
 
 
@@ -65,8 +73,28 @@ class _State:
     requests: int = 0
     connections: int = 0
     chunks_sent: int = 0
+    streams_open: int = 0  # streamed responses begun and not yet ended
+    streams_peak: int = 0  # the most open at once since start (or the last /stats?reset=1)
     sends: dict[str, dict[str, Any]] = field(default_factory=dict)
     next_id: int = 0
+    peak_waits: dict[int, asyncio.Event] = field(default_factory=dict)  # x_hold_until_streams
+
+    def stream_opened(self) -> None:
+        self.streams_open += 1
+        if self.streams_open > self.streams_peak:
+            self.streams_peak = self.streams_open
+            for n in [n for n in self.peak_waits if n <= self.streams_peak]:
+                self.peak_waits.pop(n).set()
+
+    async def wait_for_peak(self, n: int, timeout_s: float) -> None:
+        """Return once `n` streams have been open at the same time (or after timeout_s)."""
+        if self.streams_peak >= n:
+            return
+        event = self.peak_waits.setdefault(n, asyncio.Event())
+        try:
+            await asyncio.wait_for(event.wait(), timeout_s)
+        except asyncio.TimeoutError:
+            pass  # go on: the client sees the stream, /stats shows the peak was not reached
 
 
 class _BadRequest(Exception):
@@ -130,6 +158,9 @@ def _parse_chat(body: bytes, state: _State) -> dict[str, Any]:
     per_chunk = req.get("x_tokens_per_chunk", 1)
     if not isinstance(per_chunk, int) or per_chunk < 1:
         raise _BadRequest("'x_tokens_per_chunk' must be an integer >= 1")
+    hold = req.get("x_hold_until_streams", 0)
+    if not isinstance(hold, int) or hold < 0:
+        raise _BadRequest("'x_hold_until_streams' must be an integer >= 0")
     last = req["messages"][-1]
     content = last.get("content") if isinstance(last, dict) else None
     return {
@@ -138,6 +169,7 @@ def _parse_chat(body: bytes, state: _State) -> dict[str, Any]:
         "include_usage": bool((req.get("stream_options") or {}).get("include_usage")),
         "continuous_usage": bool((req.get("stream_options") or {}).get("continuous_usage_stats")),
         "per_chunk": per_chunk,
+        "hold_until_streams": hold,
         "model": str(req.get("model") or "fast-server"),
         "prompt_tokens": _prompt_words(req["messages"]),
         "record_key": (content if isinstance(content, str) else json.dumps(content))
@@ -155,20 +187,35 @@ async def _stream_chat(writer: asyncio.StreamWriter, req: dict[str, Any], arriva
                        state: _State, keep_alive: bool) -> None:
     state.next_id += 1
     created = int(time.time())
-    n, ttft_ns, itl_ns = req["n"], int(req["ttft_s"] * 1e9), int(req["itl_s"] * 1e9)
     head = (b'data: {"id":"chatcmpl-fast-%d","object":"chat.completion.chunk","created":%d,'
             b'"model":%b,"choices":[{"index":0,"delta":{'
             % (state.next_id, created, json.dumps(req["model"]).encode()))
-    per, p = req["per_chunk"], req["prompt_tokens"]
+    n, per = req["n"], req["per_chunk"]
     sizes = [min(per, n - i) for i in range(0, n, per)]  # tokens in each chunk
-    tail = b',"logprobs":null,"finish_reason":null}],'
-    stamp = b'"' + TIMESTAMP_FIELD.encode() + b'":'
     sends: list[int] | None = None
     if req["record_key"] is not None:
         sends = []
         state.sends[req["record_key"]] = {"arrival_ns": arrival_ns, "send_ns": sends}
 
     writer.write(_response_head("200 OK", "text/event-stream; charset=utf-8", keep_alive))
+    state.stream_opened()
+    try:
+        if req["hold_until_streams"]:
+            await writer.drain()  # the head goes out now: the client sees the stream open
+            await state.wait_for_peak(req["hold_until_streams"], HOLD_TIMEOUT_S)
+            arrival_ns = max(arrival_ns, time.monotonic_ns())  # TTFT counts from the release
+        await _stream_body(writer, req, arrival_ns, state, head, sizes, sends)
+    finally:
+        state.streams_open -= 1
+
+
+async def _stream_body(writer: asyncio.StreamWriter, req: dict[str, Any], arrival_ns: int,
+                       state: _State, head: bytes, sizes: list[int],
+                       sends: list[int] | None) -> None:
+    n, ttft_ns, itl_ns = req["n"], int(req["ttft_s"] * 1e9), int(req["itl_s"] * 1e9)
+    p = req["prompt_tokens"]
+    tail = b',"logprobs":null,"finish_reason":null}],'
+    stamp = b'"' + TIMESTAMP_FIELD.encode() + b'":'
     deadline = arrival_ns + ttft_ns
     done = 0
     for k, size in enumerate(sizes):
@@ -265,9 +312,12 @@ async def _handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
             elif method == "GET" and path == "/stats":
                 _json_response(writer, "200 OK", {
                     "requests": state.requests, "connections": state.connections,
-                    "chunks_sent": state.chunks_sent,
+                    "chunks_sent": state.chunks_sent, "streams_open": state.streams_open,
+                    "streams_peak": state.streams_peak,
                     "cpu_s": time.process_time(), "pid": os.getpid(),
                     "clock": time.get_clock_info("monotonic").implementation}, keep_alive)
+                if "reset=1" in target:  # start a new peak from what is open now
+                    state.streams_peak = state.streams_open
             elif method == "GET" and path == "/sends":
                 sends, state.sends = state.sends, {}
                 _json_response(writer, "200 OK", sends, keep_alive)
@@ -285,7 +335,7 @@ async def _handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
 async def _serve(host: str, port: int, ttft_s: float, itl_s: float) -> None:
     state = _State(ttft_s=ttft_s, itl_s=itl_s)
     server = await asyncio.start_server(lambda r, w: _handle(r, w, state), host, port,
-                                        backlog=1024, limit=1 << 20)
+                                        backlog=4096, limit=1 << 20)
     bound = server.sockets[0].getsockname()[1]
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -294,6 +344,14 @@ async def _serve(host: str, port: int, ttft_s: float, itl_s: float) -> None:
     print(f"{READY_PREFIX}http://{host}:{bound}", flush=True)
     async with server:
         await stop.wait()
+
+
+def _raise_open_files() -> None:
+    """Soft open-files limit up to the hard one: one socket per stream, and 1,000 streams are
+    more than the common soft limit of 1,024 descriptors leaves room for."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != hard:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
 
 
 def pin_to_cpu(cpu: int | None) -> bool:
@@ -372,6 +430,7 @@ def main(argv: list[str] | None = None) -> None:
     args = ap.parse_args(argv)
     if args.cpu is not None and not pin_to_cpu(args.cpu):
         print(f"fast_server: could not pin to CPU {args.cpu}; running unpinned", file=sys.stderr)
+    _raise_open_files()
     asyncio.run(_serve(args.host, args.port, args.ttft_s, args.itl_s))
 
 

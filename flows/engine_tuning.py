@@ -21,7 +21,7 @@ from infopt.contract.verify import required_for
 from infopt.engines import adapter_for
 from infopt.engines.ladder import WeightVariant
 from infopt.model.digest import model_digest
-from infopt.report.rundir import trial_dir
+from infopt.report.rundir import atomic_write, trial_dir
 from infopt.specs.approval import GateAnswer
 from infopt.specs.base import EngineStartError, InfoptError
 from infopt.specs.checkpoint import Shortlist
@@ -126,7 +126,8 @@ def tune_engine(request: OptimizeRequest, engine: EngineName, model: ModelProfil
                        github_search=request.github_search, github_url=request.github_url,
                        contract_every_trial=True, quality_reference=reference,
                        quality_tolerance=request.quality_tolerance, engine_version=version,
-                       model_digest=digest, credentials_block=request.credentials_block)
+                       model_digest=digest, credentials_block=request.credentials_block,
+                       github_token_to_url=request.github_token_to_url)
     run = LadderRun(request=request, ctx=ctx, control=control, t_start=t_start,
                     key=lambda s: trial_key(s, workload, version, digest, gate),
                     fit=lambda c: fit_of(model, hw, c, workload.target_concurrency),
@@ -264,11 +265,11 @@ def _stop_on_broken_baseline(trial: Trial, run_dir: Path, gaps=()) -> None:
         raise InfoptError(f"the baseline failed the quality gate: {trial.quality.summary}. "
                           f"Evidence: {run_dir / 'quality'}; loosen quality_tolerance only if "
                           "the floor shows the reference itself is this noisy")
-    if trial.benchmark is None:
+    if trial.objective_value is None:  # did not start, died mid-trial, or invalid records
         d = trial.diagnosis
         out = trial_dir(run_dir, trial.key) / "diagnosis.json"
         if d is not None:
-            out.write_text(d.model_dump_json(indent=2))
+            atomic_write(out, d.model_dump_json(indent=2))
         links = "; ".join(m.url for m in (d.matches if d else [])[:3])
         raise EngineStartError(
             f"the baseline configuration failed ({trial.failed}). Upstream: "

@@ -33,7 +33,7 @@ from infopt.specs.trial import TrialRole, TrialSpec, changes_from
 from infopt.tuning import ladder as lad
 from infopt.tuning.plan import same_config
 from infopt.tuning.search import higher_is_better, runnable_candidates
-from tasks.trial import TrialContext, run_trial
+from tasks.trial import TrialContext, run_attempts
 
 
 @dataclass
@@ -95,10 +95,10 @@ class LadderRun:
                          approvals=approvals or [])
 
     def run(self, spec: TrialSpec) -> Trial:
-        fit = self.fit(spec.config)
-        trial = run_trial(spec, self.key(spec), fit, self.ctx)
-        self.trials.append(trial)
-        return trial
+        attempts = run_attempts(spec, self.key(spec), self.fit(spec.config), self.ctx,
+                                self.request.budgets.retries)
+        self.trials.extend(attempts)
+        return attempts[-1]
 
 
 def measure_start(run: LadderRun, baseline: Any,

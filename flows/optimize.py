@@ -46,6 +46,7 @@ from infopt.specs.model import ModelProfile
 from infopt.specs.request import OptimizeRequest
 from infopt.specs.results import OptimizationReport, Trial
 from infopt.specs.scenarios import ScenarioName
+from infopt.specs.workload import check_fits_context
 from infopt.tuning.hub_weights import check_checkpoints
 from infopt.tuning.ladder import engine_choice, median as lad_median
 from infopt.tuning.pareto import closest_to_ceiling, config_label, points as pareto_points
@@ -110,6 +111,9 @@ def optimize(request: OptimizeRequest | None = None, run_id: str | None = None,
     hw = inventory_host()
     downloaded, download_answers = download_model(request)  # behind the download gate
     model = profile_model_task(downloaded or request.model.path or str(default_paths().gguf))
+    # The CLI checks this before the run folder; a deployment run's form has no such step.
+    check_fits_context(request.workload, context_tokens=model.native_context_tokens,
+                       what=model.name)
     shortlist = (shortlist_task(request.model.hub_id, hw, request.model.hub_endpoint,
                                 target_concurrency=workload.target_concurrency,
                                 credentials_block=request.credentials_block)

@@ -11,6 +11,7 @@ from pathlib import Path
 from prefect import get_run_logger
 
 from infopt.quality.taskrun import taskset_verdicts
+from infopt.specs.base import EngineStartError
 from infopt.report.rundir import trial_dir
 from infopt.specs.quality import TaskSetOutcome, TaskSetResult
 from infopt.specs.model import ModelProfile
@@ -28,6 +29,9 @@ def median_trial(trials: list[Trial]) -> Trial:
     """The measured trial at the median objective."""
     measured = sorted((t for t in trials if t.objective_value is not None),
                       key=lambda t: t.objective_value)
+    if not measured:  # the ladder accepts only measured incumbents; the baseline is checked
+        raise EngineStartError("no trial of this configuration was measured: " + "; ".join(
+            f"{t.trial_id}: {t.failed}" for t in trials))
     return measured[len(measured) // 2]
 
 

@@ -11,10 +11,57 @@ import sys
 from typing import Annotated
 
 import typer
+from pydantic import BaseModel
+from typer.core import TyperGroup
 
-from infopt.specs.base import InfoptError
+from infopt.specs.base import InfoptError, InputError
+from infopt.specs.request import MAX_SEQUENCE_TOKENS, Budgets, OptimizeRequest
+from infopt.specs.traffic import TrafficSpec
 
-app = typer.Typer(add_completion=False, no_args_is_help=False, help=(
+
+def _fail(exc: InfoptError) -> None:
+    typer.secho(f"infopt: {exc}", err=True, fg=typer.colors.RED)
+    raise typer.Exit(code=2)
+
+
+def _allowed(lo: float | None, hi: float | None) -> str:
+    """'; allowed: 1 to 20' (or 'at least 1', 'at most 20'); '' for an unbounded value."""
+    if lo is not None and hi is not None:
+        return f"; allowed: {lo} to {hi}"
+    return (f"; allowed: at least {lo}" if lo is not None else
+            f"; allowed: at most {hi}" if hi is not None else "")
+
+
+def _bounds(model: type[BaseModel], field: str) -> dict[str, float]:
+    """Typer's min/max for an option from the model field it sets (its ge/le): the option
+    refuses, under its own name, exactly what the request would, from one source of bounds."""
+    out = {}
+    for rule in model.model_fields[field].metadata:
+        if getattr(rule, "ge", None) is not None:
+            out["min"] = rule.ge
+        if getattr(rule, "le", None) is not None:
+            out["max"] = rule.le
+    return out
+
+
+class _OneParagraph(TyperGroup):
+    """Typer's own refusals of an option value (not a number, outside its min/max, a missing
+    option) in the same one-paragraph form and exit status as infopt's, instead of a usage
+    box: every bad input reads alike. Typos of option names keep Typer's suggestions."""
+
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except typer.BadParameter as exc:
+            cause = exc.__cause__  # Typer converts values with pydantic: its error says why
+            if exc.param is None or not hasattr(cause, "errors"):
+                _fail(InputError(exc.format_message()))
+            err, p = cause.errors()[0], exc.param
+            _fail(InputError(f"{p.opts[0]}: {err['msg']} (got {err['input']})"
+                             + _allowed(getattr(p, "min", None), getattr(p, "max", None))))
+
+
+app = typer.Typer(cls=_OneParagraph, add_completion=False, no_args_is_help=False, help=(
     "Self-hosted LLM inference optimizer: from a measured baseline to a verified best serving "
     "configuration, with the evidence."))
 
@@ -26,11 +73,6 @@ def _prefect_env(prefect_home: str | None) -> None:
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
     # The temporary server can take ~20 s to start on 2 cores (notes/prefect.md).
     os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
-
-
-def _fail(exc: InfoptError) -> None:
-    typer.secho(f"infopt: {exc}", err=True, fg=typer.colors.RED)
-    raise typer.Exit(code=2)
 
 
 @app.callback()
@@ -50,6 +92,22 @@ def _fixed(tokens: int | None) -> dict | None:
     return None if tokens is None else {"kind": "fixed", "tokens": tokens}
 
 
+def _scenario_names(value: str | None) -> list[str] | None:
+    """--scenarios as the request's list, checked here: the flow checks the names too, but
+    only once Prefect has started (seconds) and the run folder exists."""
+    if value is None:
+        return None
+    if value.strip() in ("", "none"):
+        return []
+    from infopt.specs.scenarios import ScenarioName
+
+    names, known = [x.strip() for x in value.split(",")], [n.value for n in ScenarioName]
+    if unknown := [n for n in names if n not in ("all", *known)]:
+        raise InputError(f"--scenarios {value!r}: unknown scenario(s) {unknown}; give 'all', "
+                         f"'none' or a comma list of {', '.join(known)}")
+    return names
+
+
 def _set(tree: dict, dotted: str, value) -> None:
     """tree[a][b] = value for 'a.b', creating the mappings on the way."""
     *parents, leaf = dotted.split(".")
@@ -66,6 +124,13 @@ def _request_data(target: str | None, resume: str | None, runs_dir: str | None) 
     from infopt.report.rundir import runs_root
     from infopt.specs.request_file import read_request_data
 
+    # An empty value is a mistake, not "no value": it must not start the demo instead.
+    if target is not None and not target.strip():
+        raise InputError("--target '': empty; give a YAML target file (see examples/targets/), "
+                         "or leave the option out for the demo")
+    if resume is not None and not resume.strip():
+        raise InputError("--resume '': empty; give the run id a run printed (its folder under "
+                         "--runs-dir), or leave the option out to start a new run")
     if resume:
         saved = runs_root(runs_dir) / resume / "request.json"
         if not saved.is_file():
@@ -95,18 +160,24 @@ def optimize(
              "--resume restores the run from it first (so it resumes on another machine)")
     ] = None,
     prefect_home: Annotated[str | None, typer.Option(help="PREFECT_HOME for this run")] = None,
-    port: Annotated[int | None, typer.Option(help="engine port on 127.0.0.1; default: a free "
-                                             "one")] = None,
-    requests: Annotated[int | None, typer.Option(help="measured requests per scenario of the "
+    port: Annotated[int | None, typer.Option(**_bounds(OptimizeRequest, "port"),
+                                             help="a fixed engine port on 127.0.0.1; default: "
+                                             "a free one")] = None,
+    requests: Annotated[int | None, typer.Option(**_bounds(TrafficSpec, "measured_requests"),
+                                                 help="measured requests per scenario of the "
                                                  "workload (workload.measured_requests)")] = None,
-    repeats: Annotated[int | None, typer.Option(help="runs per candidate (default 3)")] = None,
-    input_tokens: Annotated[int | None, typer.Option(help="fixed prompt length, tokens "
+    repeats: Annotated[int | None, typer.Option(**_bounds(Budgets, "repeats"),
+                                                help="runs per candidate (default 3)")] = None,
+    input_tokens: Annotated[int | None, typer.Option(min=1, max=MAX_SEQUENCE_TOKENS,
+                                                     help="fixed prompt length, tokens "
                                                      "(default 128)")] = None,
-    output_tokens: Annotated[int | None, typer.Option(help="fixed, forced output length, "
+    output_tokens: Annotated[int | None, typer.Option(min=1, max=MAX_SEQUENCE_TOKENS,
+                                                      help="fixed, forced output length, "
                                                       "tokens (default 64)")] = None,
-    concurrency: Annotated[int | None, typer.Option(help="peak active generations: the target "
-                                                    "load, measured beside a single stream "
-                                                    "(default 1)")] = None,
+    concurrency: Annotated[int | None, typer.Option(
+        **_bounds(TrafficSpec, "peak_active_generations"),
+        help="peak active generations: the target load, measured beside a single stream "
+             "(default 1)")] = None,
     objective: Annotated[str | None, typer.Option(help="goodput (needs workload.slos), "
                                                   "throughput or latency; default: goodput "
                                                   "with SLOs, else latency for one user, else "
@@ -118,8 +189,9 @@ def optimize(
                                                   "scenarios: 'all', 'none', or a comma list "
                                                   "of short, medium, full-context, "
                                                   "single-stream, target-concurrency")] = None,
-    scenario_requests: Annotated[int | None, typer.Option(help="measured requests per "
-                                                          "scenario (default 4)")] = None,
+    scenario_requests: Annotated[int | None, typer.Option(
+        **_bounds(OptimizeRequest, "scenario_requests"),
+        help="measured requests per scenario (default 4)")] = None,
     authorize: Annotated[str | None, typer.Option(help="pre-authorize side effects, a comma "
                                                   "list of download, quantize, expose "
                                                   "(recorded as such in the report); the "
@@ -143,12 +215,14 @@ def optimize(
         from infopt.engines.routing import route, select_available
         from infopt.hardware.host import inventory
         from infopt.model.profile import profile_model
+        from infopt.report.rundir import runs_root
         from infopt.specs.request_file import parse_request
         from infopt.specs.traffic import RouteName
 
+        _writable_dir(runs_root(runs_dir), "--runs-dir" if runs_dir else
+                      "the runs folder ($INFOPT_RUNS_DIR or ./runs)")
         if resume and results_store:  # the run folder may exist only in the store
             from flows.store import restore_run
-            from infopt.report.rundir import runs_root
 
             restore_run(results_store, runs_root(runs_dir) / resume)
         data, source = _request_data(target, resume, runs_dir)
@@ -157,21 +231,20 @@ def optimize(
 
             data["workload"] = interactive_traffic().model_dump(mode="json")
         for dotted, value in (
-                ("model.path", model), ("engines", [engine] if engine else None),
+                # `is not None`: an empty --engine or --route is refused by name, not ignored.
+                ("model.path", model), ("engines", None if engine is None else [engine]),
                 ("port", port), ("workload.measured_requests", requests),
                 ("budgets.repeats", repeats), ("objective", objective),
                 ("workload.input_lengths", _fixed(input_tokens)),
                 ("workload.output_lengths", _fixed(output_tokens)),
-                ("workload.routes", [{"route": api_route}] if api_route else None),
+                ("workload.routes", None if api_route is None else [{"route": api_route}]),
                 ("scenario_requests", scenario_requests),
                 ("credentials_block", credentials_block),
                 ("authorize", None if authorize is None else
                  [x.strip() for x in authorize.split(",") if x.strip()]),
                 ("dimensions", None if dimensions is None else
                  [x.strip() for x in dimensions.split(",") if x.strip()]),
-                ("scenarios", None if scenarios is None else
-                 [] if scenarios.strip() in ("", "none") else
-                 [x.strip() for x in scenarios.split(",")])):
+                ("scenarios", _scenario_names(scenarios))):
             if value is not None:
                 _set(data, dotted, value)
         if concurrency is not None:  # the target load, and the single stream beside it
@@ -197,6 +270,10 @@ def optimize(
             from blocks.credentials import load_credentials
 
             load_credentials(request.credentials_block)
+        if results_store and not resume:  # (a resumed run was restored from it above)
+            from flows.store import load_results_store
+
+            load_results_store(results_store)
         if not request.model.download:  # a model still to download is checked once it is here
             profile = profile_model(request.model.path or str(default_paths().gguf))
             for other in request.model.other_formats:
@@ -206,7 +283,9 @@ def optimize(
                              request.engines, lambda n: adapter_for(n).locate(),
                              lambda n: serves(n, profile.format))
         from flows.optimize import optimize as optimize_flow
+        from infopt.console import hide_user_error_traces
 
+        hide_user_error_traces()  # the flow's InfoptError is printed below, as one paragraph
         report = optimize_flow(request=request, run_id=resume, runs_dir=runs_dir,
                                results_store=results_store)
     except InfoptError as exc:
@@ -373,7 +452,6 @@ def plan(
     from infopt.costmodel.plan import make_plan
     from infopt.costmodel.plan_request import fit_request
     from infopt.report.plan_text import render_plan
-    from infopt.specs.base import InputError
     from infopt.specs.plan_request import PlanRequest
 
     try:
@@ -387,10 +465,14 @@ def plan(
                             spec_tokens_per_step=spec_tokens_per_step)
         except ValidationError as exc:
             first = exc.errors()[0]
-            raise InputError(f"--{str(first['loc'][0]).replace('_tokens', '').replace('_', '-')}"
-                             f": {first['msg']}") from None
-        insp, exact = _load_model(model, revision, endpoint, credentials_block)
+            field = str(first["loc"][0])
+            b = _bounds(PlanRequest, field)
+            raise InputError(f"--{field.replace('_tokens', '').replace('_', '-')}: "
+                             f"{first['msg']} (got {first['input']!r})"
+                             + _allowed(b.get("min"), b.get("max"))) from None
+        # The local file first: a bad path is named before the hub is asked for the model.
         hw = _inventory_file(inventory) if inventory else None
+        insp, exact = _load_model(model, revision, endpoint, credentials_block)
         if gpu is None and hw is None:
             from infopt.hardware.host import inventory as host_inventory
 
@@ -416,7 +498,6 @@ def _inventory_file(path: str):
 
     from pydantic import ValidationError
 
-    from infopt.specs.base import InputError
     from infopt.specs.hardware import HardwareInventory
 
     try:
@@ -495,7 +576,6 @@ def diagnose(
 
     try:
         from infopt.engines import ENGINES
-        from infopt.specs.base import InputError
 
         if engine != "unknown" and engine not in ENGINES:  # read as data: no silent default
             known = ", ".join(sorted(e.value for e in ENGINES))
@@ -517,11 +597,25 @@ def diagnose(
 
 
 def _endpoint(endpoint: str, model: str, engine: str | None):
-    """A named engine brings its wire facts (forced-length fields, per-chunk counts, keep-alive,
-    tokenize route); an unnamed server gets the generic ones."""
+    """--endpoint/--model/--engine as an Endpoint, checked where they are read (a URL that is
+    not one, an empty name). A named engine brings its wire facts (forced-length fields,
+    per-chunk counts, keep-alive, tokenize route); an unnamed server gets the generic ones."""
+    from urllib.parse import urlsplit
+
     from infopt.specs.endpoint import Endpoint
 
-    if engine:
+    url = urlsplit(endpoint)
+    try:
+        ok = url.scheme in ("http", "https") and bool(url.hostname) and url.port != 0
+    except ValueError:  # urllib's answer to a port outside 0-65535
+        ok = False
+    if not ok:
+        raise InputError(f"--endpoint {endpoint!r} is not an http(s) URL with a host and a "
+                         "valid port; give the server's base URL, e.g. http://127.0.0.1:8000")
+    if not model.strip():
+        raise InputError("--model '': empty; give the name the server serves the model under "
+                         "(its GET /v1/models lists it)")
+    if engine is not None:  # an empty name is refused by endpoint_for, not taken as generic
         from infopt.engines import endpoint_for
 
         return endpoint_for(engine, endpoint, model)
@@ -579,6 +673,23 @@ def _api_key(env_name: str | None) -> str | None:
         raise InfoptError(f"--api-key-env {env_name}: that environment variable is not set; "
                           "export it or leave the option out")
     return key
+
+
+def _writable_dir(path: str | os.PathLike, option: str):
+    """A folder the command will create or write into, checked before any long work and left
+    as it was: an empty folder is made and removed where the path's first missing part would
+    go (os.access says yes to root everywhere, even under /proc)."""
+    import tempfile
+    from pathlib import Path
+
+    p = Path(path).expanduser().absolute()
+    existing = next(a for a in (p, *p.parents) if a.exists())
+    try:
+        tempfile.TemporaryDirectory(dir=existing).cleanup()
+    except OSError as exc:
+        raise InputError(f"{option} {path}: cannot write there ({existing}: "
+                         f"{exc.strerror or exc}); give a folder you can write to") from None
+    return p
 
 
 def _writable_file(path: str | None, option: str):
@@ -697,21 +808,26 @@ def bench(
                                                "forced-length fields (default: generic)")] = None,
     out: Annotated[str | None, typer.Option(help="folder for requests.parquet and "
                                             "summary.json")] = None,
-    max_input_tokens: Annotated[int, typer.Option(help="clip prompts to this")] = 8192,
+    max_input_tokens: Annotated[int, typer.Option(min=1, max=MAX_SEQUENCE_TOKENS,
+                                                  help="clip prompts to this")] = 8192,
     tokenizer: Annotated[str | None, typer.Option(
         help="the model's tokenizer.json (or its HF folder), for exact prompt lengths when "
              "the engine has no tokenize route")] = None,
     json_out: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
-    """Benchmark any OpenAI-compatible endpoint with a workload file (standalone)."""
+    """Benchmark any OpenAI-compatible endpoint with a workload file (standalone); exit 1 when
+    it ran but its numbers are not evidence (every request failed, or the records failed
+    validation), 2 for bad input or a URL that is no OpenAI-compatible server."""
     from infopt.loadgen.standalone import run_workload_file
-    from infopt.report.bench_text import render_bench
+    from infopt.report.bench_text import bench_failure, render_bench
 
     bar = None
     try:
         # An unnamed server gets no per-chunk counting (an unknown field could be rejected),
         # so its chunk counts are assumed, and flagged.
         ep = _endpoint(endpoint, model, engine)
+        if out is not None:  # checked now, not after the whole measurement
+            _writable_dir(out, "--out")
         bar = None if json_out else _ProgressBar()
         result = run_workload_file(ep, workload, out_dir=out, max_input_tokens=max_input_tokens,
                                    tokenizer=tokenizer, progress=bar)
@@ -722,6 +838,9 @@ def bench(
         if bar is not None:
             bar.close()
     typer.echo(result.model_dump_json(indent=2) if json_out else render_bench(result))
+    if reason := bench_failure(result):
+        typer.secho(f"infopt: {reason}", err=True, fg=typer.colors.RED)
+        raise typer.Exit(1)
 
 
 class _ProgressBar:

@@ -30,8 +30,9 @@ def _request(**fields):
 
 def _preflight(request, runs_dir: str | None) -> None:
     """What can be checked before Prefect starts, so bad input is one paragraph, not a failed
-    flow run: the accepted run and its files (unless they come from a results store), and the
-    upgraded build's executable."""
+    flow run: the accepted run and its files (unless they come from a results store), the
+    upgraded build's executable, and the blocks named (these ask the Prefect API, but start
+    no flow run and write nothing)."""
     import os
 
     from infopt.report.accepted import accepted, load_optimization
@@ -41,6 +42,13 @@ def _preflight(request, runs_dir: str | None) -> None:
     if request.executable and not os.access(request.executable, os.X_OK):
         raise InputError(f"--executable {request.executable}: not an executable file; give "
                          "the upgraded engine's binary (or interpreter)")
+    if request.results_store or request.engine_runtime:  # a missing block: one paragraph now
+        from flows.store import load_engine_runtime, load_results_store
+
+        if request.results_store:
+            load_results_store(request.results_store)
+        if request.engine_runtime:
+            load_engine_runtime(request.engine_runtime)
     if request.results_store is None:
         from infopt.tuning.remeasure import picks
 
@@ -107,6 +115,9 @@ def register(app: typer.Typer, fail) -> None:
                                authorize=["promote"] if authorize_promote else None)
             _preflight(request, runs_dir)
             from flows.reoptimize import reoptimize as reoptimize_flow
+            from infopt.console import hide_user_error_traces
+
+            hide_user_error_traces()  # the flow's InfoptError is printed as one paragraph
 
             from infopt.report.rundir import runs_root
 

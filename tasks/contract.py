@@ -63,7 +63,7 @@ def _cached(key: str, evidence_dir: Path, required: tuple[str, ...]
     must, out = set(required) | set(BASE_REQUIRED), []
     for c in checks:
         file = evidence_dir / f"{c.feature}.json"
-        file.write_text(saved["evidence"].get(c.feature, "{}"), encoding="utf-8")
+        atomic_write(file, saved["evidence"].get(c.feature, "{}"))
         out.append(c.model_copy(update={"required": c.feature in must,
                                         "evidence": str(file)}))
     return out

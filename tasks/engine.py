@@ -56,11 +56,13 @@ def stop_engine(running: RunningEngine) -> int | None:
 
 @task(name="diagnose-start", cache_policy=NO_CACHE)
 def diagnose_start(log_path: str, engine: str, search: bool, github_url: str | None,
-                   credentials_block: str | None = None) -> Diagnosis:
+                   credentials_block: str | None = None,
+                   github_token_to_url: bool = False) -> Diagnosis:
     """Issue-first: root error, known failures, upstream issues (offline -> catalog only)."""
-    d = diagnose_file(log_path, engine, search=search, github_url=github_url,
-                      github_token=github_token(credentials_block) if search else None)
     logger = get_run_logger()
+    d = diagnose_file(log_path, engine, search=search, github_url=github_url,
+                      github_token=github_token(credentials_block) if search else None,
+                      github_token_to_url=github_token_to_url, log=logger)
     logger.warning("diagnosis (%s): %s", d.category.value, d.root_error[:300])
     for m in d.matches[:3]:
         logger.info("  upstream [%s %.2f]: %s %s", m.source, m.score, m.title, m.url)

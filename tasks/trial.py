@@ -62,6 +62,7 @@ class TrialContext:
     engine_version: str = ""
     model_digest: str = ""
     credentials_block: str | None = None  # InfoptCredentials: the GitHub token of issue search
+    github_token_to_url: bool = False  # the request's: send that token to github_url too
 
 
 def _log() -> logging.Logger | logging.LoggerAdapter:
@@ -91,7 +92,7 @@ def _start(spec: TrialSpec, log: Path, ctx: TrialContext):
     except EngineStartError as exc:
         _log().warning("%s: start failed: %s", spec.trial_id, str(exc).splitlines()[0])
         diag = diagnose_start(exc.log_path or str(log), str(config.engine), ctx.github_search,
-                              ctx.github_url, ctx.credentials_block)
+                              ctx.github_url, ctx.credentials_block, ctx.github_token_to_url)
     remedy = contract_preserving_remedy(diag)
     fixed = _remedied(config, remedy) if remedy is not None else None
     if fixed is None:
@@ -104,7 +105,8 @@ def _start(spec: TrialSpec, log: Path, ctx: TrialContext):
     except EngineStartError:
         return None, fixed, diagnose_start(str(retry_log), str(config.engine),
                                            ctx.github_search, ctx.github_url,
-                                           ctx.credentials_block), remedy
+                                           ctx.credentials_block,
+                                           ctx.github_token_to_url), remedy
 
 
 @contextmanager
@@ -115,13 +117,14 @@ def _engine(running: RunningEngine) -> Iterator[RunningEngine]:
         stop_engine(running)
 
 
-def _died(running: RunningEngine) -> str | None:
-    """Why the engine is gone, if it exited while we were measuring."""
+def _died(running: RunningEngine) -> tuple[str, int | None] | None:
+    """(why the engine is gone, the signal that ended it), if it exited while we were
+    measuring."""
     code = process.exit_status(running.pid)
     if code is None:
         return None
     how = f"killed by signal {-code}" if code < 0 else f"exited with status {code}"
-    return f"the engine {how} during the trial"
+    return f"the engine {how} during the trial", (-code if code < 0 else None)
 
 
 def _judge(running: RunningEngine, config, ctx: TrialContext):
@@ -203,9 +206,10 @@ def run_trial(spec: TrialSpec, key: str, fit: MemoryFit | None, ctx: TrialContex
     elif died is not None:
         d = diagnose_file(running.log_path, str(config.engine))
         last = process.tail(Path(running.log_path), 3).replace("\n", " | ")
-        _log().warning("%s: %s; root error: %s", spec.trial_id, died, d.root_error[:200])
-        trial = Trial(**{**common, "diagnosis": d}, objective_value=None,
-                      failed=f"{died}; root error: {d.root_error[:200] or 'none in the log'}; "
+        why, signum = died
+        _log().warning("%s: %s; root error: %s", spec.trial_id, why, d.root_error[:200])
+        trial = Trial(**{**common, "diagnosis": d}, objective_value=None, killed_by_signal=signum,
+                      failed=f"{why}; root error: {d.root_error[:200] or 'none in the log'}; "
                              f"last log lines: {last[-300:]}")
     else:
         ceilings = label_ceilings(ctx.model, ctx.hw, config, bench,
@@ -219,6 +223,22 @@ def run_trial(spec: TrialSpec, key: str, fit: MemoryFit | None, ctx: TrialContex
                           ceilings=ceilings)
     write_trial(run_dir, key, trial)
     return trial
+
+
+def run_attempts(spec: TrialSpec, key: str, fit: MemoryFit | None, ctx: TrialContext,
+                 retries: int) -> list[Trial]:
+    """The trial, started afresh up to `retries` times while its engine is killed by a signal
+    mid-trial (a fault of the machine, not of the configuration). Attempt n > 1 has its own
+    key and id (`-retry{n-1}`), so a resumed run reloads each attempt it finished and every
+    failed attempt stays in the report with its diagnosis. The last one is the outcome."""
+    attempts = [run_trial(spec, key, fit, ctx)]
+    while attempts[-1].killed_by_signal is not None and len(attempts) <= retries:
+        n = len(attempts)
+        _log().warning("%s: its engine was killed by signal %d; starting it afresh (retry %d "
+                       "of %d)", spec.trial_id, attempts[-1].killed_by_signal, n, retries)
+        again = spec.model_copy(update={"trial_id": f"{spec.trial_id}-retry{n}"})
+        attempts.append(run_trial(again, f"{key}-retry{n}", fit, ctx))
+    return attempts
 
 
 def _mean_context(bench) -> int:

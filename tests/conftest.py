@@ -3,13 +3,8 @@
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 import tempfile
-import time
-from pathlib import Path
 
-import httpx
 import pytest
 
 # Set before anything imports prefect (conftest is imported first).
@@ -34,26 +29,12 @@ def _free_port() -> int:
 def prefect_server(tmp_path_factory):
     """A real `prefect server start` on 127.0.0.1 (API and UI), for the tests whose flows are
     answered from another process; yields the environment that points at it."""
+    from tests import prefectserver
+
     home = tmp_path_factory.mktemp("prefect-home")
     port = _free_port()
     env = {**os.environ, "PREFECT_HOME": str(home), "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
            "PREFECT_API_URL": f"http://127.0.0.1:{port}/api"}
-    log = (home / "server.log").open("wb")
-    proc = subprocess.Popen([str(Path(sys.executable).with_name("prefect")), "server", "start",
-                             "--host", "127.0.0.1", "--port", str(port)], env=env, stdout=log,
-                            stderr=subprocess.STDOUT, start_new_session=True)
-    deadline = time.monotonic() + 180
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(f"http://127.0.0.1:{port}/api/health", timeout=2).status_code == 200:
-                break
-        except httpx.HTTPError:
-            pass
-        if proc.poll() is not None:
-            pytest.fail(f"prefect server exited: {(home / 'server.log').read_text()[-2000:]}")
-        time.sleep(0.5)
-    else:
-        pytest.fail("prefect server did not answer /api/health within 180 s")
+    proc = prefectserver.start(home, port, env)
     yield env
-    proc.terminate()
-    proc.wait(30)
+    prefectserver.stop(proc)

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import httpx
 
+from infopt.report.rundir import atomic_write
 from infopt.specs.base import InputError
 from infopt.specs.contract import ContractCheck
 from infopt.specs.endpoint import Endpoint
@@ -89,9 +90,9 @@ def verify_endpoint(endpoint: Endpoint, *, required: tuple[str, ...] = (),
         path = None
         if evidence_dir is not None:
             path = evidence_dir / f"{feature}.json"
-            path.write_text(json.dumps({"feature": feature, "status": status.value,
-                                        "detail": detail, "evidence": evidence},
-                                       indent=2, default=str)[:200_000])
+            atomic_write(path, json.dumps({"feature": feature, "status": status.value,
+                                           "detail": detail, "evidence": evidence},
+                                          indent=2, default=str)[:200_000])
         checks.append(ContractCheck(route=route, feature=feature, stream=streamed,
                                     status=status, detail=detail, required=feature in must,
                                     evidence=str(path) if path else None))

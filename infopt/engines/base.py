@@ -177,6 +177,10 @@ class EngineAdapter:
     # The environment variable its server reads an API key from (never argv, where `ps` shows
     # it; never the launch's printed env). None: no such variable, so infopt will not expose it.
     api_key_env: str | None = None
+    # Secret-looking variables of infopt's own environment it still needs (a server that pulls
+    # gated weights itself would name HF_TOKEN here). Every other one is scrubbed from its
+    # environment (infopt.engines.process.engine_environ): infopt downloads weights itself.
+    passes_secrets: tuple[str, ...] = ()
     # The tool that makes local weight variants of this engine's model files (the request's
     # `requantize`, behind the quantize gate). None: infopt makes none for it.
     local_quantizer: str | None = None

@@ -23,6 +23,7 @@ import httpx
 from infopt.engines import registry
 from infopt.engines.base import EngineAdapter
 from infopt.engines.render import write_launch_files
+from infopt.environ import scrubbed
 from infopt.specs.approval import ExposureGrant, is_loopback
 from infopt.specs.base import EngineStartError, ExposureError, InputError
 from infopt.specs.results import RunningEngine
@@ -78,6 +79,14 @@ def _secret_env(adapter: EngineAdapter, config, exposure: ExposureGrant | None
     return {adapter.api_key_env: exposure.api_key.get_secret_value()}
 
 
+def engine_environ(adapter: EngineAdapter, environ: dict[str, str] | None = None
+                   ) -> dict[str, str]:
+    """`environ` without credentials: an engine runs third-party code and writes its own
+    logs, and needs none of infopt's tokens (it serves local files) unless its adapter says so.
+    The exposure API key is added after this, on purpose."""
+    return scrubbed(environ, adapter.passes_secrets)
+
+
 def _connect_host(host: str) -> str:
     """Where this machine reaches an engine bound to `host` (a wildcard bind: loopback)."""
     return {"0.0.0.0": "127.0.0.1", "::": "::1"}.get(host, host)
@@ -128,7 +137,8 @@ def start(adapter: EngineAdapter, config, executable: str, log_path: Path,
         log.flush()
         proc = subprocess.Popen(launch.argv, stdout=log, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL,
-                                env={**os.environ, **launch.env, **secret_env},
+                                env={**engine_environ(adapter),
+                                     **launch.env, **secret_env},
                                 start_new_session=True)  # own group: we can kill its children
     with _LOCK:
         _LIVE[proc.pid] = proc
@@ -180,6 +190,8 @@ def stop(pid: int, grace_s: float = 15.0) -> int | None:
         return None
     try:
         os.killpg(proc.pid, signal.SIGTERM)
+        # A stopped engine (SIGSTOP, a debugger) acts on SIGTERM only once continued.
+        os.killpg(proc.pid, signal.SIGCONT)
     except ProcessLookupError:
         pass
     try:

@@ -9,6 +9,7 @@ import subprocess
 from pathlib import Path
 from typing import get_args
 
+from infopt.environ import scrubbed
 from infopt.specs.base import InfoptError
 from infopt.specs.request import GgufType
 
@@ -25,7 +26,8 @@ def requantize(binary: Path, source: Path, out: Path, gguf_type: str,
     tmp = out.with_name(out.name + ".partial")
     cmd = [str(binary), "--allow-requantize", str(source), str(tmp), gguf_type, str(threads)]
     try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s,
+                              env=scrubbed())
     except (OSError, subprocess.TimeoutExpired) as exc:
         tmp.unlink(missing_ok=True)
         raise InfoptError(f"llama-quantize could not run ({exc}); run `make engines`") from None

@@ -22,6 +22,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from infopt.engines import ENGINES
+from infopt.report.rundir import atomic_write
 from infopt.engines.base import Launch
 from infopt.specs.base import InputError
 from infopt.specs.results import DeploymentRendering
@@ -184,7 +185,7 @@ def write_launch_files(launch: Launch) -> list[Path]:
     for path, text in sorted(launch.files.items()):
         p = Path(path)
         p.parent.mkdir(parents=True, exist_ok=True)
-        p.write_text(text)
+        atomic_write(p, text)
         written.append(p)
     return written
 

@@ -4,6 +4,11 @@ Rules from the shared reference notes (inference-optimizer/backend-routing.md) a
 specification's "Select candidates": no usable GPU / GGUF -> llama.cpp first; NVIDIA with many
 users -> vLLM; one user -> SGLang with vLLM as comparator; Apple -> MLX-LM; never Ollama.
 Issue 3 deepens this (legacy GPUs, compute capability, checkpoint formats).
+
+An HF directory on a CPU-only host goes to vLLM's CPU build alone: llama.cpp loads GGUF only,
+and infopt has no HF -> GGUF conversion (llama-quantize, in infopt.engines.quantize, only
+requantizes a GGUF). llama.cpp is tuned beside it when a GGUF of the model is given too
+(model.other_formats), through that GGUF's own route.
 """
 
 from __future__ import annotations
@@ -34,13 +39,14 @@ def route_for(*, gpu: bool, apple: bool, fmt: ModelFormat, target_concurrency: i
         return [RouteChoice(engine=EngineName.MLX, reason="Apple Silicon: MLX-LM first"),
                 RouteChoice(engine=EngineName.LLAMACPP, reason="Apple Silicon: llama.cpp/GGUF "
                             "for API coverage or model support")]
+    if not gpu and fmt is ModelFormat.HF:
+        return [RouteChoice(engine=EngineName.VLLM, reason=(
+            f"no GPU ({no_gpu}), HF checkpoint: vLLM CPU build (the comparator when a GGUF "
+            "copy of the model routes llama.cpp first); not llama.cpp on this directory, "
+            "which loads GGUF only and infopt does not convert HF to GGUF"))]
     if not gpu:
-        choices = [RouteChoice(engine=EngineName.LLAMACPP,
-                               reason=f"no GPU ({no_gpu}): CPU route, llama.cpp first")]
-        if fmt is ModelFormat.HF:
-            choices.append(RouteChoice(engine=EngineName.VLLM, reason="vLLM CPU build as "
-                                       "comparator for an HF checkpoint"))
-        return choices
+        return [RouteChoice(engine=EngineName.LLAMACPP,
+                            reason=f"no GPU ({no_gpu}): CPU route, llama.cpp first")]
     if fmt is ModelFormat.GGUF:
         return [RouteChoice(engine=EngineName.LLAMACPP, reason="GGUF checkpoint: llama.cpp "
                             "serves it natively (vLLM/SGLang need an HF checkpoint)")]
@@ -54,11 +60,12 @@ def route_for(*, gpu: bool, apple: bool, fmt: ModelFormat, target_concurrency: i
 
 
 def engine_order(*, gpu: bool, apple: bool, target_concurrency: int) -> list[EngineName]:
-    """Every engine in route_for's order on this kind of device: its HF-checkpoint routes, then
-    its GGUF ones, then the engines it never routes to there. The shortlist breaks ranking ties
+    """Every engine in route_for's order on this kind of device: the routes of the format it
+    starts from (a GPU: HF checkpoints; a CPU or Apple: GGUF, llama.cpp first), then the other
+    format's, then the engines it never routes to there. The shortlist breaks ranking ties
     with it, so plan, shortlist and the flow share one routing rule."""
     order: list[EngineName] = []
-    for fmt in (ModelFormat.HF, ModelFormat.GGUF):
+    for fmt in (ModelFormat.HF, ModelFormat.GGUF) if gpu else (ModelFormat.GGUF, ModelFormat.HF):
         for choice in route_for(gpu=gpu, apple=apple, fmt=fmt,
                                 target_concurrency=target_concurrency):
             if choice.engine not in order:

@@ -10,6 +10,10 @@ The stream is read to its end, past the route's end marker, so the connection go
 pool (keep-alive): closing it early would make every request pay a new TCP connect. Servers that
 close after every stream get `Connection: close` (see EngineAdapter.stream_keepalive); a pooled
 connection found closed before any answer is retried once on a new one (`reconnects`).
+
+Every request yields exactly one record, failed or not: no exception but cancellation leaves
+`send_request`. A record keeps counts and timings only, never the response body (an error
+keeps its first 200 characters), so its size depends on its output length, not on the run's.
 """
 
 from __future__ import annotations
@@ -118,6 +122,11 @@ async def send_request(client: httpx.AsyncClient, base_url: str, model: str, job
             rec.error = f"{type(exc).__name__}: {exc}"[:200]
         except json.JSONDecodeError as exc:
             rec.error = f"bad_sse_json: {exc}"[:200]
+        except Exception as exc:  # noqa: BLE001 - one record per request, whatever happened
+            # Anything else (an OSError the transport let through, a malformed event a route
+            # parser trips on) fails this request only: raising would end the whole phase
+            # and lose the records of every stream still in flight.
+            rec.error = f"{type(exc).__name__}: {exc}"[:200]
         break
     return rec
 

@@ -4,7 +4,13 @@ NVML answers, GPU utilization and memory in use (summed over the visible GPUs).
 
 Event-loop lag: a ticker asks to sleep `interval_s` and records how late it wakes. Every
 timestamp the client takes is late by up to that much, so a p99 lag that is a noticeable share of
-the ITL means the client, not the engine, shapes the numbers.
+the ITL means the client, not the engine, shapes the numbers. The same probe takes the event
+loop thread's CPU time over the phase (a share near 1.0 of a core means it never waited for the
+server, so the client set the pace), the time that thread spent waiting for a core other
+processes held (Linux schedstat: lag with a low CPU share and a high wait is a crowded machine,
+not the client's own load; either way its timestamps are late), and the process's peak resident
+memory during the phase (Linux: VmHWM, reset at the phase start by writing 5 to
+/proc/self/clear_refs).
 """
 
 from __future__ import annotations
@@ -26,6 +32,16 @@ class ClientHealth(Spec):
     loop_lag_p99_s: float
     loop_lag_max_s: float
     ticks: int
+    cpu_share: float | None = None  # event-loop thread's CPU time / wall time; 1.0 = one core
+    # Share of the phase the event loop's thread was ready to run but waited for a core (Linux
+    # schedstat run_delay): high means other processes, not the client's own load, made it late.
+    cpu_wait_share: float | None = None
+    rss_start_bytes: int | None = None  # client resident memory when the phase began
+    # Peak resident memory of the client process during the phase (None: not on Linux);
+    # rss_peak_in_phase False: the high-water mark could not be reset, so this is the peak
+    # since the process started (an upper bound).
+    rss_peak_bytes: int | None = None
+    rss_peak_in_phase: bool = False
 
 
 class EngineUsage(Spec):
@@ -37,24 +53,67 @@ class EngineUsage(Spec):
     gpu_memory_used_peak_bytes: int | None = None  # peak over samples of the sum over GPUs
 
 
-# The client is called saturated when its p99 loop lag exceeds this share of the median ITL
-# (timestamps then carry >= 10% error) or 5 ms, whichever is larger.
+# The client is called saturated (client-bound) when its p99 loop lag exceeds this share of
+# the median ITL (timestamps then carry >= 10% error) or 5 ms, whichever is larger, or when
+# its event-loop thread kept a core this busy over the phase (it had no idle time left, so the
+# server waited on the client, whatever the lag percentiles say). 0.90 is the share at which
+# bench/loadgen_bench.py calls the server the bottleneck; bench/load_bench.py measured 98-99%
+# for 1,000 streams of a 50 ms cadence on an idle core and 10% for 16 such streams.
 SATURATION_SHARE_OF_ITL = 0.10
 SATURATION_FLOOR_S = 0.005
+SATURATION_CPU_SHARE = 0.90
 
 
 def client_saturated(health: ClientHealth, itl_p50_s: float | None) -> bool:
     limit = max(SATURATION_FLOOR_S, SATURATION_SHARE_OF_ITL * (itl_p50_s or 0.0))
-    return health.loop_lag_p99_s > limit
+    busy = health.cpu_share is not None and health.cpu_share >= SATURATION_CPU_SHARE
+    return health.loop_lag_p99_s > limit or busy
+
+
+def _status_kib(*keys: str) -> dict[str, int]:
+    """Fields of /proc/self/status in KiB ({} where there is no /proc)."""
+    try:
+        with open("/proc/self/status") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return {}
+    return {k: int(v.split()[0]) for k, _, v in (ln.partition(":") for ln in lines) if k in keys}
+
+
+def _run_delay_ns() -> int | None:
+    """Nanoseconds the calling thread has waited on a run queue (Linux schedstat)."""
+    try:
+        with open("/proc/thread-self/schedstat") as f:
+            return int(f.read().split()[1])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def _reset_peak_rss() -> bool:
+    """Set this process's peak-RSS mark (VmHWM) to its current RSS (Linux >= 4.0)."""
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+    except OSError:
+        return False
+    return True
 
 
 class LoopLagProbe:
-    """`async with LoopLagProbe() as probe:` ... then `probe.result()`."""
+    """`async with LoopLagProbe() as probe:` ... then `probe.result()`: the loop's lag, its
+    thread's CPU share and wait for a core, and the process's peak RSS over the block."""
 
     def __init__(self, interval_s: float = 0.01):
         self.interval_s = interval_s
         self._lags: list[float] = []
         self._task: asyncio.Task[None] | None = None
+        self._cpu0 = self._wall0 = 0.0
+        self._cpu_share: float | None = None
+        self._delay0: int | None = None
+        self._wait_share: float | None = None
+        self._rss0: int | None = None
+        self._peak: int | None = None
+        self._peak_in_phase = False
 
     async def _tick(self) -> None:
         while True:
@@ -63,10 +122,22 @@ class LoopLagProbe:
             self._lags.append(max(0.0, time.perf_counter() - t0 - self.interval_s))
 
     async def __aenter__(self) -> LoopLagProbe:
+        self._peak_in_phase = _reset_peak_rss()
+        rss = _status_kib("VmRSS").get("VmRSS")
+        self._rss0 = rss * 1024 if rss is not None else None
+        self._delay0 = _run_delay_ns()
+        self._cpu0, self._wall0 = time.thread_time(), time.perf_counter()
         self._task = asyncio.create_task(self._tick())
         return self
 
     async def __aexit__(self, *exc) -> None:
+        wall = time.perf_counter() - self._wall0
+        self._cpu_share = (time.thread_time() - self._cpu0) / wall if wall > 0 else None
+        delay = _run_delay_ns()
+        if delay is not None and self._delay0 is not None and wall > 0:
+            self._wait_share = (delay - self._delay0) / 1e9 / wall
+        peak = _status_kib("VmHWM").get("VmHWM")
+        self._peak = peak * 1024 if peak is not None else None
         if self._task:
             self._task.cancel()
             try:
@@ -78,7 +149,11 @@ class LoopLagProbe:
         lags = np.asarray(self._lags or [0.0])
         return ClientHealth(loop_lag_p50_s=float(np.percentile(lags, 50)),
                             loop_lag_p99_s=float(np.percentile(lags, 99)),
-                            loop_lag_max_s=float(lags.max()), ticks=len(self._lags))
+                            loop_lag_max_s=float(lags.max()), ticks=len(self._lags),
+                            cpu_share=self._cpu_share, cpu_wait_share=self._wait_share,
+                            rss_start_bytes=self._rss0,
+                            rss_peak_bytes=self._peak,
+                            rss_peak_in_phase=self._peak_in_phase and self._peak is not None)
 
 
 class GpuSampler:

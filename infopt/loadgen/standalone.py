@@ -10,6 +10,7 @@ from pathlib import Path
 
 import httpx
 
+from infopt.contract.verify import _require_openai_server as require_openai_server
 from infopt.loadgen.measure import measure
 from infopt.specs.endpoint import Endpoint
 from infopt.loadgen.tokens import Counter, hf_counter, prompt_counter
@@ -18,6 +19,8 @@ from infopt.specs.results import BenchResult, ScenarioResult
 from infopt.specs.traffic import TrafficSpec, expand_sweep
 from infopt.specs.traffic_file import load_traffic
 
+# GET /v1/models before measuring: generous, as a server busy loading or serving may be slow.
+PROBE_TIMEOUT_S = 30.0
 
 
 def run_workload_file(endpoint: Endpoint, workload_path: str, *, out_dir: str | None,
@@ -28,6 +31,10 @@ def run_workload_file(endpoint: Endpoint, workload_path: str, *, out_dir: str | 
     if tokenizer is not None and hf_counter(tokenizer) is None:
         raise InputError(f"--tokenizer {tokenizer}: no tokenizer.json there; give the file "
                          "or the model folder that holds it")
+    # Asked once, before measuring: a URL that is no OpenAI-compatible server (a 404, a web
+    # page, nothing listening) is one paragraph, not a run whose every request failed. The
+    # same check as `infopt verify`'s, so both commands agree on what such a server is.
+    require_openai_server(endpoint, {}, timeout_s=PROBE_TIMEOUT_S)
     with httpx.Client(timeout=60.0) as client:
         counter = prompt_counter(client, endpoint, tokenizer)
         return _run_all(spec, endpoint, workload_path, out=out,

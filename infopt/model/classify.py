@@ -31,6 +31,7 @@ apart (they stop growing at the window); Mamba layers hold a fixed per-sequence 
 
 from __future__ import annotations
 
+import numbers
 from dataclasses import dataclass
 from typing import Any
 
@@ -84,6 +85,45 @@ _FAMILIES: dict[str, _Family] = {
 _MIXER_CHARS = {"M": LayerKind.MAMBA, "*": LayerKind.FULL_ATTENTION}  # Nemotron-H pattern
 _MLP_CHARS = {"E": MlpKind.MOE, "-": MlpKind.DENSE}
 _ENCODER_HINTS = ("vision", "audio", "speech", "image", "visual", "video")
+
+
+# Keys that count something, with their least allowed value: each must be a whole number when
+# present. int() would take "32" or true from a hand-edited config.json silently, and a zero or
+# negative count divides by zero or sizes a model of no layers further down.
+_COUNTS = {**dict.fromkeys((
+    "num_hidden_layers", "n_layer", "num_layers", "hidden_size", "d_model", "n_embd",
+    "vocab_size", "max_position_embeddings", "max_sequence_length", "seq_length", "n_positions",
+    "num_attention_heads", "n_head", "num_key_value_heads", "num_kv_heads", "head_dim",
+    "intermediate_size", "ffn_hidden_size", "moe_intermediate_size", "num_experts_per_tok",
+    "experts_per_token", "moe_topk", "kv_lora_rank", "q_lora_rank", "v_head_dim",
+    "moe_layer_freq", "decoder_sparse_step", "mamba_num_heads", "mamba_head_dim",
+    "ssm_state_size", "n_groups", "conv_kernel"), 1),
+    **dict.fromkeys((
+        "n_routed_experts", "num_local_experts", "num_experts", "n_shared_experts",
+        "first_k_dense_replace", "num_nextn_predict_layers", "max_window_layers",
+        "sliding_window", "qk_nope_head_dim", "qk_rope_head_dim"), 0)}
+_SHAPES = {"architectures": list, "layer_types": list, "mlp_only_layers": list,
+           "hybrid_override_pattern": str}
+
+
+def _check_types(cfg: dict[str, Any]) -> None:
+    """Refuse a count that is not a whole number at or above its least value, and a list or
+    pattern of the wrong JSON type, naming the key (the caller names the file)."""
+    for key, least in _COUNTS.items():
+        v = cfg.get(key)
+        if v is None:
+            continue
+        whole = (isinstance(v, numbers.Integral) and not isinstance(v, bool)) or (
+            isinstance(v, float) and v.is_integer())
+        if not whole or v < least:
+            raise InputError(f"{key} must be a whole number >= {least}, got {v!r}"
+                             + (f" (a JSON {'string' if isinstance(v, str) else 'boolean'}); "
+                                "write the number without quotes" if isinstance(v, (str, bool))
+                                else "; pass the checkpoint's config.json unmodified"))
+    for key, shape in _SHAPES.items():
+        if cfg.get(key) is not None and not isinstance(cfg[key], shape):
+            raise InputError(f"{key} must be a JSON {'array' if shape is list else 'string'}, "
+                             f"got {cfg[key]!r}; pass the checkpoint's config.json unmodified")
 
 
 class _Keys:
@@ -185,6 +225,7 @@ def classify_config(config: dict[str, Any], *, hf_quant_config: dict[str, Any] |
     if not isinstance(config, dict):
         raise InputError("pass the parsed config.json (a JSON object) of the checkpoint.")
     text = _text_config(config)
+    _check_types(text)
     k = _Keys(text)
     model_type = str(text.get("model_type") or config.get("model_type") or "")
     archs = config.get("architectures") or text.get("architectures") or []
@@ -243,6 +284,10 @@ def classify_config(config: dict[str, Any], *, hf_quant_config: dict[str, Any] |
                          f" config.json lacks {', '.join(k.missing)}.")
 
     # --- attention -------------------------------------------------------------------------
+    if not is_mla and not k.get("head_dim") and hidden % n_heads:
+        raise InputError(f"hidden_size {hidden} is not divisible by num_attention_heads "
+                         f"{n_heads}, and head_dim is not given: fix one of them, or give "
+                         "head_dim")
     head_dim = int(k.get("head_dim", default=0) or hidden // n_heads)
     qkv_bias = fam.qkv_bias if fam.qkv_bias is not None else bool(k.get("attention_bias"))
     o_bias = fam.o_bias if fam.o_bias is not None else bool(k.get("attention_bias"))

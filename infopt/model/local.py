@@ -126,9 +126,12 @@ def inspect_gguf(path: Path) -> ModelInspection:
         file_type = gguf.LlamaFileType(int(meta.get("general.file_type", -1))).name
     except (ValueError, TypeError):
         file_type = str(meta.get("general.file_type"))
-    insp = classify_config(cfg, model=str(path.resolve()),
-                           license=meta.get("general.license"),
-                           chat_template_present=bool(meta.get("tokenizer.chat_template")))
+    try:
+        insp = classify_config(cfg, model=str(path.resolve()),
+                               license=meta.get("general.license"),
+                               chat_template_present=bool(meta.get("tokenizer.chat_template")))
+    except InputError as exc:  # keys are named in config.json terms; the file is named here
+        raise InputError(f"{path} (GGUF metadata): {exc}") from None
     total = sum(n for _, _, n in tensors)
     notes = [*insp.notes, f"params_total summed over the GGUF's {len(tensors)} tensors "
              f"(config-derived estimate was {insp.params_total:,})"]
@@ -136,23 +139,79 @@ def inspect_gguf(path: Path) -> ModelInspection:
                                    "quantization": gguf_quantization(tensors, file_type)})
 
 
+# The side files read here are a few KB (tokenizer_config.json of a large vocabulary: ~1 MB);
+# anything past this is not a configuration.
+MAX_JSON_BYTES = 16 << 20
+
+
+def read_json_object(path: Path) -> dict[str, Any]:
+    """A checkpoint's JSON side file as a dict; each problem is one InputError naming the
+    file: unreadable, not UTF-8, not JSON, or not a JSON object."""
+    try:
+        if (size := path.stat().st_size) > MAX_JSON_BYTES:
+            raise InputError(f"{path}: {size:,} bytes is not a model configuration (at most "
+                             f"{MAX_JSON_BYTES:,}); pass the checkpoint's own file")
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise InputError(f"cannot read {path}: {exc.strerror or exc}") from None
+    try:
+        data = json.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{path}: not UTF-8 text (byte {exc.start}: {raw[exc.start]:#04x}); "
+                         "pass the checkpoint's file unmodified, saved as UTF-8") from None
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{path}: not JSON (line {exc.lineno}, column {exc.colno}: {exc.msg}); "
+                         "is this a model directory? Pass the checkpoint's file unmodified"
+                         ) from None
+    except RecursionError:
+        raise InputError(f"{path}: JSON nested too deeply to be a model configuration") from None
+    if not isinstance(data, dict):
+        raise InputError(f"{path}: expected a JSON object, got a {_json_type(data)}; pass the "
+                         "checkpoint's file unmodified")
+    return data
+
+
+def _json_type(value: Any) -> str:
+    return {list: "list", str: "string", bool: "boolean", type(None): "null"}.get(
+        type(value), "number")
+
+
+def _chat_template(tok: Path) -> bool:
+    """Whether tokenizer_config.json carries a chat template: a string, or transformers' list
+    of {name, template} entries; anything else is a broken file, not "no template"."""
+    template = read_json_object(tok).get("chat_template")
+    named = isinstance(template, list) and all(
+        isinstance(t, dict) and isinstance(t.get("template"), str) for t in template)
+    if template is not None and not isinstance(template, str) and not named:
+        raise InputError(f"{tok}: chat_template must be a string (a Jinja template) or a list "
+                         f"of {{name, template}} objects, got {_short(template)}; fix or "
+                         "remove the key")
+    return bool(template)
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
 def inspect_hf_dir(path: Path) -> ModelInspection:
     cfg_path = path / "config.json"
-    try:
-        cfg = json.loads(cfg_path.read_text())
-    except (OSError, json.JSONDecodeError) as exc:
-        raise InputError(f"cannot read {cfg_path} as JSON ({exc}); is this a model directory?"
-                         ) from exc
+    cfg = read_json_object(cfg_path)
     sidecar = path / "hf_quant_config.json"
-    hqc = json.loads(sidecar.read_text()) if sidecar.exists() else None
+    hqc = read_json_object(sidecar) if sidecar.exists() else None
     tok = path / "tokenizer_config.json"
-    template = (path / "chat_template.jinja").exists() or (
-        tok.exists() and bool(json.loads(tok.read_text()).get("chat_template")))
-    return classify_config(cfg, hf_quant_config=hqc, model=str(path.resolve()),
-                           chat_template_present=template)
+    template = (path / "chat_template.jinja").exists() or (tok.exists() and _chat_template(tok))
+    try:
+        return classify_config(cfg, hf_quant_config=hqc, model=str(path.resolve()),
+                               chat_template_present=template)
+    except InputError as exc:  # the classifier names the key; the file is named here
+        raise InputError(f"{cfg_path}: {exc}") from None
 
 
 def inspect_local(path_str: str) -> ModelInspection:
+    if not path_str.strip():  # Path("") is the current folder: never what was meant
+        raise InputError("an empty model path; pass a local .gguf file, a Hugging Face model "
+                         "directory (with config.json), or a hub id such as ORG/NAME")
     path = Path(path_str).expanduser()
     if not path.exists():
         raise InputError(

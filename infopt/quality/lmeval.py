@@ -16,11 +16,11 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import subprocess
 from pathlib import Path
 
 from infopt.bootstrap import default_paths
+from infopt.environ import scrubbed
 from infopt.specs.base import InputError
 from infopt.specs.endpoint import Endpoint
 from infopt.specs.quality import MeasureVerdict
@@ -53,8 +53,9 @@ def run_lm_eval(endpoint: Endpoint, tasks: list[str], out_dir: Path, *,
     """lm-eval's results per task ({"metric,filter": value, "metric_stderr,filter": se})."""
     out_dir.mkdir(parents=True, exist_ok=True)
     log = out_dir / "lm-eval.log"
-    # The key goes through the environment lm-eval's API models read, never on argv.
-    env = {**os.environ, **({"OPENAI_API_KEY": api_key} if api_key else {})}
+    # The key goes through the environment lm-eval's API models read, never on argv; none of
+    # infopt's own credentials goes along (infopt.environ).
+    env = {**scrubbed(), **({"OPENAI_API_KEY": api_key} if api_key else {})}
     with log.open("w") as fh:
         proc = subprocess.run(argv(endpoint, tasks, out_dir, limit=limit, include=include),
                               stdout=fh, stderr=subprocess.STDOUT, env=env,

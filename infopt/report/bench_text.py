@@ -45,3 +45,22 @@ def render_bench(r: BenchResult) -> str:
     if r.stopped_early:
         lines.append(r.stopped_early)
     return "\n".join(lines)
+
+
+def bench_failure(r: BenchResult) -> str | None:
+    """Why the benchmark's numbers are not evidence, as one paragraph (the CLI exits 1 on it):
+    a scenario whose every request failed, or whose records failed validation. None: they are."""
+    bad = []
+    for s in r.scenarios:
+        lv = s.level
+        if lv.requests and lv.errors == lv.requests:
+            kinds = ", ".join(f"{n} {kind}" for kind, n in s.errors_by_kind.items())
+            bad.append(f"{s.name}: every request failed ({kinds or f'{lv.errors} errors'})")
+        elif not s.validation_passed:
+            bad.append(f"{s.name}: the records failed validation ("
+                       + "; ".join(s.validation_failures) + ")")
+    if not bad:
+        return None
+    reasons = "; ".join(bad).replace("\n", " ")  # one paragraph, whatever a check printed
+    return (f"the benchmark ran, but its numbers are not evidence: {reasons}. Check the "
+            "server's log and --model; --out keeps every request's record")

@@ -19,6 +19,7 @@ from pydantic import Field
 
 from infopt.specs.base import Spec
 from infopt.specs.results import OptimizationReport, PlotRef, Trial
+from infopt.report.rundir import atomic_path
 from infopt.tuning.pareto import config_label
 
 META_KEY = "infopt-plot"
@@ -201,8 +202,11 @@ def draw(p: PlotData, path: Path) -> Path:
         ax.legend(fontsize=7, loc="best")
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, format="png", metadata={META_KEY: p.model_dump_json()})
-    plt.close(fig)
+    try:
+        with atomic_path(path) as tmp:
+            fig.savefig(tmp, format="png", metadata={META_KEY: p.model_dump_json()})
+    finally:
+        plt.close(fig)
     return path
 
 

@@ -33,6 +33,8 @@ RULES: tuple[tuple[str, K, str], ...] = (
     ("trials[].engine.startup_s", K.MEASURED, _TRIAL + "engine.log: launch to first healthy "
      "response"),
     ("trials[].engine.pid", K.MEASURED, _TRIAL + "engine.log: the process the OS started"),
+    ("trials[].killed_by_signal", K.MEASURED, "the exit status the OS reported for trial "
+     "{trial_id}'s engine, which died mid-trial (its engine.log)"),
     ("trials[].engine.port", K.CONFIGURED, "the loopback port infopt chose for trial "
      "{trial_id}"),
     ("trials[].quality.tolerance", K.CONFIGURED, "the request's quality_tolerance"),

@@ -14,12 +14,16 @@ from __future__ import annotations
 import json
 import os
 import secrets
+import shutil
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from pydantic import ValidationError
 
 from infopt.report.store import RunStore
+from infopt.specs.base import InfoptError
 from infopt.specs.results import NoFitReport, OptimizationReport, RequestRecord, Trial
 
 # Run folder (resolved) -> the store its writes are mirrored to.
@@ -47,15 +51,44 @@ def write_records(run_dir: Path, trial_id: str, records: list[RequestRecord]) ->
 
 
 def atomic_write(path: Path, text: str) -> None:
-    """Write `path` whole, then mirror it to the run's results store when one is attached (a
-    store failure raises StoreError: a run that cannot be resumed elsewhere must not pass as
-    one that can)."""
-    # Write then rename: a crash never leaves a half-written file behind.
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    tmp.replace(path)
+    """Write `path` whole (`atomic_path`)."""
+    with atomic_path(path) as tmp:
+        tmp.write_text(text, encoding="utf-8")
+
+
+@contextmanager
+def atomic_path(path: Path) -> Iterator[Path]:
+    """A temporary sibling to write `path` through (any writer: text, Parquet, PNG), renamed
+    onto `path` only once the block completes, so a crash or a full disk never leaves a
+    half-written file; then mirrored to the run's results store when one is attached (a store
+    failure raises StoreError: a run that cannot be resumed elsewhere must not pass as one that
+    can). A write the filesystem refuses is one paragraph (`write_error`)."""
+    path = Path(path)
+    tmp = path.with_name(path.name + ".tmp")
+    try:
+        yield tmp
+        tmp.replace(path)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise write_error(path, exc) from None
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
     if _ATTACHED and (found := attached_store(path)) is not None:
         found[1].put_file(found[0], path)
+
+
+def write_error(path: Path, exc: OSError) -> InfoptError:
+    """What to do when the filesystem refuses a write (full, read-only, not permitted)."""
+    where = next((p for p in Path(path).absolute().parents if p.exists()), Path("/"))
+    try:
+        free = f"; {shutil.disk_usage(where).free:,} bytes free there"
+    except OSError:
+        free = ""
+    return InfoptError(
+        f"cannot write {path}: {exc.strerror or exc}{free}. Free space on that filesystem or "
+        "point --runs-dir (or --out) at another one; a run folder keeps every completed trial, "
+        "and `infopt optimize --resume RUN_ID` finishes it without re-running them")
 
 
 def attach_store(run_dir: Path, store: RunStore) -> None:

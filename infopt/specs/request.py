@@ -17,6 +17,11 @@ from .serving import EngineName, KnobValue
 from .traffic import RouteName, TrafficSpec
 from .workload import Objective, Workload, default_objective, interactive_traffic
 
+# The longest sequence a request may name, tokens: the largest native context of any model
+# today (Llama 4 Scout's 10M). A longer context, prompt or output is a typo, not a workload;
+# `infopt optimize --input-tokens/--output-tokens` and `bench --max-input-tokens` share it.
+MAX_SEQUENCE_TOKENS = 10_000_000
+
 
 class ModelTarget(Spec):
     # A local GGUF file or HF directory to serve; None = the bundled demo model (make engines).
@@ -73,6 +78,10 @@ class Budgets(Spec):
     # A change must beat the incumbent by this fraction beyond the noise (0: any gain that
     # clears the bootstrap interval); screening uses the same margin.
     min_gain: float = Field(0.0, ge=0, le=1)
+    # A trial whose engine was killed by a signal mid-trial is a fault of the machine, not of
+    # the configuration: it is started afresh (each attempt kept as evidence) this many times.
+    retries: int = Field(2, ge=0, le=10, description="fresh starts after an engine is killed "
+                                                     "mid-trial")
 
 
 class ApiRequirements(Spec):
@@ -132,7 +141,7 @@ class OptimizeRequest(Spec):
     quality_task_items: int = Field(8, ge=0, le=500)
     # The shortest context the user accepts if the native window cannot fit (None: only the
     # native context; infopt never shortens it on its own).
-    min_context_tokens: int | None = Field(None, ge=16, le=10_000_000)
+    min_context_tokens: int | None = Field(None, ge=16, le=MAX_SEQUENCE_TOKENS)
     budgets: Budgets = Field(default_factory=Budgets)
     # Side effects allowed without asking (recorded as pre-authorized); every other download,
     # quantization and exposure waits at its gate for up to approval_timeout_s, then is denied.
@@ -154,8 +163,13 @@ class OptimizeRequest(Spec):
     base_overrides: dict[str, KnobValue] = Field(default_factory=dict)
     port: int | None = Field(None, ge=1024, le=65535, description="None: a free port")
     seed: int = Field(0, ge=0, le=2**32 - 1)
-    github_search: bool = True  # issue-first troubleshooting asks GitHub when online
+    # Issue-first troubleshooting asks GitHub when online: the search terms of a failed
+    # start's root error line (not the log) go to github_url; false keeps them here.
+    github_search: bool = True
     github_url: str | None = None  # a GitHub API mirror (tests: a local server)
+    github_token_to_url: bool = Field(
+        False, description="send the GitHub token to github_url too (a GitHub Enterprise host "
+        "you trust); otherwise it goes to https://api.github.com only")
     credentials_block: str | None = Field(
         None, description="an InfoptCredentials block's name: the Hugging Face and GitHub "
         "tokens the tasks use; None: $HF_TOKEN and $GITHUB_TOKEN")

@@ -225,6 +225,9 @@ class Trial(Spec):
     benchmark: BenchmarkResult | None
     objective_value: float | None
     failed: str | None = None  # why the trial produced no measurement
+    # The signal that ended the engine mid-trial (not sent by infopt: an operator, the OOM
+    # killer); such a trial is started afresh under the request's `budgets.retries`.
+    killed_by_signal: int | None = None
     fit: MemoryFit | None = None  # predicted memory fit of this configuration
     diagnosis: Diagnosis | None = None  # why a start failed (first attempt), when it did
     remedy: Remedy | None = None  # the contract-preserving change applied after diagnosis

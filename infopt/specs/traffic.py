@@ -13,6 +13,7 @@ trials and the reports all read it from there.
 from __future__ import annotations
 
 import csv
+import io
 import json
 import math
 import statistics
@@ -30,6 +31,13 @@ MAX_CONCURRENCY = 4096  # simultaneous requests from one client process
 MAX_RATE_PER_S = 10_000.0  # open-loop arrivals per second
 MAX_WINDOW_S = 7 * 86400.0  # a measured window, burst interval or cool-down, s
 MAX_WARMUP_REQUESTS = 100_000
+# A schedule is built in memory; more than this is a typo in a rate or duration.
+MAX_SCHEDULED_REQUESTS = 1_000_000
+# The longest context announced for any model (Llama 4 Scout, 10M tokens, Meta 2025-04-05):
+# a longer prompt, output or prefix is a typo, and a prompt of it would be built in memory.
+MAX_LENGTH_TOKENS = 10_000_000
+# Route weights are relative: beyond this ratio a route gets under one request in a million.
+MAX_ROUTE_WEIGHT = 1_000_000.0
 
 # --- arrivals --------------------------------------------------------------------------------
 
@@ -115,15 +123,15 @@ Z_P95 = statistics.NormalDist().inv_cdf(0.95)
 
 class FixedLengths(Spec):
     kind: Literal["fixed"] = "fixed"
-    tokens: int = Field(..., ge=1)
+    tokens: int = Field(..., ge=1, le=MAX_LENGTH_TOKENS)
 
 
 class UniformLengths(Spec):
     """Whole numbers, uniform over [min_tokens, max_tokens], both ends included."""
 
     kind: Literal["uniform"] = "uniform"
-    min_tokens: int = Field(..., ge=1)
-    max_tokens: int = Field(..., ge=1)
+    min_tokens: int = Field(..., ge=1, le=MAX_LENGTH_TOKENS)
+    max_tokens: int = Field(..., ge=1, le=MAX_LENGTH_TOKENS)
 
     @field_validator("max_tokens")
     @classmethod
@@ -144,9 +152,10 @@ class LognormalLengths(Spec):
     """
 
     kind: Literal["lognormal"] = "lognormal"
-    p50_tokens: float = Field(..., ge=1)
-    p95_tokens: float = Field(..., ge=1)
-    max_tokens: int | None = Field(None, ge=1, description="cap on a single draw")
+    p50_tokens: float = Field(..., ge=1, le=MAX_LENGTH_TOKENS)
+    p95_tokens: float = Field(..., ge=1, le=MAX_LENGTH_TOKENS)
+    max_tokens: int | None = Field(None, ge=1, le=MAX_LENGTH_TOKENS,
+                                   description="cap on a single draw")
 
     @field_validator("p95_tokens")
     @classmethod
@@ -198,22 +207,28 @@ def read_length_trace(path: str | Path, columns: tuple[str, ...] = TRACE_COLUMNS
     if not p.is_file():
         raise InputError(f"length trace {p} not found: give an existing CSV or JSONL file")
     suffix = p.suffix.lower()
+    if suffix not in (".csv", ".jsonl", ".ndjson"):
+        raise InputError(f"{p}: unknown trace format {suffix or '(none)'}; use .csv or .jsonl")
+    raw = p.read_bytes()
+    try:  # decoded here, not by the locale's codec mid-iteration
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{p}: not UTF-8 text (byte {exc.start}: {raw[exc.start]:#04x}); save "
+                         "the trace as UTF-8") from None
     rows: list[tuple[int, ...]] = []
-    with p.open(newline="") as fh:
-        if suffix == ".csv":
-            reader = csv.DictReader(fh)
-            missing = [c for c in columns if c not in (reader.fieldnames or [])]
-            if missing:
-                raise InputError(f"{p}: header has no column {', '.join(missing)}; found "
-                                 f"{', '.join(reader.fieldnames or []) or 'no header'}")
-            records = ((reader.line_num, r) for r in reader)
-        elif suffix in (".jsonl", ".ndjson"):
-            records = ((i, _json_line(p, i, line)) for i, line in enumerate(fh, 1)
-                       if line.strip())
-        else:
-            raise InputError(f"{p}: unknown trace format {suffix or '(none)'}; use .csv or .jsonl")
-        for line_no, rec in records:
-            rows.append(tuple(_token_count(p, line_no, c, rec.get(c)) for c in columns))
+    if suffix == ".csv":
+        reader = csv.DictReader(io.StringIO(text, newline=""))
+        missing = [c for c in columns if c not in (reader.fieldnames or [])]
+        if missing:
+            raise InputError(f"{p}: header has no column {', '.join(missing)}; found "
+                             f"{', '.join(reader.fieldnames or []) or 'no header'}")
+        records = ((reader.line_num, r) for r in reader)
+    else:  # blank lines are skipped, but still counted, so line numbers match an editor's
+        records = ((i, _json_line(p, i, line)) for i, line in enumerate(text.splitlines(), 1)
+                   if line.strip())
+    for line_no, rec in records:
+        rows.append(tuple(_token_count(p, line_no, c, rec.get(c), suffix != ".csv")
+                          for c in columns))
     if not rows:
         raise InputError(f"{p}: the trace has no rows")
     return rows
@@ -229,13 +244,23 @@ def _json_line(p: Path, line_no: int, line: str) -> dict[str, Any]:
     return obj
 
 
-def _token_count(p: Path, line_no: int, column: str, raw: Any) -> int:
+def _token_count(p: Path, line_no: int, column: str, raw: Any, from_json: bool) -> int:
+    """A whole token count >= 1. A JSON value must be a number: `true` is an int to Python and
+    "12" a string, both typos in a trace; a CSV cell is always text."""
+    where = f"{p}: line {line_no}"
+    if raw is None:
+        raise InputError(f"{where}: {column} must be a whole number >= 1, but the row has no "
+                         f"{column}")
     try:
-        value = float(raw)
-    except (TypeError, ValueError):
+        value = float(raw) if not from_json or (
+            isinstance(raw, (int, float)) and not isinstance(raw, bool)) else math.nan
+    except (TypeError, ValueError, OverflowError):
         value = math.nan
-    if not (value >= 1 and value == int(value)):
-        raise InputError(f"{p}: line {line_no}: {column} must be a whole number >= 1, got {raw!r}")
+    if not (math.isfinite(value) and value >= 1 and value == int(value)):
+        raise InputError(f"{where}: {column} must be a whole number >= 1, got {raw!r}")
+    if value > MAX_LENGTH_TOKENS:
+        raise InputError(f"{where}: {column} {raw!r} is longer than any model's context (at "
+                         f"most {MAX_LENGTH_TOKENS}); check the trace's columns")
     return int(value)
 
 
@@ -249,8 +274,8 @@ class PrefixReuse(Spec):
     can serve it from cache (the measurement default)."""
 
     reuse_ratio: float = Field(0.0, ge=0, le=1)
-    shared_prefix_tokens: int = Field(0, ge=0)
-    prefix_groups: int = Field(1, ge=1)
+    shared_prefix_tokens: int = Field(0, ge=0, le=MAX_LENGTH_TOKENS)
+    prefix_groups: int = Field(1, ge=1, le=MAX_SCHEDULED_REQUESTS)  # at most one per request
 
     @model_validator(mode="after")
     def _prefix_has_tokens(self) -> "PrefixReuse":
@@ -268,7 +293,7 @@ class RouteName(StrEnum):
 
 class RouteShare(Spec):
     route: RouteName = RouteName.CHAT_COMPLETIONS
-    weight: float = Field(1.0, gt=0)  # relative; shares are weight / sum of weights
+    weight: float = Field(1.0, gt=0, le=MAX_ROUTE_WEIGHT)  # relative: weight / sum of weights
     stream: bool = True
 
 
@@ -289,9 +314,6 @@ class Slo(Spec):
 
 
 # --- the spec --------------------------------------------------------------------------------
-
-# Scale guard: a schedule is built in memory; more than this is a typo in a rate or duration.
-MAX_SCHEDULED_REQUESTS = 1_000_000
 
 
 class TrafficSpec(Spec):

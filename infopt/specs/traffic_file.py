@@ -1,8 +1,15 @@
 """Workload files: YAML -> a validated `TrafficSpec`, with every problem reported as one
-InputError line per field (`field.path: what is wrong; allowed: ...`)."""
+InputError line per field (`field.path: what is wrong; allowed: ...`).
+
+`read_yaml` is the one reader of YAML a person wrote (workload and target files): UTF-8 only,
+at most MAX_FILE_BYTES, no key given twice, and no alias expansion past MAX_YAML_NODES. PyYAML
+builds `*alias` as a shared reference, so a "billion laughs" file loads in microseconds; it is
+every later walk of the tree (the .inf/.nan check, pydantic, a dump) that expands it, which is
+why the cap is checked on the composed node graph, before anything is constructed."""
 
 from __future__ import annotations
 
+import math
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any, Literal, Union, get_args, get_origin
@@ -13,31 +20,148 @@ from pydantic import BaseModel, ValidationError
 from .base import InputError
 from .traffic import TRACE_COLUMNS, PairedTrace, TraceLengths, TrafficSpec, read_length_trace
 
+MAX_FILE_BYTES = 1 << 20  # a target or workload file is a page of YAML, not a data set
+# Values (scalars, lists, mappings) after aliases are expanded. The example files have under
+# 100 (examples/, 2026-12); a file past this is a data set or an alias bomb, not a request.
+MAX_YAML_NODES = 100_000
+
+_BOMS = {b"\xff\xfe\x00\x00": "UTF-32", b"\x00\x00\xfe\xff": "UTF-32", b"\xff\xfe": "UTF-16",
+         b"\xfe\xff": "UTF-16"}
+
+
+class StrictLoader(yaml.SafeLoader):
+    """SafeLoader that refuses a key given twice in one mapping (PyYAML keeps the last)."""
+
+
+def _no_duplicates(loader: StrictLoader, node: yaml.MappingNode, deep: bool = False) -> dict:
+    seen: dict[Any, yaml.Node] = {}
+    for key_node, _ in node.value:
+        if not isinstance(key_node, yaml.ScalarNode):  # `[a]: 1` would fail `in seen` below
+            kind = "list" if isinstance(key_node, yaml.SequenceNode) else "mapping"
+            raise yaml.constructor.ConstructorError(
+                None, None, f"a key must be a name, got a {kind}", key_node.start_mark)
+        key = loader.construct_object(key_node, deep=deep)
+        if key in seen:
+            raise yaml.constructor.ConstructorError(
+                None, None, f"duplicate key {key!r} (first at line "
+                f"{seen[key].start_mark.line + 1})", key_node.start_mark)
+        seen[key] = key_node
+    return loader.construct_mapping(node, deep=deep)
+
+
+StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _no_duplicates)
+
+
+def _read_text(p: Path, what: str) -> str:
+    try:
+        size = p.stat().st_size
+        if size > MAX_FILE_BYTES:
+            raise InputError(f"{p}: {size:,} bytes is not a {what} (at most "
+                             f"{MAX_FILE_BYTES:,}); give the YAML {what}, not data")
+        raw = p.read_bytes()
+    except OSError as exc:
+        raise InputError(f"cannot read {what} {p}: {exc.strerror or exc}") from None
+    if bom := next((name for mark, name in _BOMS.items() if raw.startswith(mark)), None):
+        raise InputError(f"{p}: {bom} text (it starts with a {bom} byte-order mark); save the "
+                         "file as UTF-8")
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{p}: not UTF-8 text (byte {exc.start}: {raw[exc.start]:#04x}); save "
+                         "the file as UTF-8") from None
+
+
+def _expanded_nodes(node: yaml.Node, memo: dict[int, int], open_: set[int]) -> int:
+    """Values under `node` with every alias expanded, counted over the shared graph (each node
+    once), so a bomb is measured without being expanded."""
+    if id(node) in memo:
+        return memo[id(node)]
+    if id(node) in open_:  # `&a [*a]`: PyYAML builds a list that contains itself
+        raise InputError(f"line {node.start_mark.line + 1}: an alias refers to itself (a value "
+                         "that contains itself); write the value out")
+    open_.add(id(node))
+    children = ([n for pair in node.value for n in pair] if isinstance(node, yaml.MappingNode)
+                else node.value if isinstance(node, yaml.SequenceNode) else [])
+    memo[id(node)] = total = 1 + sum(_expanded_nodes(c, memo, open_) for c in children)
+    open_.discard(id(node))
+    return total
+
+
+def read_yaml(path: str | Path, what: str) -> Any:
+    """The parsed YAML of a `what` ("target file", "workload file") a person wrote; every
+    problem is one InputError naming the file (and line) and what to change."""
+    p = Path(path)
+    text = _read_text(p, what)
+    try:
+        loader = StrictLoader(text)
+    except yaml.reader.ReaderError as exc:  # a control character, found before parsing
+        line = text.count("\n", 0, exc.position) + 1
+        raise InputError(f"{p}: invalid YAML at line {line}: character #x{exc.character:04x} "
+                         "is not allowed (special characters are not allowed in YAML text); "
+                         "remove it") from None
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        memo: dict[int, int] = {}
+        try:
+            n = _expanded_nodes(node, memo, set())
+        except InputError as exc:
+            raise InputError(f"{p}: {exc}") from None
+        if n > MAX_YAML_NODES:
+            why = (f"{n:,} values once its aliases (*name) are expanded" if len(memo) <=
+                   MAX_YAML_NODES else f"{len(memo):,} values")
+            raise InputError(f"{p}: {why}, more than the {MAX_YAML_NODES:,} a {what} may "
+                             "have; write the values out instead of nesting aliases, and give "
+                             "data (traces) as files of their own")
+        return loader.construct_document(node)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise InputError(f"{p}: invalid YAML{where}: {problem}") from None
+    except RecursionError:
+        raise InputError(f"{p}: values nested too deeply to read (hundreds of levels of [ or "
+                         f"{{); a {what} is a few levels deep: check the brackets") from None
+    finally:
+        loader.dispose()
+
+
+def non_finite(data: Any, path: str = "") -> str | None:
+    """The dotted path of the first NaN or infinite number, if any."""
+    if isinstance(data, float) and not math.isfinite(data):
+        return path or "(top level)"
+    if isinstance(data, dict):
+        return next((p for k, v in data.items() if (p := non_finite(v, f"{path}.{k}".strip(".")))),
+                    None)
+    if isinstance(data, list):
+        return next((p for i, v in enumerate(data) if (p := non_finite(v, f"{path}[{i}]"))),
+                    None)
+    return None
 
 
 def load_traffic(path: str | Path) -> TrafficSpec:
     """Read and validate a workload YAML file; relative trace paths resolve against its folder.
     Every problem becomes one InputError naming the field path and what is allowed."""
     p = Path(path)
-    try:
-        text = p.read_text()
-    except OSError as exc:
-        raise InputError(f"cannot read workload file {p}: {exc.strerror or exc}") from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        problem = getattr(exc, "problem", None) or str(exc)
-        raise InputError(f"{p}: invalid YAML{where}: {problem}") from None
+    data = read_yaml(p, "workload file")
+    if data is None:
+        raise InputError(f"{p}: the file is empty; expected a mapping of workload fields "
+                         "(name, input_lengths, output_lengths, measured_requests, ...)")
     if not isinstance(data, dict):
         raise InputError(f"{p}: expected a mapping of workload fields (name, arrival, ...), "
                          f"got {type(data).__name__}")
+    if bad := non_finite(data):
+        raise InputError(f"{p}: {bad}: .inf and .nan are not numbers a workload can use; give "
+                         "a finite value")
     try:
         spec = TrafficSpec.model_validate(data)
     except ValidationError as exc:
         raise InputError(f"{p}: invalid workload:\n" + format_validation_error(exc)) from None
-    return resolve_traces(spec, p.parent)
+    try:
+        return resolve_traces(spec, p.parent)
+    except InputError as exc:  # the trace's own message, under the workload that names it
+        raise InputError(f"{p}: {exc}") from None
 
 
 def resolve_traces(spec: TrafficSpec, base: Path) -> TrafficSpec:

@@ -11,19 +11,25 @@ finds the highest sustainable rate, which is `infopt bench`'s job.
 
 from __future__ import annotations
 
+import math
 from enum import StrEnum
 
 from pydantic import model_validator
 
-from .base import Spec
+from .base import InputError, Spec
 from .traffic import (
+    TRACE_COLUMNS,
     ClosedLoop,
     FixedLengths,
+    LognormalLengths,
     RouteName,
     RouteShare,
     SweepArrival,
+    TraceLengths,
     TrafficSpec,
+    UniformLengths,
     expand_sweep,
+    read_length_trace,
 )
 
 
@@ -143,3 +149,58 @@ def fixed_levels(*, input_tokens: int, output_tokens: int, levels: list[int], ta
         measured_requests=requests, warmup_requests=warmup_requests, cooldown_s=cooldown_s,
         routes=[RouteShare(route=route)], seed=seed)
     return Workload(traffic=traffic, objective=objective)
+
+
+# --- lengths against the model's context -------------------------------------------------------
+
+
+def _longest(dist, column: str) -> tuple[int, str]:
+    """The longest length a distribution draws, and how it was found. An uncapped log-normal
+    has no longest draw: its p95 stands in (the tail above it is clipped at run time)."""
+    if isinstance(dist, FixedLengths):
+        return dist.tokens, "fixed"
+    if isinstance(dist, UniformLengths):
+        return dist.max_tokens, "max_tokens"
+    if isinstance(dist, LognormalLengths):
+        return (dist.max_tokens, "max_tokens") if dist.max_tokens is not None else (
+            math.ceil(dist.p95_tokens), "p95_tokens")
+    assert isinstance(dist, TraceLengths)
+    return max(r[0] for r in read_length_trace(dist.path, (column,))), f"the longest {column}"
+
+
+def longest_request(traffic: TrafficSpec) -> tuple[int, int, str, str]:
+    """(prompt tokens with the shared prefix, output tokens, how each was found) of the
+    longest request the traffic can send. Reads trace files (resolved paths)."""
+    prefix = traffic.prefix.shared_prefix_tokens if traffic.prefix.reuse_ratio > 0 else 0
+    if traffic.lengths_trace is not None:  # rows are pairs: the longest pair, not two maxima
+        rows = read_length_trace(traffic.lengths_trace.path, TRACE_COLUMNS)
+        (i, o), hi, ho = max(rows, key=sum), "the longest row of lengths_trace", ""
+    else:
+        assert traffic.input_lengths is not None and traffic.output_lengths is not None
+        (i, hi), (o, ho) = (_longest(traffic.input_lengths, "input_tokens"),
+                            _longest(traffic.output_lengths, "output_tokens"))
+        hi, ho = f"input_lengths {hi}", f"output_lengths {ho}"
+    hi += f", with the {prefix:,}-token shared prefix" if prefix else ""
+    return prefix + i, o, hi, ho
+
+
+def check_fits_context(traffic: TrafficSpec, *, context_tokens: int | None = None,
+                       max_input_tokens: int | None = None, what: str = "the model") -> None:
+    """Refuse, before any request, a workload whose longest prompt is longer than
+    `max_input_tokens` or whose longest prompt plus output exceeds `context_tokens`: the load
+    generator clips such prompts to fit, so it would measure another workload than the one
+    asked for, and say nothing."""
+    prompt, output, how_in, how_out = longest_request(traffic)
+    if max_input_tokens is not None and prompt > max_input_tokens:
+        raise InputError(
+            f"workload {traffic.name}: prompts up to {prompt:,} tokens ({how_in}) are longer "
+            f"than max_input_tokens {max_input_tokens:,} and would be clipped to it: shorten "
+            "input_lengths (or the shared prefix), or raise --max-input-tokens")
+    if context_tokens is not None and prompt + output > context_tokens:
+        how = "; ".join(h for h in (how_in, how_out) if h)
+        raise InputError(
+            f"workload {traffic.name}: the longest request is {prompt:,} prompt + {output:,} "
+            f"output = {prompt + output:,} tokens ({how}), more than the {context_tokens:,}-token "
+            f"context of {what}, so its prompt would be clipped to fit: shorten input_lengths or "
+            "output_lengths (or cap a log-normal with max_tokens), or use a model with a longer "
+            "context")

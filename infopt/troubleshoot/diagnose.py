@@ -8,6 +8,7 @@ is optional (offline -> catalog only, said so in `Diagnosis.search`).
 from __future__ import annotations
 
 import json
+import logging
 import re
 from functools import cache
 from pathlib import Path
@@ -67,7 +68,11 @@ def match_catalog(root: str, context: list[str], engine: str) -> list[KnownFailu
 
 def diagnose_text(log_text: str, engine: str, *, search: bool = False,
                   github_url: str | None = None, github_token: str | None = None,
-                  log_path: str | None = None) -> Diagnosis:
+                  github_token_to_url: bool = False, log_path: str | None = None,
+                  log: logging.Logger | logging.LoggerAdapter | None = None) -> Diagnosis:
+    """`search`: ask GitHub (the root error's search terms leave the machine, see
+    infopt.troubleshoot.github); `github_token_to_url`: trust `github_url` with the token;
+    `log`: where the search's notice goes (a task's run logger)."""
     patterns = [p for k, p in _compiled() if k.engine in (engine, "any") or engine == "unknown"]
     root, _, context = root_error(log_text, patterns)
     known = match_catalog(root, context, engine)
@@ -78,7 +83,8 @@ def diagnose_text(log_text: str, engine: str, *, search: bool = False,
     remedies: list[Remedy] = [r for k in known for r in k.remedies]
     status = "offline: upstream search not requested; catalog only"
     if search and root:
-        outcome = search_issues(root, engine, base_url=github_url, token=github_token)
+        outcome = search_issues(root, engine, base_url=github_url, token=github_token,
+                                token_to_url=github_token_to_url, log=log)
         status = outcome.status
         seen = {m.url for m in matches}
         matches += [m for m in outcome.matches if m.url not in seen]

@@ -2,13 +2,19 @@
 
 The base URL is a parameter (tests point it at a local fake speaking the same wire format); the
 token comes from the caller (an InfoptCredentials block or $GITHUB_TOKEN) and is only ever sent
-as an Authorization header. Rate limits are respected: a 403/429 with X-RateLimit-Remaining: 0
-or Retry-After stops searching and says so; nothing is retried in a tight loop. Offline (the API
+as an Authorization header, and only to https://api.github.com unless the caller trusts the
+other URL explicitly (`token_to_url`, the request's `github_token_to_url`): a `github_url` typed
+into a request file must not be a way to collect the token. What leaves the machine is the
+search terms of the root error line (numbers, paths, quoted values and hex dropped) plus the
+repository qualifiers, never the log; every search says so in one INFO line before it sends.
+Rate limits are respected: a 403/429 with X-RateLimit-Remaining: 0 or Retry-After stops
+searching and says so; nothing is retried in a tight loop. Offline (the API
 unreachable) -> no upstream results, and the diagnosis says "catalog only".
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import time
@@ -19,6 +25,7 @@ import httpx
 from infopt.specs.diagnosis import IssueMatch
 
 DEFAULT_API = "https://api.github.com"
+_LOG = logging.getLogger(__name__)
 
 
 def upstream_repos(engine: str) -> list[str]:
@@ -64,18 +71,55 @@ def _score(terms: str, title: str, body: str) -> float:
     return round(len(want & have) / len(want), 3)
 
 
+def token_allowed(base_url: str, token_to_url: bool = False) -> bool:
+    """Whether the GitHub token may go to `base_url`: GitHub's own API over TLS, or a URL the
+    caller explicitly trusts (a GitHub Enterprise host). A bare `github_url` is not trust: it
+    can come from a request file or a deployment parameter someone else wrote."""
+    if token_to_url:
+        return True
+    url = httpx.URL(base_url)
+    return url.scheme == "https" and url.host == httpx.URL(DEFAULT_API).host
+
+
+def search_notice(base: str, repos: list[str], terms: str, who: str) -> str:
+    """The line every search logs before it sends: where, what and how to turn it off."""
+    return (f"github: searching issues of {', '.join(repos)} at {httpx.URL(base).host} "
+            f"({who}): the search terms of the engine log's error line leave this machine "
+            f"('{terms}'); set github_search: false (infopt diagnose --no-search) to keep "
+            "them here")
+
+
 def search_issues(root_error: str, engine: str, *, base_url: str | None = None,
-                  token: str | None = None, per_repo: int = 5, timeout_s: float = 10.0
-                  ) -> SearchOutcome:
+                  token: str | None = None, token_to_url: bool = False, per_repo: int = 5,
+                  timeout_s: float = 10.0,
+                  log: logging.Logger | logging.LoggerAdapter | None = None) -> SearchOutcome:
+    """`token` goes only where `token_allowed` says; `log` (default: this module's logger;
+    a task passes its run logger) gets the notice before anything is sent."""
+    log = log or _LOG
     base = (base_url or os.environ.get("INFOPT_GITHUB_API") or DEFAULT_API).rstrip("/")
     terms = search_terms(root_error)
     if not terms:
         return SearchOutcome([], "github: nothing distinctive to search for")
     headers = {"Accept": "application/vnd.github+json", "X-GitHub-Api-Version": "2022-11-28"}
-    if token:
+    withheld = ""
+    if token and token_allowed(base, token_to_url):
         headers["Authorization"] = f"Bearer {token}"
-    matches: list[IssueMatch] = []
+    elif token:
+        withheld = (f"token withheld from {httpx.URL(base).host} (not api.github.com); "
+                    "set github_token_to_url to send it")
     repos = upstream_repos(engine)
+    who = ("with the GitHub token" if "Authorization" in headers
+           else f"unauthenticated: {withheld}" if withheld else "unauthenticated")
+    log.info("%s", search_notice(base, repos, terms, who))
+    outcome = _search(base, headers, repos, terms, per_repo, timeout_s)
+    # Said again in the outcome: the diagnosis (and so the report) keeps it.
+    return SearchOutcome(outcome.matches,
+                         f"{outcome.status}; github: {withheld}" if withheld else outcome.status)
+
+
+def _search(base: str, headers: dict[str, str], repos: list[str], terms: str, per_repo: int,
+            timeout_s: float) -> SearchOutcome:
+    matches: list[IssueMatch] = []
     try:
         with httpx.Client(base_url=base, headers=headers, timeout=timeout_s) as client:
             for repo in repos:

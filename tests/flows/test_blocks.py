@@ -38,7 +38,8 @@ def test_the_tasks_that_need_tokens_take_them_from_the_named_block(prefect_api, 
     def both(hub_url: str, gh_url: str):
         shortlist_task("HuggingFaceTB/SmolLM2-135M-Instruct", hw, hub_url,
                        credentials_block="task-creds")
-        return diagnose_start(str(log), "llamacpp", True, gh_url, "task-creds")
+        return diagnose_start(str(log), "llamacpp", True, gh_url, "task-creds",
+                              github_token_to_url=True)  # the fake GitHub: trusted here
 
     with FakeHub() as hub, FakeGitHub(token="ghp_from_block") as gh:
         diag = both(hub.endpoint, gh.url)

@@ -135,3 +135,21 @@ def test_quality_exit_status_says_pass_fail_or_bad_input(tmp_path):
     limit_alone = _run("quality", "--reference", "http://127.0.0.1:9", "--candidate",
                        "http://127.0.0.1:9", "--lm-eval-limit", "3")
     _assert_clean_error(limit_alone, "go with --lm-eval TASKS")
+
+
+def test_an_error_inside_the_flow_is_one_paragraph_without_prefects_trace(tmp_path,
+                                                                          prefect_server):
+    """The baseline's engine fails to start inside the optimize flow: the terminal gets the
+    CLI's paragraph, not the traceback Prefect logs for a failed flow run."""
+    fake = tmp_path / "llama-server"
+    fake.write_text("#!/bin/sh\ncase \"$*\" in *--version*) echo 'version: 9999 (deadbeef)'; "
+                    "exit 0;; esac\necho 'error: unknown argument: --bogus' >&2\nexit 1\n")
+    fake.chmod(0o755)
+    out = _run("optimize", "--engine", "llamacpp", "--runs-dir", str(tmp_path / "runs"),
+               "--requests", "2", "--repeats", "1", "--dimensions", "scheduling",
+               env={**prefect_server, "INFOPT_LLAMA_SERVER": str(fake), "INFOPT_VLLM": "",
+                    "PREFECT_LOGGING_LEVEL": "INFO"})
+    _assert_clean_error(out, "infopt: the baseline configuration failed",
+                        "unknown argument: --bogus", "engine log:")
+    said = [line for line in out.stderr.splitlines() if line.startswith("infopt: ")]
+    assert len(said) == 1

@@ -21,7 +21,8 @@ def test_search_terms_drop_volatile_parts():
 
 def test_ranked_results_and_token_header():
     with FakeGitHub(token="ghp_test") as gh:
-        out = search_issues(KV_ERROR, "vllm", base_url=gh.url, token="ghp_test")
+        out = search_issues(KV_ERROR, "vllm", base_url=gh.url, token="ghp_test",
+                            token_to_url=True)
         assert out.matches and out.matches[0].url.endswith("vllm-project/vllm/issues/10517")
         assert out.matches[0].score > 0.5 and out.status.startswith("github: ")
         assert gh.requests[0]["auth"] == "Bearer ghp_test"
@@ -38,7 +39,7 @@ def test_rate_limit_stops_and_says_so():
 
 def test_bad_token_is_reported():
     with FakeGitHub(token="right") as gh:
-        out = search_issues(KV_ERROR, "vllm", base_url=gh.url, token="wrong")
+        out = search_issues(KV_ERROR, "vllm", base_url=gh.url, token="wrong", token_to_url=True)
         assert "401" in out.status
 
 
