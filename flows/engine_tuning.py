@@ -127,7 +127,8 @@ def tune_engine(request: OptimizeRequest, engine: EngineName, model: ModelProfil
                        contract_every_trial=True, quality_reference=reference,
                        quality_tolerance=request.quality_tolerance, engine_version=version,
                        model_digest=digest, credentials_block=request.credentials_block,
-                       github_token_to_url=request.github_token_to_url)
+                       github_token_to_url=request.github_token_to_url,
+                       stall_timeout_s=request.budgets.stall_timeout_s)
     run = LadderRun(request=request, ctx=ctx, control=control, t_start=t_start,
                     key=lambda s: trial_key(s, workload, version, digest, gate),
                     fit=lambda c: fit_of(model, hw, c, workload.target_concurrency),

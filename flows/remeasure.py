@@ -76,7 +76,8 @@ def context(m: Remeasure) -> tuple[TrialContext, str, str]:
                        contract_every_trial=True, quality_reference=reference,
                        quality_tolerance=req.quality_tolerance, engine_version=m.version,
                        model_digest=digest, credentials_block=req.credentials_block,
-                       github_token_to_url=req.github_token_to_url)
+                       github_token_to_url=req.github_token_to_url,
+                       stall_timeout_s=req.budgets.stall_timeout_s)
     gate = f"{Path(reference).stem.removeprefix('reference-')}:{req.quality_tolerance}" \
         if reference else ""
     return ctx, digest, gate

@@ -218,6 +218,7 @@ def optimize(
         from infopt.report.rundir import runs_root
         from infopt.specs.request_file import parse_request
         from infopt.specs.traffic import RouteName
+        from infopt.specs.workload import check_fits_context
 
         _writable_dir(runs_root(runs_dir), "--runs-dir" if runs_dir else
                       "the runs folder ($INFOPT_RUNS_DIR or ./runs)")
@@ -276,6 +277,10 @@ def optimize(
             load_results_store(results_store)
         if not request.model.download:  # a model still to download is checked once it is here
             profile = profile_model(request.model.path or str(default_paths().gguf))
+            # Before the run folder: a prompt longer than the model's context would be
+            # clipped to fit, a workload other than the one asked for.
+            check_fits_context(request.workload, context_tokens=profile.native_context_tokens,
+                               what=profile.name)
             for other in request.model.other_formats:
                 profile_model(other)  # a bad path is reported here, not mid-run
             select_available(route(inventory(), profile,
@@ -566,6 +571,9 @@ def diagnose(
     search: Annotated[bool, typer.Option(help="search upstream GitHub issues")] = True,
     github_url: Annotated[str | None, typer.Option(help="GitHub API base URL; default "
                                                    "$INFOPT_GITHUB_API or api.github.com")] = None,
+    github_token_to_url: Annotated[bool, typer.Option(
+        help="send the GitHub token to --github-url too (a GitHub Enterprise host you trust); "
+             "without it the token goes to api.github.com only")] = False,
     credentials_block: Annotated[str | None, typer.Option()] = None,
     json_out: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
@@ -589,11 +597,26 @@ def diagnose(
 
             token = block_token(credentials_block)
         d = diagnose_file(logfile, engine, search=search, github_url=github_url,
-                          github_token=token)
+                          github_token=token, github_token_to_url=github_token_to_url,
+                          log=_stderr_logger() if search else None)
     except InfoptError as exc:
         _fail(exc)
         return
     typer.echo(d.model_dump_json(indent=2) if json_out else render_diagnosis(d))
+
+
+def _stderr_logger():
+    """A logger whose INFO lines reach the terminal: what leaves the machine is said there."""
+    import logging
+
+    log = logging.getLogger("infopt.cli")
+    if not log.handlers:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("infopt: %(message)s"))
+        log.addHandler(handler)
+        log.setLevel(logging.INFO)
+        log.propagate = False
+    return log
 
 
 def _endpoint(endpoint: str, model: str, engine: str | None):
@@ -809,7 +832,9 @@ def bench(
     out: Annotated[str | None, typer.Option(help="folder for requests.parquet and "
                                             "summary.json")] = None,
     max_input_tokens: Annotated[int, typer.Option(min=1, max=MAX_SEQUENCE_TOKENS,
-                                                  help="clip prompts to this")] = 8192,
+                                                  help="the longest prompt the workload may "
+                                                       "ask for, tokens (a longer one is "
+                                                       "refused, never clipped)")] = 8192,
     tokenizer: Annotated[str | None, typer.Option(
         help="the model's tokenizer.json (or its HF folder), for exact prompt lengths when "
              "the engine has no tokenize route")] = None,

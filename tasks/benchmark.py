@@ -10,7 +10,7 @@ from prefect import get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
 from infopt.engines import endpoint_for
-from infopt.loadgen.measure import measure, measure_workload
+from infopt.loadgen.measure import STALL_TIMEOUT_S, measure, measure_workload
 from infopt.loadgen.summary import every_quarter
 from infopt.loadgen.tokens import prompt_counter
 from infopt.specs.scenarios import standard_scenarios
@@ -23,7 +23,8 @@ from infopt.specs.workload import Workload
 @task(name="benchmark", cache_policy=NO_CACHE)
 def benchmark(running: RunningEngine, served_model_name: str, workload: Workload, run_dir: str,
               trial_id: str, max_input_tokens: int,
-              tokenizer_path: str | None = None) -> BenchmarkResult:
+              tokenizer_path: str | None = None,
+              stall_timeout_s: float = STALL_TIMEOUT_S) -> BenchmarkResult:
     """Every scenario of the workload through `measure`; records and parquet in the trial's
     folder. A scenario whose records fail validation marks the trial (not trusted)."""
     logger = get_run_logger()
@@ -35,7 +36,7 @@ def benchmark(running: RunningEngine, served_model_name: str, workload: Workload
         result, records = measure_workload(
             endpoint, workload, out_dir=trial_dir(Path(run_dir), trial_id),
             max_input_tokens=max_input_tokens, counter=counter,
-            say=lambda msg: logger.info("%s: %s", trial_id, msg))
+            say=lambda msg: logger.info("%s: %s", trial_id, msg), stall_timeout_s=stall_timeout_s)
     write_records(Path(run_dir), trial_id, records)
     for s in result.scenarios:
         _log_scenario(logger, trial_id, s)

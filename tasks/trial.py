@@ -19,6 +19,7 @@ from prefect.cache_policies import NO_CACHE
 from prefect.exceptions import MissingContextError
 from pydantic import ValidationError
 
+from infopt.analysis.records import ErrorKind
 from infopt.engines import process
 from infopt.report.rundir import load_trial, trial_dir, write_trial
 from infopt.specs.base import EngineStartError, InfoptError, InputError
@@ -62,6 +63,7 @@ class TrialContext:
     engine_version: str = ""
     model_digest: str = ""
     credentials_block: str | None = None  # InfoptCredentials: the GitHub token of issue search
+    stall_timeout_s: float = 600.0  # the request's budgets.stall_timeout_s
     github_token_to_url: bool = False  # the request's: send that token to github_url too
 
 
@@ -125,6 +127,19 @@ def _died(running: RunningEngine) -> tuple[str, int | None] | None:
         return None
     how = f"killed by signal {-code}" if code < 0 else f"exited with status {code}"
     return f"the engine {how} during the trial", (-code if code < 0 else None)
+
+
+def _hung(running: RunningEngine, bench, ctx: TrialContext) -> str | None:
+    """Why the trial is void when a request got nothing from a live engine for the stall
+    timeout (the engine is ended on leaving `_engine`), else None."""
+    stalled = sum(s.errors_by_kind.get(ErrorKind.TIMEOUT.value, 0)
+                  for s in (bench.scenarios if bench is not None else []))
+    if not stalled:
+        return None
+    state = process.run_state(running.pid)
+    return (f"the engine stopped answering: {stalled} request(s) got nothing for "
+            f"{ctx.stall_timeout_s:.0f} s (budgets.stall_timeout_s) while its process was "
+            f"{state}; infopt ended it. Engine log: {running.log_path}")
 
 
 def _judge(running: RunningEngine, config, ctx: TrialContext):
@@ -192,17 +207,22 @@ def run_trial(spec: TrialSpec, key: str, fit: MemoryFit | None, ctx: TrialContex
                 bench = benchmark(running, config.served_model_name, ctx.workload,
                                   str(run_dir), key,
                                   max_input_tokens=ctx.model.native_context_tokens,
-                                  tokenizer_path=ctx.tokenizer_path)
+                                  tokenizer_path=ctx.tokenizer_path,
+                                  stall_timeout_s=ctx.stall_timeout_s)
         # The engine stopped answering (a probe reports an unreachable endpoint as InputError);
         # a dead engine makes a failed trial below, a live one re-raises.
         except (httpx.HTTPError, OSError, InputError) as exc:
             error = exc
         died = _died(running)
+        hung = _hung(running, bench, ctx) if died is None else None
     if error is not None and died is None:
         raise error
     common.update(engine=running, benchmark=bench, contract=checks, quality=verdict)
     if died is None and rejected is not None:
         trial = Trial(**common, objective_value=None, failed=rejected[:600])
+    elif hung is not None:
+        _log().warning("%s: %s", spec.trial_id, hung)
+        trial = Trial(**common, objective_value=None, failed=hung)
     elif died is not None:
         d = diagnose_file(running.log_path, str(config.engine))
         last = process.tail(Path(running.log_path), 3).replace("\n", " | ")

@@ -36,7 +36,7 @@ def required_for(routes: list[str], features: list[str]) -> tuple[str, ...]:
     return tuple(dict.fromkeys(out))
 
 
-def _require_openai_server(endpoint: Endpoint, headers: dict[str, str],
+def require_openai_server(endpoint: Endpoint, headers: dict[str, str],
                            timeout_s: float) -> None:
     """One paragraph, before any probe, for a URL that is no OpenAI-compatible server at all
     (a web page, another API): every probe would only fail the same way. A 401 is not this:
@@ -82,7 +82,7 @@ def verify_endpoint(endpoint: Endpoint, *, required: tuple[str, ...] = (),
     must = set(required) | set(openai_chat.BASE_REQUIRED)
     if evidence_dir is not None:  # checked before any probe: a bad folder must not cost a run
         _writable(evidence_dir)
-    _require_openai_server(endpoint, c.headers, timeout_s)
+    require_openai_server(endpoint, c.headers, timeout_s)
     checks = []
     for feature in features:
         route, streamed, probe = PROBES[feature]

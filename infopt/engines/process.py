@@ -217,6 +217,21 @@ def exit_status(pid: int) -> int | None:
     return None if proc is None else proc.poll()
 
 
+_STATES = {"R": "running", "S": "sleeping (waiting on something)", "D": "in uninterruptible I/O",
+           "T": "stopped (SIGSTOP or a debugger)", "t": "stopped by a debugger",
+           "Z": "a zombie (exited)"}
+
+
+def run_state(pid: int) -> str:
+    """The engine process's scheduler state, in words (/proc/<pid>/stat field 3)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return "gone"
+    code = stat[stat.rindex(")") + 2:].split()[0]
+    return _STATES.get(code, f"in state {code}")
+
+
 def live_pids() -> list[int]:
     with _LOCK:
         return list(_LIVE)

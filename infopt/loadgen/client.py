@@ -91,6 +91,16 @@ class _Stream:
         self.rec.streamed_tokens = self.cum
 
 
+def unsent_record(job: RequestJob, why: str) -> RequestRecord:
+    """The record of a request the phase did not send (an earlier one found the engine
+    hung): every planned request still yields exactly one record."""
+    return RequestRecord(request_id=job.request_id, concurrency=job.concurrency, ok=False,
+                         output_tokens_requested=job.output_tokens, route=job.route.value,
+                         stream=job.stream, prompt_tokens_requested=job.prompt_tokens_requested,
+                         prompt_tokens_cache_allowed=job.prompt_tokens_cache_allowed,
+                         error=f"NotSent: {why}"[:200])
+
+
 async def send_request(client: httpx.AsyncClient, base_url: str, model: str, job: RequestJob,
                        phase_start: float) -> RequestRecord:
     driver = DRIVERS[job.route]

@@ -30,17 +30,25 @@ def concurrency_of(spec: TrafficSpec) -> int:
     return getattr(spec.arrival, "concurrency", None) or spec.peak_active_generations
 
 
+# How long a request may get nothing from the engine before the engine counts as hung: long,
+# since a long prompt's prefill on a busy CPU legitimately sends nothing for minutes.
+STALL_TIMEOUT_S = 600.0
+
+
 def measure(endpoint: Endpoint, spec: TrafficSpec, *, out_dir: Path | None,
             max_input_tokens: int, progress: Callable[[int, int], None] | None = None,
-            counter: Counter | None = None, say: Say | None = None
+            counter: Counter | None = None, say: Say | None = None,
+            stall_timeout_s: float = STALL_TIMEOUT_S
             ) -> tuple[ScenarioResult, list[RequestRecord]]:
     """Measure one (non-sweep) traffic spec against `endpoint`. `out_dir`: where the
-    per-request parquet goes (None: nowhere). `say` gets warnings (a saturated client)."""
+    per-request parquet goes (None: nowhere). `say` gets warnings (a saturated client).
+    `stall_timeout_s`: a request that gets nothing for this long means the engine hung (the
+    phase's later requests are recorded as not sent)."""
     planned = build_schedule(spec, seed=spec.seed, max_input_tokens=max_input_tokens)
     summary = summarize_schedule([r for r in planned if r.phase.value == "measured"])
     conc = concurrency_of(spec)
     phase = run_schedule(endpoint, planned, conc, seed=spec.seed, progress=progress,
-                         counter=counter)
+                         counter=counter, timeout_s=stall_timeout_s)
     records, wall = phase.records, phase.wall_s
     level = with_monitors(summarize_level(records, conc, wall), phase)
     if level.client_saturated and say is not None:
@@ -66,7 +74,8 @@ def measure(endpoint: Endpoint, spec: TrafficSpec, *, out_dir: Path | None,
 
 def measure_workload(endpoint: Endpoint, workload: Workload, *, out_dir: Path | None,
                      max_input_tokens: int, counter: Counter | None = None,
-                     say: Say | None = None) -> tuple[BenchmarkResult, list[RequestRecord]]:
+                     say: Say | None = None, stall_timeout_s: float = STALL_TIMEOUT_S
+                     ) -> tuple[BenchmarkResult, list[RequestRecord]]:
     """Every scenario of the workload, in order, with its cool-down between them."""
     talk = say or (lambda _msg: None)
     results, all_records = [], []
@@ -75,7 +84,7 @@ def measure_workload(endpoint: Endpoint, workload: Workload, *, out_dir: Path | 
         result, records = measure(endpoint, spec, out_dir=out_dir,
                                   max_input_tokens=max_input_tokens,
                                   progress=every_quarter(talk, spec.name), counter=counter,
-                                  say=talk)
+                                  say=talk, stall_timeout_s=stall_timeout_s)
         results.append(result)
         all_records.extend(records)
         if spec.cooldown_s and i + 1 < len(specs):

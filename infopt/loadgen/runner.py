@@ -27,7 +27,8 @@ import httpx
 
 from infopt.specs.endpoint import Endpoint
 from infopt.loadgen.capacity import ensure_open_files, pool_shards
-from infopt.loadgen.client import RequestJob, send_request
+from infopt.analysis.records import ErrorKind, classify_error
+from infopt.loadgen.client import RequestJob, send_request, unsent_record
 from infopt.loadgen.monitor import (
     ClientHealth,
     EngineUsage,
@@ -135,9 +136,19 @@ async def drive(base_url: str, model: str, jobs: list[RequestJob], concurrency: 
             httpx.AsyncClient(timeout=timeout, limits=limits, verify=tls))
             for _ in range(shards)]
         start = time.perf_counter()
+        # Set by the first request that got nothing for `timeout_s`: the engine hung, and
+        # every later request would wait as long, so the rest are recorded as not sent.
+        stalled: list[str] = []
 
         async def one(client: httpx.AsyncClient, job: RequestJob) -> None:
-            records.append(await send_request(client, base_url, model, job, start))
+            if stalled:
+                rec = unsent_record(job, stalled[0])
+            else:
+                rec = await send_request(client, base_url, model, job, start)
+                if not rec.ok and classify_error(rec.error) is ErrorKind.TIMEOUT:
+                    stalled.append(f"request {rec.request_id} got nothing from the engine "
+                                   f"for {timeout_s:.0f} s")
+            records.append(rec)
             if on_done:
                 on_done(len(records), len(jobs))
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import httpx
 
-from infopt.contract.verify import _require_openai_server as require_openai_server
+from infopt.contract.verify import require_openai_server
 from infopt.loadgen.measure import measure
 from infopt.specs.endpoint import Endpoint
 from infopt.loadgen.tokens import Counter, hf_counter, prompt_counter
@@ -18,6 +18,7 @@ from infopt.specs.base import InputError
 from infopt.specs.results import BenchResult, ScenarioResult
 from infopt.specs.traffic import TrafficSpec, expand_sweep
 from infopt.specs.traffic_file import load_traffic
+from infopt.specs.workload import check_fits_context
 
 # GET /v1/models before measuring: generous, as a server busy loading or serving may be slow.
 PROBE_TIMEOUT_S = 30.0
@@ -27,6 +28,9 @@ def run_workload_file(endpoint: Endpoint, workload_path: str, *, out_dir: str | 
                       max_input_tokens: int, progress: Callable[[int, int], None] | None = None,
                       tokenizer: str | None = None) -> BenchResult:
     spec = load_traffic(workload_path)
+    # The load generator clips a prompt to max_input_tokens; a workload that asks for longer
+    # ones would be measured as another workload without a word.
+    check_fits_context(spec, max_input_tokens=max_input_tokens, what=workload_path)
     out = Path(out_dir).expanduser() if out_dir else None
     if tokenizer is not None and hf_counter(tokenizer) is None:
         raise InputError(f"--tokenizer {tokenizer}: no tokenizer.json there; give the file "

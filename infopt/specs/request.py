@@ -82,6 +82,11 @@ class Budgets(Spec):
     # the configuration: it is started afresh (each attempt kept as evidence) this many times.
     retries: int = Field(2, ge=0, le=10, description="fresh starts after an engine is killed "
                                                      "mid-trial")
+    # A hung engine (deadlocked, stopped) would hold every request for the client's timeout:
+    # the first request that gets nothing for this long fails the trial, and the engine is
+    # ended. Long by default, since a long prefill on a busy CPU sends nothing for minutes.
+    stall_timeout_s: float = Field(600.0, ge=1, le=3600, description="a request that gets "
+                                   "nothing from the engine this long: the engine hung, s")
 
 
 class ApiRequirements(Spec):

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -27,7 +28,7 @@ workload: {{name: durability, input_lengths: {{kind: fixed, tokens: 32}},
 objective: throughput
 scenarios: []
 quality_task_items: 0
-budgets: {{repeats: {repeats}}}
+budgets: {{repeats: {repeats}{budgets}}}
 dimensions: [scheduling]  # one active user: one slot already serves it, nothing to climb
 engines: [llamacpp]  # the bundled model's HF copy would bring vLLM as comparator
 github_search: false
@@ -40,9 +41,10 @@ def _env(prefect_server: dict[str, str]) -> dict[str, str]:
     return {**prefect_server, "PREFECT_LOGGING_LEVEL": "WARNING"}
 
 
-def _target(tmp_path: Path, out: int = 8, requests: int = 2, repeats: int = 2) -> Path:
+def _target(tmp_path: Path, out: int = 8, requests: int = 2, repeats: int = 2,
+            budgets: str = "") -> Path:
     p = tmp_path / "target.yaml"
-    p.write_text(TARGET.format(out=out, requests=requests, repeats=repeats))
+    p.write_text(TARGET.format(out=out, requests=requests, repeats=repeats, budgets=budgets))
     return p
 
 
@@ -301,3 +303,44 @@ def test_the_prefect_api_restarting_mid_run_loses_nothing(llama_server, tmp_path
               f"stderr: {(tmp_path / 'stderr.txt').read_text()[-600:]}")
     finally:
         prefectserver.stop(server)
+
+
+def test_a_hung_engine_fails_its_trial_with_the_reason_and_is_ended(llama_server,
+                                                                    prefect_server, tmp_path):
+    """SIGSTOP the control's engine while it measures: the request in flight gets nothing for
+    budgets.stall_timeout_s, the rest of the phase is not sent, the trial fails saying so, the
+    engine is ended, and the run goes on to the baseline."""
+    runs, env = tmp_path / "runs", {**_env(prefect_server), "PREFECT_LOGGING_LEVEL": "INFO"}
+    err_path = tmp_path / "stderr.txt"
+    with err_path.open("w") as errf:
+        proc = subprocess.Popen([INFOPT, "optimize", "--target",
+                                 str(_target(tmp_path, out=64, requests=8, repeats=1,
+                                             budgets=", stall_timeout_s: 5")),
+                                 "--runs-dir", str(runs)], env=env,
+                                stdout=subprocess.DEVNULL, stderr=errf)
+        try:
+            # A quarter of the control's measured requests done: it is mid-measurement.
+            _wait(lambda: re.search(r"t00-control-r1-\w+: durability: 2/8 requests done",
+                                    err_path.read_text(errors="replace")), 300,
+                  "the control's measurement")
+            pgid = _wait(lambda: next(iter(_engines_of(proc.pid)), None), 30, "its engine")
+            os.killpg(pgid, signal.SIGSTOP)
+            proc.wait(timeout=600)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+    assert proc.returncode == 0, err_path.read_text()[-2000:]
+    assert not _alive(pgid)  # ended, not left stopped
+    run_dir = _run_dir(runs)
+    trials = json.loads((run_dir / "report.json").read_text())["trials"]
+    control, baseline = trials
+    assert control["objective_value"] is None and control["killed_by_signal"] is None
+    assert "the engine stopped answering" in control["failed"]
+    assert "stopped (SIGSTOP or a debugger)" in control["failed"]
+    assert "got nothing for 5 s (budgets.stall_timeout_s)" in control["failed"]
+    records = [json.loads(line) for line in
+               (run_dir / "trials" / control["key"] / "requests.jsonl").read_text().splitlines()]
+    assert len(records) == 8  # every planned request has its record: none lost
+    errors = [r["error"] or "" for r in records if not r["ok"]]
+    assert any("Timeout" in e for e in errors) and any(e.startswith("NotSent") for e in errors)
+    assert baseline["objective_value"] is not None  # the run went on

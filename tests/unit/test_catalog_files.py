@@ -335,9 +335,6 @@ def test_a_workload_longer_than_the_context_is_refused_with_its_lengths(tmp_path
         check_fits_context(chat, context_tokens=6000)
 
 
-@pytest.mark.xfail(strict=True, reason="infopt.loadgen.standalone.run_workload_file must call "
-                   "infopt.specs.workload.check_fits_context(spec, max_input_tokens=...) after "
-                   "load_traffic; infopt/loadgen is another engineer's (issue 17)")
 def test_bench_refuses_prompts_it_would_clip(env):
     files = {"w.yaml": W.replace("tokens: 8}\nout", "tokens: 9000}\nout")}
     _assert_refused(_run(env, files, BENCH), env,
