@@ -50,6 +50,10 @@ def measure(endpoint: Endpoint, spec: TrafficSpec, *, out_dir: Path | None,
     phase = run_schedule(endpoint, planned, conc, seed=spec.seed, progress=progress,
                          counter=counter, timeout_s=stall_timeout_s)
     records, wall = phase.records, phase.wall_s
+    if summary.clipped_inputs and say is not None:
+        say(f"{spec.name}: WARNING {summary.clipped_inputs} measured prompt(s) drawn longer "
+            f"than {max_input_tokens:,} tokens were cut to it; cap the length distribution "
+            "(max_tokens) to measure exactly the workload asked for")
     level = with_monitors(summarize_level(records, conc, wall), phase)
     if level.client_saturated and say is not None:
         busy = phase.client.cpu_share
@@ -66,6 +70,7 @@ def measure(endpoint: Endpoint, spec: TrafficSpec, *, out_dir: Path | None,
     return ScenarioResult(
         name=spec.name, arrival=spec.arrival.kind, level=level,
         input_tokens_mean=summary.input_tokens_mean, output_tokens_mean=summary.output_tokens_mean,
+        clipped_inputs=summary.clipped_inputs,
         slos=slos, goodput_requests_per_s=good,
         slo_violated=not all(s.met for s in slos) if slos else None,
         validation_passed=check.success, validation_failures=check.failed,

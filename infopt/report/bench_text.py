@@ -23,6 +23,8 @@ def render_bench(r: BenchResult) -> str:
             flags.append(f"{lv.lengths_not_reached} short")
         if lv.prompt_lengths_off:
             flags.append(f"{lv.prompt_lengths_off} prompts off length")
+        if s.clipped_inputs:
+            flags.append(f"{s.clipped_inputs} prompts cut to --max-input-tokens")
         if lv.chunk_counts_assumed:
             flags.append(f"{lv.chunk_counts_assumed} chunk counts assumed")
         if lv.client_saturated:

@@ -159,6 +159,9 @@ class ScenarioResult(Spec):
     arrival: str
     input_tokens_mean: float | None = None  # scheduled prompt tokens (mean)
     output_tokens_mean: float | None = None
+    # Measured requests whose drawn prompt was longer than max_input_tokens and was cut to
+    # it (an uncapped log-normal's tail; a longer fixed or capped length is refused upfront).
+    clipped_inputs: int = 0
     level: LevelResult
     slos: list[SloResult] = Field(default_factory=list)
     goodput_requests_per_s: float | None  # None: the traffic states no SLOs
