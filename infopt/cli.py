@@ -14,7 +14,7 @@ import typer
 from pydantic import BaseModel
 from typer.core import TyperGroup
 
-from infopt.specs.base import InfoptError, InputError
+from infopt.specs.base import InfoptError, InputError, http_url
 from infopt.specs.request import MAX_SEQUENCE_TOKENS, Budgets, OptimizeRequest
 from infopt.specs.traffic import TrafficSpec
 
@@ -590,6 +590,11 @@ def diagnose(
             raise InputError(f"--engine {engine!r} is not an engine infopt knows; choose one of "
                              f"{known}, or leave it out to diagnose the log by its content "
                              "alone")
+        if github_url is not None:
+            try:
+                http_url(github_url)
+            except ValueError as exc:
+                raise InputError(f"--github-url: {exc}") from None
         token = github_token()
         if credentials_block:  # a missing block is one paragraph (InputError), not a trace
             _prefect_env(None)

@@ -23,6 +23,7 @@ from pydantic import Field
 
 from infopt.specs.base import InputError, Spec
 from infopt.specs.traffic import (
+    MAX_LENGTH_TOKENS,
     MAX_SCHEDULED_REQUESTS,
     BurstArrival,
     ConstantArrival,
@@ -219,9 +220,9 @@ def sample_lengths(dist: FixedLengths | UniformLengths | LognormalLengths | Trac
         return rng.integers(dist.min_tokens, dist.max_tokens + 1, size=n, dtype=np.int64)
     if isinstance(dist, LognormalLengths):
         x = np.maximum(np.rint(rng.lognormal(dist.mu, dist.sigma, size=n)), 1)
-        if dist.max_tokens is not None:
-            x = np.minimum(x, dist.max_tokens)
-        return x.astype(np.int64)
+        # Uncapped, an extreme p95/p50 ratio draws past int64; no request is that long.
+        cap = dist.max_tokens if dist.max_tokens is not None else MAX_LENGTH_TOKENS
+        return np.minimum(x, cap).astype(np.int64)
     col = np.asarray([r[0] for r in read_length_trace(dist.path, (column,))], dtype=np.int64)
     return col[_trace_rows(len(col), n, dist.order, rng)]
 

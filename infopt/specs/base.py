@@ -6,7 +6,10 @@ seconds and bytes, converted only in `infopt.report`.
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict
+from typing import Annotated
+from urllib.parse import urlsplit
+
+from pydantic import AfterValidator, BaseModel, ConfigDict
 
 
 class Spec(BaseModel):
@@ -37,3 +40,16 @@ class EngineStartError(InfoptError):
     def __init__(self, message: str, log_path: str | None = None):
         super().__init__(message)
         self.log_path = log_path
+
+
+def http_url(value: str) -> str:
+    parts = urlsplit(value)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError(f"{value!r} is not an http(s) URL with a host (for example "
+                         "https://pypi.org/pypi)")
+    return value
+
+
+# A base URL infopt will send requests to (a package index, a hub mirror, a GitHub API):
+# refused where it is read, not as a connection error later.
+HttpUrlText = Annotated[str, AfterValidator(http_url)]

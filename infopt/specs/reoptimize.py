@@ -8,7 +8,7 @@ from typing import Literal
 from pydantic import Field, model_validator
 
 from .approval import GateAnswer
-from .base import Spec
+from .base import HttpUrlText, Spec
 from .results import Trial
 
 RegressionVerdict = Literal["regression", "improvement", "no change"]
@@ -36,7 +36,7 @@ class ReoptimizeRequest(Spec):
     cluster_target: str | None = Field(
         None, description="a ClusterTarget block's name: its namespace, GPU node selector and "
         "tolerations go to each fanned-out trial's job (the Kubernetes GPU pool)")
-    index_url: str = Field("https://pypi.org/pypi", description="package index JSON API base "
+    index_url: HttpUrlText = Field("https://pypi.org/pypi", description="package index JSON API base "
                            "(PEP 691 servers and PyPI mirrors answer GET <base>/<pkg>/json)")
     repeats: int = Field(2, ge=2, le=20, description="fresh starts per configuration per round")
     # A regression must be at least this much worse, with the confidence below, to be

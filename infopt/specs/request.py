@@ -12,7 +12,7 @@ from pydantic import Field, ValidationError, model_validator
 
 from .approval import ExposeRequest
 from .ladder import Dimension
-from .base import Spec
+from .base import HttpUrlText, Spec
 from .serving import EngineName, KnobValue
 from .traffic import RouteName, TrafficSpec
 from .workload import Objective, Workload, default_objective, interactive_traffic
@@ -30,7 +30,7 @@ class ModelTarget(Spec):
     # download: a download needs an approval), revision-pinned.
     hub_id: str | None = Field(None, pattern=r"^[\w.-]+/[\w.-]+$")
     revision: str | None = None
-    hub_endpoint: str | None = None  # a hub mirror; default $HF_ENDPOINT or huggingface.co
+    hub_endpoint: HttpUrlText | None = None  # a hub mirror; default $HF_ENDPOINT or huggingface.co
     # Files of hub_id (at revision) to download and serve, as glob patterns such as
     # ["*Q8_0.gguf"]: behind the download gate, instead of a local `path`.
     download: list[str] = Field(default_factory=list, max_length=64)
@@ -171,7 +171,7 @@ class OptimizeRequest(Spec):
     # Issue-first troubleshooting asks GitHub when online: the search terms of a failed
     # start's root error line (not the log) go to github_url; false keeps them here.
     github_search: bool = True
-    github_url: str | None = None  # a GitHub API mirror (tests: a local server)
+    github_url: HttpUrlText | None = None  # a GitHub API mirror (tests: a local server)
     github_token_to_url: bool = Field(
         False, description="send the GitHub token to github_url too (a GitHub Enterprise host "
         "you trust); otherwise it goes to https://api.github.com only")

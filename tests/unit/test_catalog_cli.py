@@ -188,6 +188,12 @@ CASES: dict[str, tuple[list[str], list[str]]] = {
     "reoptimize--confirm-rounds=BIG": (["reoptimize", "--confirm-rounds", BIG],
                                        [r"--confirm-rounds: Input should be less than or equal "
                                         r"to 5"]),
+    "reoptimize--index-url-not-a-url": (["reoptimize", "--index-url", "notaurl"],
+                                        [r"--index-url: .*'notaurl' is not an http\(s\) URL"]),
+    "diagnose--github-url-not-a-url": (["diagnose", "{d}/engine.log", "--github-url",
+                                        "api.github.com"],
+                                       [r"--github-url: 'api\.github\.com' is not an http\(s\) "
+                                        r"URL"]),
     "reoptimize--executable-missing": (["reoptimize", "--executable", "{d}/nope"],
                                        [r"--executable \S*nope: not an executable file"]),
     # --- runs, files and servers that are not there -------------------------------------------

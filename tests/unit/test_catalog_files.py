@@ -113,6 +113,11 @@ CASES = {
                                  [r"w\.yaml: .*refers to itself"]),
     "target-deep-nesting": ({"t.yaml": "[" * 5000 + "]" * 5000}, TARGET,
                             [r"t\.yaml: .*nested.*deep"]),
+    "target-github-url-not-http": ({"t.yaml": "github_url: ftp://x\n"}, TARGET,
+                                   [r"github_url: 'ftp://x' is not an http\(s\) URL"]),
+    "target-hub-endpoint-no-scheme": ({"t.yaml": "model: {hub_endpoint: 'localhost:80'}\n"},
+                                      TARGET, [r"model\.hub_endpoint: 'localhost:80' is not an "
+                                               r"http\(s\) URL"]),
     "target-duplicate-top": ({"t.yaml": "name: a\nseed: 1\nname: b\n"}, TARGET,
                              [r"t\.yaml: invalid YAML at line 3", r"duplicate key 'name' "
                               r"\(first at line 1\)"]),

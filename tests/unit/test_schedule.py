@@ -250,3 +250,16 @@ def test_standard_scenarios_build_without_clipping_full_context(native):
         if spec.name == "full-context":
             assert summarize_schedule(reqs).clipped_inputs == 0
             assert {r.input_tokens for r in reqs} == {native - 256}
+
+
+def test_an_uncapped_lognormal_with_an_extreme_tail_stays_a_token_count():
+    """p95/p50 of 10^7 draws values past int64 without a cap; they stop at the longest
+    length a workload may ask for."""
+    import numpy as np
+
+    from infopt.loadgen.schedule import sample_lengths
+    from infopt.specs.traffic import MAX_LENGTH_TOKENS, LognormalLengths
+
+    d = LognormalLengths(kind="lognormal", p50_tokens=1, p95_tokens=MAX_LENGTH_TOKENS)
+    x = sample_lengths(d, 100_000, np.random.default_rng(0))
+    assert x.dtype == np.int64 and x.min() >= 1 and x.max() == MAX_LENGTH_TOKENS
