@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import re
-import time
 import tracemalloc
 from pathlib import Path
 
@@ -278,16 +277,15 @@ def test_a_bad_input_file_is_one_paragraph_and_exit_2(case, env):
     _assert_refused(_run(env, files, argv), env, patterns)
 
 
-def test_the_alias_bomb_is_refused_quickly_and_small(env):
+@pytest.mark.timeout(120)  # expanded, it would not end: a hang fails here, not a clock
+def test_the_alias_bomb_is_refused_without_expanding_it(env):
     """10^12 leaves if expanded: refused from the composed graph, before any walk of it."""
     tracemalloc.start()
-    t0 = time.perf_counter()
     result = _run(env, {"t.yaml": _bomb(12)}, TARGET)
-    elapsed_s = time.perf_counter() - t0
     peak_bytes = tracemalloc.get_traced_memory()[1]
     tracemalloc.stop()
     _assert_refused(result, env, [r"aliases"])
-    assert elapsed_s < 5 and peak_bytes < 64 << 20, (elapsed_s, peak_bytes)
+    assert peak_bytes < 64 << 20, peak_bytes
 
 
 def test_anchors_that_expand_small_still_load(env):
