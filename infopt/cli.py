@@ -727,9 +727,10 @@ def _writable_file(path: str | None, option: str):
     if path is None:
         return None
     p = Path(path).expanduser()
-    if not p.parent.is_dir() or not os.access(p.parent, os.W_OK):
+    if not p.parent.is_dir():
         raise InfoptError(f"{option} {path}: cannot write there (the folder {p.parent} is "
                           "missing or not writable); give a path in a writable folder")
+    _writable_dir(p.parent, option)  # tried, not os.access: that says yes to root everywhere
     return p
 
 

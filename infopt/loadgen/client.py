@@ -91,14 +91,20 @@ class _Stream:
         self.rec.streamed_tokens = self.cum
 
 
-def unsent_record(job: RequestJob, why: str) -> RequestRecord:
-    """The record of a request the phase did not send (an earlier one found the engine
-    hung): every planned request still yields exactly one record."""
+def _record(job: RequestJob) -> RequestRecord:
+    """A failed record of `job`, before anything is measured."""
     return RequestRecord(request_id=job.request_id, concurrency=job.concurrency, ok=False,
                          output_tokens_requested=job.output_tokens, route=job.route.value,
                          stream=job.stream, prompt_tokens_requested=job.prompt_tokens_requested,
-                         prompt_tokens_cache_allowed=job.prompt_tokens_cache_allowed,
-                         error=f"NotSent: {why}"[:200])
+                         prompt_tokens_cache_allowed=job.prompt_tokens_cache_allowed)
+
+
+def unsent_record(job: RequestJob, why: str) -> RequestRecord:
+    """The record of a request the phase did not send (an earlier one found the engine
+    hung): every planned request still yields exactly one record."""
+    rec = _record(job)
+    rec.error = f"NotSent: {why}"[:200]
+    return rec
 
 
 async def send_request(client: httpx.AsyncClient, base_url: str, model: str, job: RequestJob,
@@ -107,10 +113,7 @@ async def send_request(client: httpx.AsyncClient, base_url: str, model: str, job
     body = request_body(driver, model, job.prompt, job.forced, job.stream,
                         job.counting.request_fields if job.counting else {})
     url = f"{base_url.rstrip('/')}{driver.path}"
-    rec = RequestRecord(request_id=job.request_id, concurrency=job.concurrency, ok=False,
-                        output_tokens_requested=job.output_tokens, route=job.route.value,
-                        stream=job.stream, prompt_tokens_requested=job.prompt_tokens_requested,
-                        prompt_tokens_cache_allowed=job.prompt_tokens_cache_allowed)
+    rec = _record(job)
     headers = {"Connection": "close"} if job.close_connection and job.stream else {}
     t0 = time.perf_counter()
     rec.start_offset_s = t0 - phase_start
