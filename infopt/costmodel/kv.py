@@ -58,14 +58,18 @@ def kv_bytes_per_token_per_gpu(m: ModelInspection, kv_dtype: str, tp: int = 1,
 def state_bytes_per_sequence_per_gpu(m: ModelInspection, kv_dtype: str, context_tokens: int,
                                      tp: int = 1, pp: int = 1) -> float:
     """Per-sequence bytes that do not scale with context: sliding-window layers (capped at the
-    window) and recurrent state. Recurrent state stays 16-bit (KV quantization does not apply;
-    an engine that keeps Mamba state in fp32, as Nemotron-H asks, doubles it)."""
+    window) and recurrent state. Recurrent state is costed at the dtypes the config asks for it
+    (an fp32 SSM state where Nemotron-H or Qwen3.5 say so; vLLM copies that setting into its
+    cache config); KV quantization does not apply to it."""
     kv = m.kv_cache
     per_elem = kv_element_bytes(kv_dtype) / 2.0
     window = min(context_tokens, kv.sliding_window_tokens or context_tokens)
     sliding = (kv.sliding_bytes_per_token_16bit * per_elem * window * _tp_head_share(m, tp)
                * _pp_layer_share(kv.sliding_attention_layers, pp))
-    recurrent = kv.recurrent_state_bytes_per_sequence_16bit / tp * _pp_layer_share(
+    state = kv.recurrent_state_bytes_per_sequence
+    if state is None:
+        state = kv.recurrent_state_bytes_per_sequence_16bit
+    recurrent = state / tp * _pp_layer_share(
         kv.recurrent_layers, pp)
     return sliding + recurrent
 

@@ -67,8 +67,8 @@ def decode_row(m: ModelInspection, path: WeightPath, kv_dtype: str, batch: int, 
                pp: int = 1, ep: bool = False) -> CeilingRow | None:
     """One decode ceiling row (per TP rank of one pipeline stage); None when the envelope's
     rates are unavailable."""
-    bw, rate = _rates(dev, envelope, path.math)
-    if bw is None or rate is None:
+    bw, rates = _rates_by_math(m, path, dev, envelope)
+    if bw is None or rates is None:
         return None
     micro = max(1, -(-batch // pp))  # the sequences one stage steps at a time
     w = decode_weight_traffic_bytes(m, path, micro, exact_weights_bytes) / (tp * pp)
@@ -76,16 +76,18 @@ def decode_row(m: ModelInspection, path: WeightPath, kv_dtype: str, batch: int, 
     state = state_bytes_per_sequence_per_gpu(m, kv_dtype, context, tp, pp)
     kv = micro * (context * kv_bpt + state) + micro * kv_bpt * tokens_per_step
     full = m.kv_cache.full_attention_layers
-    flops = (2 * executed_linear_params(m) * micro * tokens_per_step
-             + 4 * full * context * m.attention.num_query_heads * _attention_dim(m) * micro
-             * tokens_per_step) / (tp * pp)
+    flops = {math: 2 * n * micro * tokens_per_step / (tp * pp) for math, (n, _) in rates.items()}
+    flops[path.math] += (4 * full * context * m.attention.num_query_heads * _attention_dim(m)
+                         * micro * tokens_per_step) / (tp * pp)
     comm = _decode_comm(m, micro, tp, pp, ep)
-    t_mem, t_comp, t_comm, t_step, bound = step_floor(w + kv, flops, comm, bw, rate,
-                                                      dev.interconnect_bytes_per_s)
+    t_mem, t_comp, t_comm, t_step, bound = step_floor(
+        w + kv, sum(flops.values()), comm, bw, _blended_rate(flops, rates),
+        dev.interconnect_bytes_per_s)
     emitted = micro * tokens_per_step
     return CeilingRow(phase="decode", envelope=envelope, weight_path=path.label,
                       kv_dtype=kv_dtype, batch=batch, context_tokens=context,
-                      bytes_per_step=w + kv, flops_per_step=flops, comm_bytes_per_step=comm,
+                      bytes_per_step=w + kv, flops_per_step=sum(flops.values()),
+                      comm_bytes_per_step=comm,
                       t_memory_s=t_mem, t_compute_s=t_comp, t_comm_s=t_comm, t_step_s=t_step,
                       bound=bound, tokens_per_step=emitted, tokens_per_s=emitted / t_step)
 
@@ -106,24 +108,50 @@ def _decode_comm(m: ModelInspection, micro: int, tp: int, pp: int, ep: bool) -> 
 def prefill_row(m: ModelInspection, path: WeightPath, kv_dtype: str, prompt_tokens: int,
                 dev: DeviceBudget, envelope: Envelope, tp: int = 1,
                 exact_weights_bytes: int | None = None) -> CeilingRow | None:
-    bw, rate = _rates(dev, envelope, path.math)
-    if bw is None or rate is None:
+    bw, rates = _rates_by_math(m, path, dev, envelope)
+    if bw is None or rates is None:
         return None
     # Every expert is likely touched by a long prompt: read all weights once.
     w = decode_weight_traffic_bytes(m, path, max(prompt_tokens, 1), exact_weights_bytes) / tp
     kv_w = prompt_tokens * kv_bytes_per_token_per_gpu(m, kv_dtype, tp)
     full = m.kv_cache.full_attention_layers
     t = prompt_tokens
-    flops = (2 * executed_linear_params(m) * t
-             + 2 * full * t * t * m.attention.num_query_heads * _attention_dim(m)) / tp
+    flops = {math: 2 * n * t / tp for math, (n, _) in rates.items()}
+    flops[path.math] += 2 * full * t * t * m.attention.num_query_heads * _attention_dim(m) / tp
     comm = (2 * m.num_layers * t * m.hidden_size * 2 * 2 * (tp - 1) / tp) if tp > 1 else 0.0
-    t_mem, t_comp, t_comm, t_step, bound = step_floor(w + kv_w, flops, comm, bw, rate,
-                                                      dev.interconnect_bytes_per_s)
+    t_mem, t_comp, t_comm, t_step, bound = step_floor(
+        w + kv_w, sum(flops.values()), comm, bw, _blended_rate(flops, rates),
+        dev.interconnect_bytes_per_s)
     return CeilingRow(phase="prefill", envelope=envelope, weight_path=path.label,
                       kv_dtype=kv_dtype, batch=1, context_tokens=t, bytes_per_step=w + kv_w,
-                      flops_per_step=flops, comm_bytes_per_step=comm, t_memory_s=t_mem,
+                      flops_per_step=sum(flops.values()), comm_bytes_per_step=comm, t_memory_s=t_mem,
                       t_compute_s=t_comp, t_comm_s=t_comm, t_step_s=t_step, bound=bound,
                       tokens_per_step=t, tokens_per_s=t / t_step)
+
+
+def _rates_by_math(m: ModelInspection, path: WeightPath, dev: DeviceBudget, envelope: Envelope
+                   ) -> tuple[float | None, dict[str, tuple[int, float]] | None]:
+    """(bandwidth, {math: (linear params one token runs at that math, FLOP/s)}); None where a
+    rate is unknown. Unconverted modules and a 16-bit head run at bf16 (weights.py)."""
+    bw = None
+    out: dict[str, tuple[int, float]] = {}
+    for math, params in executed_linear_params(m, path).items():
+        bw, rate = _rates(dev, envelope, math)
+        if bw is None or rate is None:
+            return None, None
+        out[math] = (params, rate)
+    if path.math not in out:
+        bw, rate = _rates(dev, envelope, path.math)
+        if rate is None:
+            return None, None
+        out[path.math] = (0, rate)
+    return bw, out
+
+
+def _blended_rate(flops: dict[str, float], rates: dict[str, tuple[int, float]]) -> float:
+    """The one rate that gives sum(flops_i / rate_i) as total_flops / rate."""
+    seconds = sum(f / rates[math][1] for math, f in flops.items())
+    return sum(flops.values()) / seconds if seconds else 1.0
 
 
 def _rates(dev: DeviceBudget, envelope: Envelope, math: str) -> tuple[float | None, float | None]:

@@ -25,7 +25,21 @@ def _int4_bits(group_size: int | None, zero_point: bool) -> float:
 
 def path_from_quantization(q: QuantizationInfo | None, compute_capability: str | None
                            ) -> WeightPath:
-    """The weight path a checkpoint's own quantization implies on a device.
+    """The weight path a checkpoint's own quantization implies on a device; the modules its
+    config left unconverted stay at 16 bits on it (`honours_not_converted`)."""
+    path = _scheme_path(q, compute_capability)
+    kept = q.params_not_converted if q is not None else None
+    if kept is None or path is BF16:
+        return path
+    n = sum(getattr(kept, f) for f in _LINEAR)
+    return path.model_copy(update={
+        "honours_not_converted": True,
+        "source": path.source + (f"; {n / 1e9:.2f}B linear params left unconverted (16-bit)"
+                                 if n else "")})
+
+
+def _scheme_path(q: QuantizationInfo | None, compute_capability: str | None) -> WeightPath:
+    """The path of the checkpoint's quantization scheme on a device.
 
     FP8 W8A8 executes FP8 math only on CC >= 8.9 (Ada/Hopper+); below that vLLM runs FP8
     weights through a W8A16 Marlin kernel (16-bit math). NVFP4 W4A4 runs FP4 math only on
@@ -83,12 +97,30 @@ def hypothetical_paths(compute_capability: str | None) -> list[WeightPath]:
     return paths
 
 
-def _quantizable(m: ModelInspection) -> tuple[int, int]:
-    """(linear parameters a weight-quantization scheme converts, parameters it leaves 16-bit)."""
+# Linear components a weight-quantization scheme converts (ParamBreakdown fields).
+_LINEAR = ("attention", "dense_mlp", "routed_experts", "shared_experts", "mamba",
+           "linear_attention")
+_EXECUTED = ("attention", "dense_mlp", "routed_experts_active", "shared_experts", "mamba",
+             "linear_attention")
+KEPT_BITS = 16.0  # a module the quantization left unconverted keeps the checkpoint's bf16/fp16
+
+
+def _kept(m: ModelInspection, path: WeightPath, fields: tuple[str, ...]) -> int:
+    """Parameters of `fields` the checkpoint left at 16 bits, on its own weight path only."""
+    q = m.quantization
+    if not path.honours_not_converted or q is None or q.params_not_converted is None:
+        return 0
+    return sum(getattr(q.params_not_converted, f) for f in fields)
+
+
+def _quantizable(m: ModelInspection, path: WeightPath) -> tuple[int, int, int]:
+    """(linear parameters the scheme converts, linear parameters it left at 16 bits,
+    other parameters: embeddings, head, norms, routers at the path's unquantized bits)."""
     p = m.params
-    linear = p.attention + p.dense_mlp + p.routed_experts + p.shared_experts + p.mamba
+    linear = sum(getattr(p, f) for f in _LINEAR)
+    kept = _kept(m, path, _LINEAR)
     other = p.embedding + p.lm_head + p.norms + p.routers
-    return linear, other
+    return linear - kept, kept, other
 
 
 def weights_bytes(m: ModelInspection, path: WeightPath, exact_bytes: int | None = None) -> int:
@@ -96,8 +128,9 @@ def weights_bytes(m: ModelInspection, path: WeightPath, exact_bytes: int | None 
     (the checkpoint's actual tensor bytes) wins when known: it includes every wider layer."""
     if exact_bytes is not None:
         return exact_bytes
-    linear, other = _quantizable(m)
-    return int(linear * path.bits_per_weight / 8 + other * path.unquantized_bits / 8)
+    converted, kept, other = _quantizable(m, path)
+    return int(converted * path.bits_per_weight / 8 + kept * KEPT_BITS / 8
+               + other * path.unquantized_bits / 8)
 
 
 def expected_experts_touched(num_experts: int, top_k: int, tokens: int) -> float:
@@ -121,19 +154,29 @@ def decode_weight_traffic_bytes(m: ModelInspection, path: WeightPath, batch: int
     read = estimate - emb + (emb if m.tie_word_embeddings else 0.0)
     read += batch * m.hidden_size * path.unquantized_bits / 8  # embedding rows looked up
     if m.moe and p.routed_experts:
-        per_expert = p.routed_experts / m.moe.num_experts * path.bits_per_weight / 8
+        kept = _kept(m, path, ("routed_experts",))
+        per_expert = ((p.routed_experts - kept) * path.bits_per_weight + kept * KEPT_BITS
+                      ) / 8 / m.moe.num_experts
         touched = expected_experts_touched(m.moe.num_experts, m.moe.experts_per_token, batch)
         read -= (m.moe.num_experts - touched) * per_expert
     scale = exact_bytes / estimate if exact_bytes else 1.0
     return read * scale
 
 
-def executed_linear_params(m: ModelInspection) -> int:
+def executed_linear_params(m: ModelInspection, path: WeightPath) -> dict[str, int]:
     """Linear parameters one token multiplies through (MoE: its routed experts only), plus the
-    output head (tied or not): 2 FLOPs each per token."""
+    output head (tied or not), by the math that runs them: 2 FLOPs each per token. Modules the
+    checkpoint left unconverted, and a 16-bit head, multiply at 16-bit rates whatever the
+    path's math (gpt-oss's bf16 attention beside MXFP4 experts)."""
     p = m.params
     head = p.lm_head if p.lm_head else (p.embedding if m.tie_word_embeddings else 0)
-    return p.attention + p.dense_mlp + p.routed_experts_active + p.shared_experts + p.mamba + head
+    kept = _kept(m, path, _EXECUTED)
+    converted = sum(getattr(p, f) for f in _EXECUTED) - kept
+    sixteen = kept + (head if path.unquantized_bits >= KEPT_BITS else 0)
+    by_math = {path.math: converted + (head if path.unquantized_bits < KEPT_BITS else 0)}
+    if sixteen:
+        by_math["bf16"] = by_math.get("bf16", 0) + sixteen
+    return by_math
 
 
 _NAMED = ("bf16", "fp16", "fp8", "int4", "awq", "gptq", "nvfp4", "mxfp4")

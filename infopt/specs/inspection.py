@@ -53,6 +53,23 @@ class QuantMethod(StrEnum):
     OTHER = "other"  # a quant_method this parser does not know: see `format`, verify by hand
 
 
+class ParamBreakdown(Spec):
+    """Logical parameters by component; params_total is the sum of all but `mtp`."""
+
+    embedding: int  # input token embedding table (a lookup: one row read per token)
+    lm_head: int  # 0 when tied to the embedding
+    attention: int  # q/k/v/o (or MLA projections), their biases, q/k norms, sinks
+    dense_mlp: int  # dense-MLP layers
+    routed_experts: int  # all routed experts, all layers
+    routed_experts_active: int  # experts_per_token of them per layer
+    shared_experts: int
+    routers: int  # router weights, biases and score-correction biases
+    mamba: int  # Mamba-2 mixers (in/out projections, conv, dt/A/D, gated norm)
+    linear_attention: int = 0  # Gated DeltaNet mixers (projections, conv, dt/A, gated norm)
+    norms: int  # per-layer and final norms
+    mtp: int  # multi-token-prediction module(s); NOT in params_total (publishers exclude it)
+
+
 class QuantizationInfo(Spec):
     """How the checkpoint's weights (and, where it says so, activations) are encoded on disk.
 
@@ -72,6 +89,11 @@ class QuantizationInfo(Spec):
     scheme: str  # "W4A16", "W8A8", "W4A4": weight/activation bits, the arithmetic path in brief
     kv_cache_quant: str | None = None  # a KV-cache scheme the checkpoint ships scales for (FP8)
     modules_not_converted: list[str] = Field(default_factory=list)  # left in 16-bit
+    # What those names cover, matched against the model's modules (infopt/model/modules.py):
+    # parameters per component kept at 16 bits; set by classify_config, None before.
+    params_not_converted: ParamBreakdown | None = None
+    not_converted_partial: list[str] = Field(default_factory=list)  # named part of a component
+    not_converted_unmatched: list[str] = Field(default_factory=list)  # matched no module
     producer: str | None = None  # e.g. "modelopt 0.33.0"
     source: str  # which file and keys this was read from
 
@@ -112,6 +134,19 @@ class MambaInfo(Spec):
     ssm_cache_dtype: str | None  # as the config asks (Nemotron-H: float32), reported as-is
 
 
+class LinearAttentionInfo(Spec):
+    """Gated DeltaNet mixer shape (Qwen3-Next, Qwen3.5): a fixed per-sequence state."""
+
+    num_key_heads: int
+    num_value_heads: int
+    key_head_dim: int
+    value_head_dim: int
+    conv_kernel: int
+    conv_state_elements_per_layer: int  # (conv_kernel - 1) x (2 x key dim + value dim)
+    recurrent_state_elements_per_layer: int  # value heads x key_head_dim x value_head_dim
+    state_dtype: str | None  # as the config asks for the recurrent state (mamba_ssm_dtype)
+
+
 class KvCacheInfo(Spec):
     """Per-sequence cache at 2 bytes per element, derived from the layer classification.
 
@@ -125,28 +160,15 @@ class KvCacheInfo(Spec):
     sliding_window_tokens: int | None
     recurrent_layers: int  # mamba / linear-attention layers
     recurrent_state_bytes_per_sequence_16bit: int  # fixed per sequence, whatever its length
+    # The same at the dtypes the config asks for the state (an fp32 SSM/recurrent state where
+    # mamba_ssm_cache_dtype / mamba_ssm_dtype says float32); None: as the 16-bit figure.
+    recurrent_state_bytes_per_sequence: int | None = None
 
     def bytes_per_sequence_16bit(self, context_tokens: int) -> int:
         window = self.sliding_window_tokens or context_tokens
         return (self.bytes_per_token_16bit * context_tokens
                 + self.sliding_bytes_per_token_16bit * min(context_tokens, window)
                 + self.recurrent_state_bytes_per_sequence_16bit)
-
-
-class ParamBreakdown(Spec):
-    """Logical parameters by component; params_total is the sum of all but `mtp`."""
-
-    embedding: int  # input token embedding table (a lookup: one row read per token)
-    lm_head: int  # 0 when tied to the embedding
-    attention: int  # q/k/v/o (or MLA projections), their biases, q/k norms, sinks
-    dense_mlp: int  # dense-MLP layers
-    routed_experts: int  # all routed experts, all layers
-    routed_experts_active: int  # experts_per_token of them per layer
-    shared_experts: int
-    routers: int  # router weights, biases and score-correction biases
-    mamba: int  # Mamba-2 mixers (in/out projections, conv, dt/A/D, gated norm)
-    norms: int  # per-layer and final norms
-    mtp: int  # multi-token-prediction module(s); NOT in params_total (publishers exclude it)
 
 
 class ModelInspection(Spec):
@@ -173,6 +195,7 @@ class ModelInspection(Spec):
     sliding_window_tokens: int | None  # only when some layer actually slides
     moe: MoeInfo | None
     mamba: MambaInfo | None
+    linear_attention: LinearAttentionInfo | None = None
     mtp_layers: int  # DeepSeek-V3 num_nextn_predict_layers: usable as a speculative draft
     multimodal_encoders: list[str]  # e.g. ["vision_config"]; their parameters are not counted
     params_total: int
@@ -183,3 +206,11 @@ class ModelInspection(Spec):
     kv_cache: KvCacheInfo
     quantization: QuantizationInfo | None
     notes: list[str]  # how ambiguous keys were read; what a reader must verify
+    # Keys config.json left out, taken from the family's configuration class (defaults.py),
+    # and that class ("transformers 5.24.0 Gemma3TextConfig"); empty when the file said all.
+    defaults_used: dict[str, Any] = Field(default_factory=dict)
+    defaults_source: str | None = None
+    # Layers whose attention or FFN block is replaced by one hidden x hidden Linear or skipped
+    # (DeciLM block_configs): not token mixers / MLPs, so not in layer_kinds / mlp_kinds.
+    linear_replaced_blocks: int = 0
+    skipped_blocks: int = 0

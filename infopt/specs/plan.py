@@ -48,8 +48,11 @@ class WeightPath(Spec):
     label: str  # "BF16", "FP8 W8A8", "AWQ W4A16", "GGUF Q4_1", ...
     bits_per_weight: float  # storage incl. scales/zeros for quantized linear layers
     math: Literal["bf16", "fp16", "fp8", "fp4", "int8", "fp32"]
-    unquantized_bits: float = 16.0  # embeddings, norms, routers, modules_not_converted
+    unquantized_bits: float = 16.0  # embeddings, norms, routers
     source: str
+    # The checkpoint's own path: the modules its quantization config left unconverted stay at
+    # 16 bits and run 16-bit math (ModelInspection.quantization.params_not_converted).
+    honours_not_converted: bool = False
 
 
 class MemoryFit(Spec):
