@@ -66,5 +66,11 @@ bench-vllm: engines
 bench-tuner: engines
 	@$(PY) -m bench.tuner_bench
 
+# Refit the attainable estimate on infopt/costmodel/data/published_results.csv (~10 s) and
+# print its held-out errors; writes infopt/costmodel/data/attainable_fit.json.
+.PHONY: fit-attainable
+fit-attainable: $(STAMP)
+	@$(PY) -m infopt.costmodel.attainable_fit
+
 clean-venv:
 	rm -rf $(VENV)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from infopt.costmodel.attainable import estimate
 from infopt.costmodel.fit import FitRequest, plan_fit
 from infopt.costmodel.roofline import decode_row, prefill_row
 from infopt.costmodel.weights import hypothetical_paths, path_from_quantization
@@ -47,17 +48,17 @@ def ceiling_table(r: FitRequest, batches: list[int], prompt_tokens: int,
         for path in paths:
             exact = r.exact_weights_bytes if path.label == r.weight_path.label else None
             for kv in kvs:
+                pre = prefill_row(r.model, path, kv, prompt_tokens, dev, env, r.tp,
+                                  exact_weights_bytes=exact)
                 for b in batches:
                     row = decode_row(r.model, path, kv, b, r.context_tokens, dev, env, r.tp,
                                      tokens_per_step=tokens_per_step,
                                      exact_weights_bytes=exact)
                     if row:
-                        rows.append(row)
+                        rows.append(_with_estimate(r, row, pre, prompt_tokens))
                         produced = True
-                row = prefill_row(r.model, path, kv, prompt_tokens, dev, env, r.tp,
-                                  exact_weights_bytes=exact)
-                if row:
-                    rows.append(row)
+                if pre:
+                    rows.append(pre)
         if not produced:
             unavailable.append(
                 f"{env.value}: no {'vendor peak' if env is Envelope.THEORETICAL else 'measured'}"
@@ -72,10 +73,26 @@ def ceiling_table(r: FitRequest, batches: list[int], prompt_tokens: int,
         "where the device executes them",
         "TP all-reduce not overlapped with compute; launch, scheduler and HTTP overheads "
         "ignored: these are upper bounds, not predictions",
+        "attainable estimates (GPU decode rows): the same terms plus per-layer, per-sequence "
+        "and per-all-reduce fixed costs and achieved bandwidth/compute fractions, fitted per "
+        "engine and GPU family on published measured results (infopt/costmodel/data/"
+        "published_results.csv, each with its source); each says its held-out error",
         f"prefill: one prompt of {prompt_tokens} tokens, causal attention",
         f"decode advances {tokens_per_step:g} verified token(s) per sequence per step"
         + (" (speculative decoding: verification work scales with it; the draft model's own "
            "cost is not included)" if tokens_per_step != 1 else "")])
+
+
+def _with_estimate(r: FitRequest, row: CeilingRow, pre: CeilingRow | None,
+                   prompt_tokens: int) -> CeilingRow:
+    """A theoretical GPU decode row with its attainable estimate: a closed loop admitting one
+    prompt of `prompt_tokens` per (context - prompt) output tokens of each sequence."""
+    if row.envelope is not Envelope.THEORETICAL:
+        return row
+    est = estimate(row, r.model, r.engine, r.device.compute_capability, r.tp,
+                   pre.t_compute_s if pre else 0.0,
+                   max(1, r.context_tokens - prompt_tokens))
+    return row.model_copy(update={"estimate": est}) if est else row
 
 
 def make_plan(r: FitRequest, prompt_tokens: int | None = None,

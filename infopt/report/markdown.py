@@ -167,14 +167,19 @@ def _ceiling_lines(r: OptimizationReport) -> list[str]:
     lines += ["Decode rate = streams decoding together × 1 / median ITL (decode only), against "
               "the roofline decode ceiling at that batch and the benchmark's mean context. "
               "A ratio above 1 means the cost model is wrong for this case and is flagged.", "",
-              "| trial | metric | envelope | measured tok/s | ceiling tok/s (estimate) | ratio | "
-              "predicted bottleneck | remaining gap tok/s |",
-              "|---|---|---|---|---|---|---|---|"]
+              "| trial | metric | envelope | measured tok/s | ceiling tok/s (upper bound) | "
+              "ratio | attainable tok/s (estimate) | predicted bottleneck | "
+              "remaining gap tok/s |",
+              "|---|---|---|---|---|---|---|---|---|"]
     for t, c in rows:
         flag = " ⚠ above ceiling" if c.flagged else ""
+        attainable = f"{c.attainable:.1f}" if c.attainable is not None else "-"
         lines.append(f"| {t.trial_id} | {c.metric} | {c.envelope.value} | {c.measured:.1f} | "
-                     f"{c.ceiling:.1f} | {c.ratio:.2f}{flag} | {c.note} | "
+                     f"{c.ceiling:.1f} | {c.ratio:.2f}{flag} | {attainable} | {c.note} | "
                      f"{c.ceiling - c.measured:.1f} |")
+    notes = sorted({c.attainable_note for _, c in rows if c.attainable_note})
+    if notes:
+        lines += ["", *[f"Attainable: {n}; not an upper bound." for n in notes]]
     lines += ["", "The configuration closest to its ceiling at each level is in the tuning "
               "ladder's section, compared at the same level and envelope as the winner."]
     if r.pruned:

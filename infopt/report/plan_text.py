@@ -24,12 +24,19 @@ def render_plan(p: PlanResult) -> str:
     if p.alternatives:
         lines += ["Options (not applied; choose one):", *[f"  - {a}" for a in p.alternatives]]
     lines += ["Assumptions:", *[f"  - {a}" for a in p.assumptions], "",
-              "Ceilings (upper bounds, estimates):",
+              "Ceilings (upper bounds: the theoretical envelope is what no engine can beat) and "
+              "attainable estimates (what a tuned engine is likely to reach; estimates):",
               f"  {'phase':8} {'envelope':11} {'weights':26} {'KV':5} {'batch':>5} "
-              f"{'tokens/s':>11} bound"]
+              f"{'ceiling tok/s':>13} {'estimate tok/s':>14} {'est/ceil':>8} bound"]
     for r in p.ceilings.rows:
+        est = r.estimate
+        shown = (f"{est.tokens_per_s:>14,.1f} {est.tokens_per_s / r.tokens_per_s:>8.2f}" if est
+                 else f"{'-':>14} {'-':>8}")
         lines.append(f"  {r.phase:8} {r.envelope.value:11} {r.weight_path[:26]:26} "
-                     f"{r.kv_dtype:5} {r.batch:>5} {r.tokens_per_s:>11,.1f} {r.bound.value}")
+                     f"{r.kv_dtype:5} {r.batch:>5} {r.tokens_per_s:>13,.1f} {shown} "
+                     f"{r.bound.value}")
+    labels = sorted({r.estimate.label for r in p.ceilings.rows if r.estimate})
+    lines += [f"  estimate: {label}" for label in labels]
     lines += [f"  unavailable: {u}" for u in p.ceilings.unavailable]
     lines += [f"  left out: {u}" for u in p.ceilings.left_out]
     lines += [f"  assumption: {a}" for a in p.ceilings.assumptions]

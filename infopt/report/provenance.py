@@ -50,6 +50,9 @@ RULES: tuple[tuple[str, K, str], ...] = (
      "host's measured bandwidth and GEMM rate)"),
     ("trials[].ceilings[].ratio", K.ESTIMATED, "measured / ceiling of trial {trial_id}, never "
      "clamped"),
+    ("trials[].ceilings[].attainable", K.ESTIMATED, "infopt.costmodel.attainable: the "
+     "theoretical ceiling's terms with fixed costs and achieved fractions fitted on published "
+     "measured results (infopt/costmodel/data/published_results.csv, attainable_fit.json)"),
     ("trials[].fit.**", K.ESTIMATED, _FIT),
     ("trials[].diagnosis.matches[].score", K.ESTIMATED, "infopt.troubleshoot: how well trial "
      "{trial_id}'s engine.log matches the known failure"),

@@ -82,6 +82,19 @@ class MemoryFit(Spec):
     assumptions: list[str]
 
 
+class AttainableEstimate(Spec):
+    """What a decode step is likely to take on this GPU and engine: the ceiling's own terms
+    with fixed costs and achieved fractions fitted on published measured results (an
+    estimate, with its held-out error; infopt.costmodel.attainable)."""
+
+    tokens_per_s: float
+    t_step_s: float
+    group: str  # the fitted group that answered: "vllm/Hopper", "any/Hopper", "any/any"
+    median_abs_error: float  # held-out |estimate / measured - 1| on the published results
+    p90_abs_error: float
+    label: str  # "estimate (vllm/Hopper fit on 99 published results; ... error median 12%)"
+
+
 class CeilingRow(Spec):
     phase: Literal["decode", "prefill"]
     envelope: Envelope
@@ -99,6 +112,8 @@ class CeilingRow(Spec):
     bound: Bound
     tokens_per_step: float  # decode: batch x verified tokens per step; prefill: prompt tokens
     tokens_per_s: float  # decode: aggregate output tokens/s; prefill: input tokens/s
+    # Theoretical decode rows on a GPU: the attainable estimate beside the ceiling.
+    estimate: AttainableEstimate | None = None
 
 
 class CeilingTable(Spec):
@@ -119,6 +134,9 @@ class CeilingRatio(Spec):
     ratio: float
     flagged: bool  # ratio > 1: the estimate is not an upper bound for this case
     note: str
+    # GPU theoretical rows: the attainable estimate at the same batch, and what it is.
+    attainable: float | None = None
+    attainable_note: str | None = None
 
 
 class KvObservation(Spec):

@@ -4,9 +4,10 @@ fraction of the ceiling each measured level reached."""
 
 from __future__ import annotations
 
+from infopt.costmodel.attainable import estimate
 from infopt.costmodel.device import device_from_catalog, device_from_host
 from infopt.costmodel.fit import FitRequest, plan_fit
-from infopt.costmodel.roofline import ceiling_ratio, decode_row
+from infopt.costmodel.roofline import ceiling_ratio, decode_row, prefill_row
 from infopt.costmodel.weights import path_from_quantization
 from infopt.engines import adapter_for
 from infopt.engines.support import kv_options
@@ -49,11 +50,13 @@ def level_ceilings(model: ModelProfile, hw: HardwareInventory, config: Config,
                    bench: BenchmarkResult, mean_context_tokens: int) -> list[CeilingRatio]:
     """Per measured level, the decode rate (streams x 1 / median ITL: decode only, the quantity
     the decode ceiling bounds) as a fraction of each available envelope's decode ceiling at
-    that batch and the benchmark's mean context. Unclamped; > 1 is flagged."""
+    that batch and the benchmark's mean context. Unclamped; > 1 is flagged. On a GPU the
+    theoretical entry also carries the attainable estimate at that batch (labelled)."""
     device, is_cpu = run_device(hw)
     shape = adapter_for(config.engine).memory_shape(config, bench.workload.target_concurrency,
                                                     is_cpu, model.native_context_tokens)
     path = path_from_quantization(model.inspection.quantization, device.compute_capability)
+    tp = shape.tensor_parallel
     out: list[CeilingRatio] = []
     for lvl in bench.levels:
         if not lvl.itl_s.p50:
@@ -62,9 +65,29 @@ def level_ceilings(model: ModelProfile, hw: HardwareInventory, config: Config,
         measured = batch / lvl.itl_s.p50
         for env in (Envelope.THEORETICAL, Envelope.CALIBRATED):
             row = decode_row(model.inspection, path, shape.kv_dtype, batch, mean_context_tokens,
-                             device, env, exact_weights_bytes=model.file_bytes or None)
+                             device, env, tp, exact_weights_bytes=model.file_bytes or None)
             if row is not None:
                 r = ceiling_ratio(f"decode tokens/s at concurrency {lvl.concurrency} "
                                   f"(batch {batch} x 1/ITL p50)", measured, row)
-                out.append(r)
+                out.append(_with_attainable(r, row, model, config.engine, device, tp, bench,
+                                            path, shape.kv_dtype))
     return out
+
+
+def _with_attainable(r: CeilingRatio, row, model: ModelProfile, engine: str, device, tp: int,
+                     bench: BenchmarkResult, path, kv_dtype: str) -> CeilingRatio:
+    """The theoretical entry with the attainable estimate (GPUs only), its prompts admitted per
+    step from the benchmark's mean prompt and output lengths."""
+    if row.envelope is not Envelope.THEORETICAL or not device.compute_capability:
+        return r
+    prompts = [s.level.prompt_tokens_mean or s.input_tokens_mean or 0 for s in bench.scenarios]
+    outputs = [s.output_tokens_mean or 0 for s in bench.scenarios]
+    prompt = int(sum(prompts) / len(prompts)) if prompts else 0
+    output = int(sum(outputs) / len(outputs)) if outputs else 0
+    pre = prefill_row(model.inspection, path, kv_dtype, prompt, device, Envelope.THEORETICAL,
+                      tp) if prompt else None
+    est = estimate(row, model.inspection, engine, device.compute_capability, tp,
+                   pre.t_compute_s if pre else 0.0, output or None)
+    if est is None:
+        return r
+    return r.model_copy(update={"attainable": est.tokens_per_s, "attainable_note": est.label})
