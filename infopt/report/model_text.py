@@ -30,6 +30,19 @@ def render_inspection(m: ModelInspection) -> str:
         f"KV cache: {m.kv_cache.bytes_per_token_16bit:,} B/token at 16-bit over "
         f"{m.kv_cache.full_attention_layers} full-attention layers",
     ]
+    kv = m.kv_cache
+    if kv.recurrent_layers:
+        state = kv.recurrent_state_bytes_per_sequence or kv.recurrent_state_bytes_per_sequence_16bit
+        lines.append(f"Recurrent state: {state / 2**20:,.1f} MiB per sequence over "
+                     f"{kv.recurrent_layers} layers (fixed, whatever the context)")
+    if m.linear_attention:
+        la = m.linear_attention
+        lines.append(f"Linear attention (Gated DeltaNet): {la.num_key_heads} key / "
+                     f"{la.num_value_heads} value heads x {la.key_head_dim}/{la.value_head_dim}, "
+                     f"conv {la.conv_kernel}, state dtype {la.state_dtype or '16-bit'}")
+    if m.skipped_blocks or m.linear_replaced_blocks:
+        lines.append(f"Heterogeneous blocks: {m.skipped_blocks} skipped (no_op), "
+                     f"{m.linear_replaced_blocks} replaced by one linear layer")
     if m.moe:
         lines.append(f"MoE: {m.moe.num_experts} experts, top-{m.moe.experts_per_token}, "
                      f"{m.moe.num_shared_experts} shared, {m.moe.num_dense_layers} dense layers")
@@ -40,6 +53,12 @@ def render_inspection(m: ModelInspection) -> str:
     q = m.quantization
     lines.append(f"Quantization: {q.method.value} {q.scheme}, {q.bits} bits, group {q.group_size}, "
                  f"{q.format} (from {q.source})" if q else "Quantization: none (16-bit weights)")
+    kept = q.params_not_converted if q else None
+    if kept is not None:
+        parts = [f"{name} {getattr(kept, name) / 1e9:.2f} B" for name in (
+            "attention", "dense_mlp", "routed_experts", "shared_experts", "mamba",
+            "linear_attention", "embedding", "lm_head") if getattr(kept, name)]
+        lines.append("Left at 16 bits by the checkpoint: " + (", ".join(parts) or "none"))
     lines.append(f"Chat template: {'yes' if m.chat_template_present else 'no'}; license: "
                  f"{m.license or 'unknown'}; gated: {m.gated}")
     lines += [f"note: {n}" for n in m.notes]

@@ -265,3 +265,17 @@ def test_a_name_inside_a_component_counts_all_of_it_and_says_so():
 def test_component_names_are_the_engines_spelling():
     c = Component("attention", ("model.layers.0.self_attn",), 1)
     assert not_converted([c], ["model.layers.0.self_attn"]).params["attention"] == 1
+
+
+def test_inspect_text_shows_the_new_kinds():
+    from infopt.report.model_text import render_inspection
+
+    qwen = render_inspection(classify_config(_load("Qwen__Qwen3.5-397B-A17B")))
+    assert "Recurrent state: 183.2 MiB per sequence over 45 layers" in qwen
+    assert "Gated DeltaNet" in qwen and "linear_attention x45" in qwen
+    nas = render_inspection(classify_config(_load("nvidia__Llama-3_3-Nemotron-Super-49B-v1")))
+    assert "31 skipped (no_op)" in nas
+    oss = render_inspection(classify_config(_load("openai__gpt-oss-120b")))
+    assert "Left at 16 bits by the checkpoint: attention 0.96 B" in oss
+    gemma = render_inspection(classify_config(_load("google__gemma-3-27b-it")))
+    assert "Gemma3TextConfig defaults: vocab_size=262208" in gemma
