@@ -67,10 +67,11 @@ bench-tuner: engines
 	@$(PY) -m bench.tuner_bench
 
 # Refit the attainable estimate on infopt/costmodel/data/published_results.csv (~10 s) and
-# print its held-out errors; writes infopt/costmodel/data/attainable_fit.json.
+# print its held-out errors; writes infopt/costmodel/data/attainable_fit.json. RUNS="runs/<id>
+# ..." adds the measured levels of those GPU runs (a CPU run is left out, with its reason).
 .PHONY: fit-attainable
 fit-attainable: $(STAMP)
-	@$(PY) -m infopt.costmodel.attainable_fit
+	@$(PY) -m infopt.costmodel.attainable_fit $(if $(RUNS),--runs $(RUNS))
 
 clean-venv:
 	rm -rf $(VENV)

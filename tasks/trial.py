@@ -29,6 +29,7 @@ from infopt.specs.plan import MemoryFit
 from infopt.specs.results import RunningEngine, Trial
 from infopt.specs.serving import with_knob
 from infopt.specs.trial import TrialRole, TrialSpec
+from infopt.tuning.level_steps import mean_context
 from infopt.specs.workload import Workload
 from infopt.troubleshoot.diagnose import contract_preserving_remedy, diagnose_file
 from infopt.tuning.search import objective_value
@@ -232,8 +233,7 @@ def run_trial(spec: TrialSpec, key: str, fit: MemoryFit | None, ctx: TrialContex
                       failed=f"{why}; root error: {d.root_error[:200] or 'none in the log'}; "
                              f"last log lines: {last[-300:]}")
     else:
-        ceilings = label_ceilings(ctx.model, ctx.hw, config, bench,
-                                  _mean_context(bench))
+        ceilings = label_ceilings(ctx.model, ctx.hw, config, bench, mean_context(bench))
         if bench.validation_passed is False:  # measured, but the records failed their checks
             trial = Trial(**common, objective_value=None, ceilings=ceilings,
                           failed="record validation: " + "; ".join(
@@ -260,10 +260,3 @@ def run_attempts(spec: TrialSpec, key: str, fit: MemoryFit | None, ctx: TrialCon
         attempts.append(run_trial(again, f"{key}-retry{n}", fit, ctx))
     return attempts
 
-
-def _mean_context(bench) -> int:
-    """Mean tokens in context while decoding: measured prompt length + half the scheduled
-    output, over the workload's scenarios."""
-    prompts = [s.level.prompt_tokens_mean or s.input_tokens_mean or 0 for s in bench.scenarios]
-    outputs = [s.output_tokens_mean or 0 for s in bench.scenarios]
-    return int(sum(prompts) / len(prompts) + sum(outputs) / len(outputs) / 2)

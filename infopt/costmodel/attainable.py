@@ -131,8 +131,15 @@ def estimate(row: CeilingRow, m: ModelInspection, engine: str, compute_capabilit
     return AttainableEstimate(
         tokens_per_s=row.tokens_per_step / t, t_step_s=t, group=key,
         median_abs_error=err["median_abs_error"], p90_abs_error=err["p90_abs_error"],
-        label=(f"estimate ({key} fit on {g['rows']} published results; {kind} error "
+        label=(f"estimate ({key} fit on {_fitted_on(g)}; {kind} error "
                f"median {err['median_abs_error']:.0%}, p90 {err['p90_abs_error']:.0%})"))
+
+
+def _fitted_on(g: dict[str, Any]) -> str:
+    own = g.get("own_trial_rows", 0)
+    parts = [f"{g['rows'] - own} published results" if g["rows"] > own else "",
+             f"{own} measured levels of infopt's own GPU trials" if own else ""]
+    return " and ".join(p for p in parts if p)
 
 
 def _held_out(fit: dict[str, Any], key: str) -> tuple[str, dict[str, float]]:

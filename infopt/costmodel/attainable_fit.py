@@ -1,10 +1,13 @@
 """Fit the attainable estimate (attainable.py) on published measured results, and measure its
 error by leaving results out.
 
-    python -m infopt.costmodel.attainable_fit [--configs DIR] [--out FILE]   (make fit-attainable)
+    python -m infopt.costmodel.attainable_fit [--configs DIR] [--runs RUN ...] [--out FILE]
+    (make fit-attainable; make fit-attainable RUNS="runs/<id> ...")
 
-Cases come from attainable_data.py. Groups nest: all results (any/any), a GPU family over all
-engines (any/Hopper), an engine on a family (vllm/Hopper), each with MIN_GROUP_ROWS results or
+Cases come from attainable_data.py (published results) and, with --runs, from the measured
+levels of the project's own GPU trials (infopt/tuning/attainable_trials.py; a CPU run is left
+out, with its reason). Groups nest: all results (any/any), a GPU family over all engines
+(any/Hopper), an engine on a family (vllm/Hopper), each with MIN_GROUP_ROWS results or
 more. A group's six parameters minimize the squared log error of step time (scipy
 least_squares, bounded: fractions of peak in (0.02, 1], times >= 0), except a per-layer cost
 its results cannot tell apart: with fewer than two configurations of dense models (or of MoE
@@ -34,6 +37,7 @@ from typing import Any
 
 from infopt.costmodel.attainable import MIN_GROUP_ROWS, PARAMS, Params, StepTerms, step_time_s
 from infopt.costmodel.attainable_data import CSV_FILE, DATA, Case, load_cases
+from infopt.specs.base import InputError
 
 # Per PARAMS: times >= 0 (a layer's fixed cost under 10 ms), fractions of peak in (0.02, 1].
 _BOUNDS = ([0.0, 0.0, 0.0, 0.0, 0.02, 0.02], [0.01, 0.01, 0.001, 0.01, 1.0, 1.0])
@@ -167,10 +171,11 @@ def extrapolation_errors(key: str, cases: list[Case]) -> list[float] | None:
 def _group_entry(key: str, cases: list[Case], loo, loco) -> dict[str, Any]:
     members = [c for c in cases if _in_group(key)(c)]
     p = fit_chain(key, cases)
+    own = sum(c.id.startswith("run ") for c in members)
     held = extrapolation_errors(key, cases)
     ratios = [c.batch / c.measured_step_s / c.ceiling_tokens_per_s for c in members]
     return {
-        "rows": len(members), **{k: round(getattr(p, k), 9) for k in PARAMS},
+        "rows": len(members), "own_trial_rows": own, **{k: round(getattr(p, k), 9) for k in PARAMS},
         "in_sample": _summary([error(c, p) for c in members]),
         # Over the rows this group answers (None: more specific groups answer them all).
         "leave_one_out": _summary(loo[key]) if key in loo else None,
@@ -180,8 +185,29 @@ def _group_entry(key: str, cases: list[Case], loo, loco) -> dict[str, Any]:
         "measured_over_ceiling": {"min": round(min(ratios), 3), "max": round(max(ratios), 3)}}
 
 
-def build(configs: Path, csv_file: Path = CSV_FILE) -> dict[str, Any]:
+def _own_trials(runs: list[Path]) -> tuple[list[Case], dict[str, Any]]:
+    # Imported here: reading a run needs the engines' memory shapes (the batch each level ran),
+    # and the cost model itself imports no engine (tests/unit/test_layering.py).
+    from infopt.tuning.attainable_trials import trial_cases
+
+    cases: list[Case] = []
+    used: list[dict[str, str]] = []
+    left: list[str] = []
+    for run in runs:
+        got, why = trial_cases(run)
+        cases += got
+        left += why
+        if got:
+            file = run / "report.json" if run.is_dir() else run
+            used.append({"report": str(run), "cases": len(got),
+                         "sha256": hashlib.sha256(file.read_bytes()).hexdigest()})
+    return cases, {"runs": used, "rows_used": len(cases), "rows_left_out": left}
+
+
+def build(configs: Path, csv_file: Path = CSV_FILE, runs: list[Path] = ()) -> dict[str, Any]:
     cases, skipped = load_cases(configs, csv_file)
+    own, own_data = _own_trials(list(runs))
+    cases += own
     keys = group_keys(cases)
     loo = held_out_errors(cases, keys, by_config=False)
     loco = held_out_errors(cases, keys, by_config=True)
@@ -193,7 +219,8 @@ def build(configs: Path, csv_file: Path = CSV_FILE) -> dict[str, Any]:
         "error_metric": "|estimate / measured - 1| of decode tokens/s (batch / TPOT)",
         "data": {"file": csv_file.name,
                  "sha256": hashlib.sha256(csv_file.read_bytes()).hexdigest(),
-                 "rows_used": len(cases), "rows_left_out": skipped},
+                 "rows_used": len(cases) - len(own), "rows_left_out": skipped,
+                 "own_trials": own_data},
         "groups": {key: _group_entry(key, cases, loo, loco) for key in keys},
         "leave_one_out": _summary([e for v in loo.values() for e in v]),
         "leave_one_configuration_out": _summary([e for v in loco.values() for e in v])}
@@ -202,11 +229,20 @@ def build(configs: Path, csv_file: Path = CSV_FILE) -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--configs", type=Path, default=Path("tests/fixtures/model_configs"))
+    ap.add_argument("--runs", type=Path, nargs="*", default=[],
+                    help="run folders (or their report.json) whose measured GPU trials join "
+                         "the published results")
     ap.add_argument("--out", type=Path, default=DATA / "attainable_fit.json")
     args = ap.parse_args(argv)
-    result = build(args.configs)
+    try:
+        result = build(args.configs, runs=args.runs)
+    except InputError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     args.out.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
     print(json.dumps({k: result[k] for k in ("leave_one_out", "leave_one_configuration_out")}))
+    for why in result["data"]["own_trials"]["rows_left_out"]:
+        print(f"left out: {why}")
     for key, g in result["groups"].items():
         held = g["leave_one_configuration_out"]
         loco = f"{held['median_abs_error']:.1%} over {held['rows']}" if held else "answers none"

@@ -17,6 +17,7 @@ from infopt.specs.model import ModelProfile
 from infopt.specs.plan import CeilingRatio, DeviceBudget, Envelope, MemoryFit
 from infopt.specs.results import BenchmarkResult
 from infopt.specs.serving import AnyServingConfig as Config
+from infopt.tuning.level_steps import LevelStep, level_steps, mean_lengths
 
 
 def run_device(hw: HardwareInventory) -> tuple[DeviceBudget, bool]:
@@ -53,40 +54,32 @@ def level_ceilings(model: ModelProfile, hw: HardwareInventory, config: Config,
     that batch and the benchmark's mean context. Unclamped; > 1 is flagged. On a GPU the
     theoretical entry also carries the attainable estimate at that batch (labelled)."""
     device, is_cpu = run_device(hw)
-    shape = adapter_for(config.engine).memory_shape(config, bench.workload.target_concurrency,
-                                                    is_cpu, model.native_context_tokens)
-    path = path_from_quantization(model.inspection.quantization, device.compute_capability)
-    tp = shape.tensor_parallel
     out: list[CeilingRatio] = []
-    for lvl in bench.levels:
-        if not lvl.itl_s.p50:
-            continue
-        batch = min(lvl.concurrency, shape.max_sequences)
-        measured = batch / lvl.itl_s.p50
+    for step in level_steps(model.inspection, device, is_cpu, config, bench,
+                            model.native_context_tokens):
+        measured = step.batch / step.measured_step_s
         for env in (Envelope.THEORETICAL, Envelope.CALIBRATED):
-            row = decode_row(model.inspection, path, shape.kv_dtype, batch, mean_context_tokens,
-                             device, env, tp, exact_weights_bytes=model.file_bytes or None)
+            row = decode_row(model.inspection, step.path, step.kv_dtype, step.batch,
+                             mean_context_tokens, device, env, step.tp,
+                             exact_weights_bytes=model.file_bytes or None)
             if row is not None:
-                r = ceiling_ratio(f"decode tokens/s at concurrency {lvl.concurrency} "
-                                  f"(batch {batch} x 1/ITL p50)", measured, row)
-                out.append(_with_attainable(r, row, model, config.engine, device, tp, bench,
-                                            path, shape.kv_dtype))
+                r = ceiling_ratio(f"decode tokens/s at concurrency {step.concurrency} "
+                                  f"(batch {step.batch} x 1/ITL p50)", measured, row)
+                out.append(_with_attainable(r, row, model, config.engine, device, step, bench))
     return out
 
 
-def _with_attainable(r: CeilingRatio, row, model: ModelProfile, engine: str, device, tp: int,
-                     bench: BenchmarkResult, path, kv_dtype: str) -> CeilingRatio:
+def _with_attainable(r: CeilingRatio, row, model: ModelProfile, engine: str,
+                     device: DeviceBudget, step: LevelStep, bench: BenchmarkResult
+                     ) -> CeilingRatio:
     """The theoretical entry with the attainable estimate (GPUs only), its prompts admitted per
     step from the benchmark's mean prompt and output lengths."""
     if row.envelope is not Envelope.THEORETICAL or not device.compute_capability:
         return r
-    prompts = [s.level.prompt_tokens_mean or s.input_tokens_mean or 0 for s in bench.scenarios]
-    outputs = [s.output_tokens_mean or 0 for s in bench.scenarios]
-    prompt = int(sum(prompts) / len(prompts)) if prompts else 0
-    output = int(sum(outputs) / len(outputs)) if outputs else 0
-    pre = prefill_row(model.inspection, path, kv_dtype, prompt, device, Envelope.THEORETICAL,
-                      tp) if prompt else None
-    est = estimate(row, model.inspection, engine, device.compute_capability, tp,
+    prompt, output = mean_lengths(bench)
+    pre = prefill_row(model.inspection, step.path, step.kv_dtype, prompt, device,
+                      Envelope.THEORETICAL, step.tp) if prompt else None
+    est = estimate(row, model.inspection, engine, device.compute_capability, step.tp,
                    pre.t_compute_s if pre else 0.0, output or None)
     if est is None:
         return r

@@ -10,7 +10,8 @@ import sys
 MODULES = ("infopt.loadgen.runner", "infopt.loadgen.summary", "infopt.loadgen.standalone",
            "infopt.loadgen.measure", "infopt.analysis.slo", "infopt.costmodel.allocation",
            "infopt.loadgen.tokens", "infopt.contract.openai_chat", "infopt.costmodel.fit",
-           "infopt.costmodel.plan", "infopt.costmodel.roofline")
+           "infopt.costmodel.plan", "infopt.costmodel.roofline", "infopt.costmodel.attainable",
+           "infopt.costmodel.attainable_fit")
 
 
 def test_no_engine_is_imported_by_loadgen_contract_or_costmodel():

@@ -1,0 +1,73 @@
+"""The project's own GPU trials as cases for the attainable fit, beside the published results:
+every measured level of every measured trial of a run on a GPU (its report.json), at the batch
+the engine really ran, with its ITL p50 as the measured step time. The case id names the run,
+trial and level, so each fitted number can be traced to its records
+(runs/<run>/trials/<key>/requests.jsonl).
+
+A run on a CPU is not used: there the calibrated envelope is itself measured (this host's
+bandwidth and GEMM rate), and the published results are all GPUs.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+from infopt.costmodel.attainable import gpu_family, terms
+from infopt.costmodel.attainable_data import Case
+from infopt.specs.base import InputError
+from infopt.specs.results import OptimizationReport
+from infopt.tuning.candidates import run_device
+from infopt.tuning.level_steps import level_steps, mean_lengths, theoretical_rows
+
+
+def _report(path: Path) -> OptimizationReport:
+    from pydantic import ValidationError
+
+    file = path / "report.json" if path.is_dir() else path
+    try:
+        return OptimizationReport.model_validate_json(file.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise InputError(f"--runs {path}: cannot read {file} ({exc.strerror}); give a run "
+                         "folder with a report.json, or the report.json itself.") from None
+    except ValidationError as exc:
+        raise InputError(f"--runs {path}: {file} is not an infopt report.json "
+                         f"({exc.errors()[0]['msg']}).") from None
+
+
+def _config_id(config) -> str:
+    """The configuration a trial measured, the same for its repeats (held out together)."""
+    text = config.model_dump_json(exclude={"port"})
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
+def trial_cases(path: Path) -> tuple[list[Case], list[str]]:
+    """(cases from the run's measured GPU trials, why anything was left out)."""
+    r = _report(path)
+    device, is_cpu = run_device(r.hardware)
+    family = gpu_family(device.compute_capability)
+    if is_cpu or family is None:
+        return [], [f"run {r.run_id}: not a GPU run (on a CPU the calibrated envelope is "
+                    "measured instead)"]
+    m = r.model.inspection
+    cases: list[Case] = []
+    left: list[str] = []
+    for t in r.trials:
+        if t.failed or t.benchmark is None:
+            left.append(f"run {r.run_id} trial {t.trial_id}: not measured")
+            continue
+        prompt, output = mean_lengths(t.benchmark)
+        for step in level_steps(m, device, False, t.config, t.benchmark,
+                                r.model.native_context_tokens):
+            decode, prefill = theoretical_rows(m, device, step, prompt + output // 2, prompt,
+                                               r.model.file_bytes or None)
+            if decode is None:
+                left.append(f"run {r.run_id} trial {t.trial_id}: no theoretical rates")
+                continue
+            cases.append(Case(
+                f"run {r.run_id} trial {t.trial_id} c{step.concurrency}",
+                (str(t.config.engine), family), f"run {r.run_id}|{_config_id(t.config)}",
+                step.batch, terms(decode, m, step.tp, prefill.t_compute_s if prefill else 0.0,
+                                  output or None),
+                step.measured_step_s, decode.tokens_per_s))
+    return cases, left

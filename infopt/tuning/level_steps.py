@@ -1,0 +1,73 @@
+"""One measured benchmark level as a decode step the cost model can price: the batch the engine
+really ran (the level's concurrency capped by its max sequences), the measured step time (ITL
+p50: one step advances every running sequence by one token), and the theoretical ceiling row
+and one prompt's prefill at the benchmark's mean lengths. Shared by the report's ceiling ratios
+(candidates.level_ceilings) and the attainable fit's own-trial cases."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from infopt.costmodel.roofline import decode_row, prefill_row
+from infopt.costmodel.weights import path_from_quantization
+from infopt.engines import adapter_for
+from infopt.specs.plan import CeilingRow, DeviceBudget, Envelope, WeightPath
+from infopt.specs.results import BenchmarkResult
+from infopt.specs.serving import AnyServingConfig as Config
+
+
+def _means(bench: BenchmarkResult) -> tuple[float, float]:
+    prompts = [s.level.prompt_tokens_mean or s.input_tokens_mean or 0 for s in bench.scenarios]
+    outputs = [s.output_tokens_mean or 0 for s in bench.scenarios]
+    if not prompts:
+        return 0.0, 0.0
+    return sum(prompts) / len(prompts), sum(outputs) / len(outputs)
+
+
+def mean_lengths(bench: BenchmarkResult) -> tuple[int, int]:
+    """(mean prompt tokens as measured, mean scheduled output tokens) over the scenarios."""
+    prompt, output = _means(bench)
+    return int(prompt), int(output)
+
+
+def mean_context(bench: BenchmarkResult) -> int:
+    """Mean tokens in context while decoding: the measured prompt plus half the scheduled
+    output, over the workload's scenarios."""
+    prompt, output = _means(bench)
+    return int(prompt + output / 2)
+
+
+@dataclass(frozen=True)
+class LevelStep:
+    concurrency: int
+    batch: int
+    measured_step_s: float  # ITL p50
+    path: WeightPath
+    kv_dtype: str
+    tp: int
+
+
+def level_steps(inspection, device: DeviceBudget, is_cpu: bool, config: Config,
+                bench: BenchmarkResult, native_context_tokens: int) -> Iterator[LevelStep]:
+    """Each measured level (with an ITL) as the batch the engine ran and its step time."""
+    shape = adapter_for(config.engine).memory_shape(config, bench.workload.target_concurrency,
+                                                    is_cpu, native_context_tokens)
+    path = path_from_quantization(inspection.quantization, device.compute_capability)
+    for lvl in bench.levels:
+        if lvl.itl_s.p50:
+            yield LevelStep(lvl.concurrency, min(lvl.concurrency, shape.max_sequences),
+                            lvl.itl_s.p50, path, shape.kv_dtype, shape.tensor_parallel)
+
+
+def theoretical_rows(inspection, device: DeviceBudget, step: LevelStep, context_tokens: int,
+                     prompt_tokens: int, exact_weights_bytes: int | None = None
+                     ) -> tuple[CeilingRow | None, CeilingRow | None]:
+    """(the decode ceiling row at the step's batch, one prompt's prefill row) on the vendor's
+    peaks; (None, None) where the device has none (a CPU)."""
+    decode = decode_row(inspection, step.path, step.kv_dtype, step.batch, context_tokens,
+                        device, Envelope.THEORETICAL, step.tp,
+                        exact_weights_bytes=exact_weights_bytes)
+    prefill = prefill_row(inspection, step.path, step.kv_dtype, prompt_tokens, device,
+                          Envelope.THEORETICAL, step.tp) if prompt_tokens else None
+    return decode, prefill
