@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
-from infopt.specs.inspection import ModelInspection
+from infopt.specs.inspection import LayerKind, ModelInspection
 from infopt.specs.plan import AttainableEstimate, CeilingRow
 
 FIT_FILE = "attainable_fit.json"
@@ -132,7 +132,21 @@ def estimate(row: CeilingRow, m: ModelInspection, engine: str, compute_capabilit
         tokens_per_s=row.tokens_per_step / t, t_step_s=t, group=key,
         median_abs_error=err["median_abs_error"], p90_abs_error=err["p90_abs_error"],
         label=(f"estimate ({key} fit on {_fitted_on(g)}; {kind} error "
-               f"median {err['median_abs_error']:.0%}, p90 {err['p90_abs_error']:.0%})"))
+               f"median {err['median_abs_error']:.0%}, p90 {err['p90_abs_error']:.0%}"
+               f"{_unfitted(m)})"))
+
+
+# The token mixers the published results cover (Llama, Qwen3, gpt-oss, DeepSeek MLA); a
+# model with others is priced by the same per-layer costs, which no result has tested.
+_FITTED_KINDS = {LayerKind.FULL_ATTENTION, LayerKind.SLIDING_ATTENTION}
+
+
+def _unfitted(m: ModelInspection) -> str:
+    kinds = sorted(str(k) for k, n in m.layer_kinds.items() if n and k not in _FITTED_KINDS)
+    parts = [f"{' or '.join(kinds)} layers"] if kinds else []
+    if m.linear_replaced_blocks or m.skipped_blocks:
+        parts.append("skipped or linear-replaced blocks")
+    return f"; extrapolated: no fitted result has {' or '.join(parts)}" if parts else ""
 
 
 def _fitted_on(g: dict[str, Any]) -> str:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from pydantic import Field
+
 from infopt.costmodel.attainable import estimate
 from infopt.costmodel.fit import FitRequest, plan_fit
 from infopt.costmodel.roofline import decode_row, prefill_row
@@ -18,6 +20,12 @@ class PlanResult(MemoryFit):
     model: str
     device: DeviceBudget
     ceilings: CeilingTable
+    # What the fit and ceilings were costed over: token mixers and feed-forward kinds by
+    # layer count, and DeciLM blocks skipped or replaced by one linear layer.
+    layer_kinds: dict[str, int] = Field(default_factory=dict)
+    mlp_kinds: dict[str, int] = Field(default_factory=dict)
+    skipped_blocks: int = 0
+    linear_replaced_blocks: int = 0
 
 
 def batch_sizes(concurrency: int, max_concurrency: float) -> list[int]:
@@ -101,7 +109,12 @@ def make_plan(r: FitRequest, prompt_tokens: int | None = None,
     batches = batch_sizes(r.concurrency, fit.max_concurrency_at_context)
     table = ceiling_table(r, batches, prompt_tokens or min(r.context_tokens, 2048),
                           tokens_per_step)
-    return PlanResult(**fit.model_dump(), model=r.model.model, device=r.device, ceilings=table)
+    m = r.model
+    return PlanResult(**fit.model_dump(), model=m.model, device=r.device, ceilings=table,
+                      layer_kinds={str(k): n for k, n in m.layer_kinds.items()},
+                      mlp_kinds={str(k): n for k, n in m.mlp_kinds.items()},
+                      skipped_blocks=m.skipped_blocks,
+                      linear_replaced_blocks=m.linear_replaced_blocks)
 
 
 def with_path(r: FitRequest, label_or_dtype: str | None) -> FitRequest:

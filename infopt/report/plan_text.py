@@ -7,11 +7,20 @@ from infopt.costmodel.plan import PlanResult
 GIB = 2**30
 
 
+def _layers(p: PlanResult) -> str:
+    mixers = ", ".join(f"{k} x{n}" for k, n in p.layer_kinds.items())
+    mlps = ", ".join(f"{k} x{n}" for k, n in p.mlp_kinds.items())
+    blocks = (f"; blocks: {p.skipped_blocks} skipped, {p.linear_replaced_blocks} replaced by "
+              "one linear layer" if p.skipped_blocks or p.linear_replaced_blocks else "")
+    return f"{mixers}; MLP {mlps}{blocks}"
+
+
 def render_plan(p: PlanResult) -> str:
     verdict = "FITS" if p.fits else f"DOES NOT FIT: {p.gap_bytes / GIB:.2f} GiB short per GPU"
     lines = [
         f"{p.model} on {p.gpu_count} x {p.gpu} (tp={p.tp}, pp={p.pp}), engine {p.engine}, "
         f"weights {p.weight_path}, KV {p.kv_dtype}",
+        f"Layers: {_layers(p)}",
         f"Target: {p.context_tokens:,} tokens x {p.concurrency} sequences -> {verdict}",
         f"  per GPU: memory {p.memory_per_gpu_bytes / GIB:.2f} GiB, engine budget "
         f"{p.budget_bytes_per_gpu / GIB:.2f} GiB, weights {p.weights_bytes_per_gpu / GIB:.2f} GiB, "

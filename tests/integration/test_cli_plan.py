@@ -100,3 +100,26 @@ def test_plan_bad_inventory_is_one_paragraph_and_exit_2(llama_dir, tmp_path, con
         inv.write_text(content)
     out = _run("--model", str(llama_dir), "--inventory", str(inv), "--layouts")
     assert out.returncode == 2 and says in out.stderr and "Traceback" not in out.stderr
+
+
+@pytest.mark.parametrize("name, kind, extrapolated", [
+    ("Qwen__Qwen3.5-397B-A17B", "linear_attention", "linear_attention layers"),
+    ("nvidia__Llama-3_3-Nemotron-Super-49B-v1", "full_attention",
+     "skipped or linear-replaced blocks"),
+    ("google__gemma-3-27b-it", "sliding_attention", None)])
+def test_held_out_families_plan_with_an_estimate_that_says_what_it_has_not_seen(
+        tmp_path, name, kind, extrapolated):
+    shutil.copy(MODEL_CONFIGS / f"{name}.json", tmp_path / "config.json")
+    out = _run("--model", str(tmp_path), "--gpu", "H200 SXM", "--tp", "8", "--concurrency",
+               "16", "--context", "32768", "--engine", "vllm", "--json")
+    assert out.returncode == 0, out.stderr
+    d = json.loads(out.stdout)
+    assert d["fits"] and d["layer_kinds"][kind] > 0
+    decode = [r for r in d["ceilings"]["rows"] if r["phase"] == "decode"]
+    assert decode and all(0 < r["estimate"]["tokens_per_s"] < r["tokens_per_s"]
+                          for r in decode)
+    label = decode[0]["estimate"]["label"]
+    assert ("extrapolated" not in label) if extrapolated is None else (extrapolated in label)
+    text = _run("--model", str(tmp_path), "--gpu", "H200 SXM", "--tp", "8", "--concurrency",
+                "16", "--context", "32768", "--engine", "vllm").stdout
+    assert "Layers: " in text and kind in text.splitlines()[1]
