@@ -158,6 +158,25 @@ def _troubleshooting_lines(r: OptimizationReport) -> list[str]:
     return lines
 
 
+def _ceiling_table(rows) -> list[str]:
+    # The attainable column only where some row has one (GPU runs): on a CPU the calibrated
+    # envelope is itself measured, and an all-dash column would say nothing.
+    attainable = any(c.attainable is not None for _, c in rows)
+    extra = ["attainable tok/s (estimate)"] if attainable else []
+    head = ["trial", "metric", "envelope", "measured tok/s", "ceiling tok/s (upper bound)",
+            "ratio", *extra, "predicted bottleneck", "remaining gap tok/s"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for t, c in rows:
+        flag = " ⚠ above ceiling" if c.flagged else ""
+        est = ([f"{c.attainable:.1f}" if c.attainable is not None else "-"] if attainable
+               else [])
+        cells = [t.trial_id, c.metric, c.envelope.value, f"{c.measured:.1f}",
+                 f"{c.ceiling:.1f}", f"{c.ratio:.2f}{flag}", *est, c.note,
+                 f"{c.ceiling - c.measured:.1f}"]
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
 def _ceiling_lines(r: OptimizationReport) -> list[str]:
     rows = [(t, c) for t in r.trials for c in t.ceilings]
     lines = ["", "### Fraction of the ceiling (measured / estimated upper bound, unclamped)", ""]
@@ -167,16 +186,7 @@ def _ceiling_lines(r: OptimizationReport) -> list[str]:
     lines += ["Decode rate = streams decoding together × 1 / median ITL (decode only), against "
               "the roofline decode ceiling at that batch and the benchmark's mean context. "
               "A ratio above 1 means the cost model is wrong for this case and is flagged.", "",
-              "| trial | metric | envelope | measured tok/s | ceiling tok/s (upper bound) | "
-              "ratio | attainable tok/s (estimate) | predicted bottleneck | "
-              "remaining gap tok/s |",
-              "|---|---|---|---|---|---|---|---|---|"]
-    for t, c in rows:
-        flag = " ⚠ above ceiling" if c.flagged else ""
-        attainable = f"{c.attainable:.1f}" if c.attainable is not None else "-"
-        lines.append(f"| {t.trial_id} | {c.metric} | {c.envelope.value} | {c.measured:.1f} | "
-                     f"{c.ceiling:.1f} | {c.ratio:.2f}{flag} | {attainable} | {c.note} | "
-                     f"{c.ceiling - c.measured:.1f} |")
+              *_ceiling_table(rows)]
     notes = sorted({c.attainable_note for _, c in rows if c.attainable_note})
     if notes:
         lines += ["", *[f"Attainable: {n}; not an upper bound." for n in notes]]

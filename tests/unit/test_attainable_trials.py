@@ -128,3 +128,27 @@ def test_a_runs_path_that_is_not_a_report_is_refused_in_one_paragraph(tmp_path):
         assert "Traceback" not in p.stderr and str(bad) in p.stderr
         assert len(p.stderr.strip().splitlines()) == 1
         assert not out.exists()
+
+
+def _ceiling_section(md: str) -> list[str]:
+    start = md.index("### Fraction of the ceiling")
+    return md[start:md.index("\n### ", start + 1)].splitlines()
+
+
+def test_the_markdown_report_shows_the_estimate_column_only_where_there_is_one(gpu_run,
+                                                                               cpu_report):
+    from infopt.report.markdown import render_markdown
+
+    cpu = _ceiling_section(render_markdown(cpu_report))
+    assert not any("attainable" in line.lower() for line in cpu)
+    _, report = gpu_run  # the ceilings recomputed for the H100 the report now names
+    trials = [t.model_copy(update={"ceilings": level_ceilings(
+        report.model, report.hardware, t.config, t.benchmark, 600)}) if t.benchmark else t
+        for t in report.trials]
+    gpu = _ceiling_section(render_markdown(report.model_copy(update={"trials": trials})))
+    head = next(line for line in gpu if line.startswith("| trial |"))
+    assert "attainable tok/s (estimate)" in head
+    rows = [line.split(" | ") for line in gpu if line.startswith("| t0")]
+    col = head.split(" | ").index("attainable tok/s (estimate)")
+    assert rows and all(float(r[col]) > 0 for r in rows if r[2] == "theoretical")
+    assert any(line.startswith("Attainable: estimate (any/Hopper") for line in gpu)
