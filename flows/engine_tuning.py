@@ -115,17 +115,20 @@ def tune_engine(request: OptimizeRequest, engine: EngineName, model: ModelProfil
     ref_config, ref_digest, ref_why = reference_config(control, model, hw, workload, weights,
                                                        digest)
     # The quality reference: started once, restarted for the floor.
-    ref_key = quality_key(ref_config, version, ref_digest)
+    ref_key = quality_key(ref_config, version, ref_digest, request.quality_max_prompts)
     reference, quality_note = quality_reference(
-        ref_config, str(run_dir / "quality"), weights_bytes(model, ref_config), ref_key, ref_why)
-    gate = f"{ref_key}:{request.quality_tolerance}" if reference else ""
+        ref_config, str(run_dir / "quality"), weights_bytes(model, ref_config), ref_key, ref_why,
+        request.quality_max_prompts)
+    gate = (f"{ref_key}:{request.quality_tolerance}:{request.quality_max_prompts}"
+            if reference else "")
     ctx = TrialContext(run_dir=str(run_dir), model=model, hw=hw, workload=workload,
                        contract_required=required_for(
                            [str(r) for r in request.api.routes], request.api.features),
                        tokenizer_path=tokenizer_path(model),
                        github_search=request.github_search, github_url=request.github_url,
                        contract_every_trial=True, quality_reference=reference,
-                       quality_tolerance=request.quality_tolerance, engine_version=version,
+                       quality_tolerance=request.quality_tolerance,
+                       quality_max_prompts=request.quality_max_prompts, engine_version=version,
                        model_digest=digest, credentials_block=request.credentials_block,
                        github_token_to_url=request.github_token_to_url,
                        stall_timeout_s=request.budgets.stall_timeout_s)

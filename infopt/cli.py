@@ -752,6 +752,9 @@ def quality(
     tokens: Annotated[int, typer.Option(min=1, max=1024, help="greedy reference tokens per "
                                         "prompt")] = 32,
     top_k: Annotated[int, typer.Option(min=1, max=20, help="top-k kept per position")] = 8,
+    max_prompts: Annotated[int, typer.Option(min=8, max=48, help="the most prompts of the "
+                                             "pool scored to decide: 8, then 16, 32 ... "
+                                             "until the interval clears the threshold")] = 32,
     tasks: Annotated[int, typer.Option(min=0, max=100, help="items per generative task set "
                                        "(arithmetic, facts, JSON schema, needle, French, "
                                        "code) run on both; 0: token fidelity only")] = 0,
@@ -772,7 +775,8 @@ def quality(
     """Token fidelity of a candidate against a reference under teacher forcing (top-1
     agreement with its interval, delta-p, perplexity ratio, a KL lower bound), and with
     --tasks the generative task sets (alone, for a server without exact token scoring); exit
-    1 when the candidate regressed beyond the tolerance."""
+    1 when the candidate regressed beyond the tolerance, or when the prompt budget could not
+    decide (undecided is not a pass)."""
     from infopt.quality.check import check_quality, quality_endpoint
 
     try:
@@ -786,7 +790,7 @@ def quality(
         _, verdict = check_quality(
             ends[0], ends[1], floor=floor_end, tolerance=tolerance, tokens=tokens, top_k=top_k,
             reference_file=ref_file, api_key=key, task_items=tasks, lm_eval=lm,
-            progress=None if json_out else lambda m: typer.echo(f"  {m}", err=True))
+            max_prompts=max_prompts, progress=None if json_out else lambda m: typer.echo(f"  {m}", err=True))
     except InfoptError as exc:
         _fail(exc)
         return

@@ -1,15 +1,21 @@
 """The quality gate inside a run (infopt.quality): the reference is started once, builds its
-greedy continuations and is stopped; a fresh restart at another batch size scores them for the
-noise floor; then every trial's configuration is judged once, while its engine runs, before its
-measurement counts. Everything is persisted under runs/<id>/quality/ and kept per machine under
-$INFOPT_CACHE_DIR/quality/, keyed by what determines it (configuration, engine version, model
-digest, prompt set), so a resumed run or a later run of the same model re-measures nothing."""
+greedy continuations of the gate's prompts (the request's budget of the pool) and is stopped; a
+fresh restart at another batch size scores them for the noise floor; then every trial's
+configuration is judged while its engine runs, before its measurement counts: sequentially,
+paired against the incumbent it modifies (infopt.quality.sequential). Everything is persisted
+under runs/<id>/quality/ and kept per machine (quality_cache()), keyed by what determines it
+(configuration, engine version, model digest, prompt set, this machine's CPU/GPU, the scoring
+code; a verdict also by the reference, the incumbent, the tolerance and the budget), so a
+resumed run or a later run of the same model re-measures nothing, and says so."""
 
 from __future__ import annotations
 
+import glob
 import hashlib
 import json
+import os
 import shutil
+from datetime import UTC, datetime
 from functools import cache
 from pathlib import Path
 
@@ -20,19 +26,37 @@ import infopt.quality as quality_pkg
 from infopt.bootstrap import cache_root
 from infopt.engines import scoring
 from infopt.engines import adapter_for, endpoint_for
+from infopt.hardware.host import parse_cpuinfo
 from infopt.quality.check import load_reference, save_reference
-from infopt.quality.gate import quality_verdict
-from infopt.quality.prompts import FIDELITY_PROMPTS
+from infopt.quality.prompts import PROMPT_POOL, pool_prefix
+from infopt.quality.sequential import GateSettings, sequential_verdict
 from infopt.quality.taskrun import run_tasksets
 from infopt.quality.tasksets import all_items
-from infopt.quality.teacher import DEFAULT_TOKENS, DEFAULT_TOP_K, build_reference, score_candidate
+from infopt.quality.teacher import (
+    DEFAULT_TOKENS,
+    DEFAULT_TOP_K,
+    build_reference,
+    score_candidate,
+    score_sequences,
+)
 from infopt.report.rundir import atomic_write
 from infopt.specs.base import EngineStartError
-from infopt.specs.quality import FidelityResult, QualityVerdict, TaskSetResult
+from infopt.specs.quality import (
+    FidelityResult,
+    QualityVerdict,
+    ScoredSequence,
+    TaskSetResult,
+    VerdictOrigin,
+)
 from infopt.specs.results import RunningEngine
 from infopt.specs.serving import with_knob
 from infopt.troubleshoot.diagnose import contract_preserving_remedy, diagnose_file
 from tasks.engine import start_engine, stop_engine
+
+# The gate's default prompt budget (the request's quality_max_prompts): the reference and the
+# floor cover that many prompts of the pool; a candidate is scored on 8, then 16, then 32 until
+# its verdict is decided.
+DEFAULT_MAX_PROMPTS = 32
 
 
 @cache
@@ -43,20 +67,47 @@ def scoring_digest() -> str:
     return hashlib.sha256(b"".join(f.read_bytes() for f in files)).hexdigest()[:12]
 
 
-def quality_key(config, engine_version: str, model_digest: str) -> str:
-    """What a configuration's scores depend on; the port and the served name do not."""
+@cache
+def machine_numerics() -> str:
+    """What decides a kernel's rounding on this machine: the CPU model and the ISA flags the
+    engines dispatch on (an AVX-512 and an AVX2 build of the same weights differ at near-tie
+    positions), and the GPU models. Part of every quality key: a verdict is not carried to a
+    machine that computes differently."""
+    try:
+        model, isa, _ = parse_cpuinfo(Path("/proc/cpuinfo").read_text(encoding="utf-8"))
+    except OSError:
+        model, isa = "unknown", []
+    gpus = []
+    for info in sorted(glob.glob("/proc/driver/nvidia/gpus/*/information")):
+        text = Path(info).read_text(encoding="utf-8", errors="replace")
+        gpus += [ln.split(":", 1)[1].strip() for ln in text.splitlines()
+                 if ln.startswith("Model:")]
+    return json.dumps({"cpu": model, "isa": isa, "gpus": gpus})
+
+
+def quality_key(config, engine_version: str, model_digest: str,
+                prompts: int = DEFAULT_MAX_PROMPTS) -> str:
+    """What a configuration's scores depend on; the port and the served name do not. For a
+    reference, `prompts` is how many prompts of the pool it covers."""
     payload = {"config": config.model_dump(mode="json", exclude={"port", "served_model_name"}),
                "engine_version": engine_version, "model": model_digest,
-               "prompts": FIDELITY_PROMPTS, "tokens": DEFAULT_TOKENS, "top_k": DEFAULT_TOP_K,
-               "code": scoring_digest()}
+               "prompts": pool_prefix(min(prompts, len(PROMPT_POOL))), "tokens": DEFAULT_TOKENS,
+               "top_k": DEFAULT_TOP_K, "code": scoring_digest(), "machine": machine_numerics()}
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:12]
+
+
+def quality_cache() -> Path:
+    """The machine's kept references, floors, scores and verdicts; INFOPT_QUALITY_CACHE_DIR
+    moves it (tests point it at their own folder, so no verdict comes from an earlier run)."""
+    where = os.environ.get("INFOPT_QUALITY_CACHE_DIR")
+    return Path(where).expanduser() if where else cache_root() / "quality"
 
 
 def _recall(path: Path) -> bool:
     """Whether `path` is there, copying it from the machine's cache when only that has it."""
     if path.is_file():
         return True
-    kept = cache_root() / "quality" / path.name
+    kept = quality_cache() / path.name
     if not kept.is_file():
         return False
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -65,7 +116,7 @@ def _recall(path: Path) -> bool:
 
 
 def _keep(path: Path) -> None:
-    kept = cache_root() / "quality" / path.name
+    kept = quality_cache() / path.name
     kept.parent.mkdir(parents=True, exist_ok=True)
     atomic_write(kept, path.read_text(encoding="utf-8"))
 
@@ -78,7 +129,8 @@ def _floor_config(config):
 
 @task(name="quality-reference", cache_policy=NO_CACHE)
 def quality_reference(config, quality_dir: str, weights_bytes: int, key: str,
-                      weights_why: str | None = None) -> tuple[str | None, str]:
+                      weights_why: str | None = None, prompts: int = DEFAULT_MAX_PROMPTS
+                      ) -> tuple[str | None, str]:
     """Build (or find) the reference and its floor. Returns (the reference file, or None when
     the gate cannot run; what the report says about it). `weights_why`: why the reference
     serves other weights than the checkpoint's own."""
@@ -89,7 +141,8 @@ def quality_reference(config, quality_dir: str, weights_bytes: int, key: str,
     what = (f"Reference: the control configuration ({weights}, the engine's default KV "
             f"precision); floor: a fresh restart of it at {adapter_for(config.engine).concurrency_knob}"
             f"={getattr(_floor_config(config), adapter_for(config.engine).concurrency_knob)} "
-            "scoring two sequences at once. Files: quality/.")
+            f"scoring two sequences at once; {prompts} prompts of the pool, a candidate scored on "
+            "8, 16, ... of them until its verdict is decided. Files: quality/.")
     if _recall(ref_path) and _recall(floor_path):
         log.info("quality reference %s: built earlier, reused", ref_path.name)
         return str(ref_path), what
@@ -100,7 +153,7 @@ def quality_reference(config, quality_dir: str, weights_bytes: int, key: str,
     try:
         remedy, reference = None, load_reference(ref_path)
         if reference is None:
-            reference, config, remedy = _build(config, d, key, weights_bytes)
+            reference, config, remedy = _build(config, d, key, weights_bytes, prompts)
         save_reference(reference, ref_path)
         floor = _floor(config, reference, d, key, weights_bytes)
     except EngineStartError as exc:
@@ -137,11 +190,11 @@ def _start_or_remedy(config, log: Path, weights_bytes: int):
                          weights_bytes), config, remedy)
 
 
-def _build(config, d: Path, key: str, weights_bytes: int):
+def _build(config, d: Path, key: str, weights_bytes: int, prompts: int):
     running, config, remedy = _start_or_remedy(config, d / f"reference-{key}.log",
                                                weights_bytes)
     try:
-        return build_reference(_endpoint(running, config),
+        return build_reference(_endpoint(running, config), prompts=pool_prefix(prompts),
                                progress=get_run_logger().info), config, remedy
     finally:
         stop_engine(running)
@@ -161,24 +214,93 @@ def _endpoint(running: RunningEngine, config):
     return endpoint_for(running.engine, running.base_url, config.served_model_name, running.pid)
 
 
+def _scores_file(reference_path: Path, key: str) -> Path:
+    return reference_path.with_name(
+        reference_path.stem.replace("reference-", "scores-", 1) + f"-{key}.json")
+
+
+def _load_scores(path: Path) -> list[ScoredSequence]:
+    if not _recall(path):
+        return []
+    return [ScoredSequence.model_validate(r) for r in json.loads(path.read_text("utf-8"))]
+
+
+def _save_scores(path: Path, scores: list[ScoredSequence]) -> None:
+    atomic_write(path, json.dumps([s.model_dump(mode="json") for s in scores]))
+    _keep(path)
+
+
+def verdict_key(reference_path: Path, key: str, incumbent_key: str | None,
+                settings: GateSettings) -> str:
+    """Everything a verdict depends on beyond the two configurations' own keys (which cover
+    the engine build, model, prompts, machine and code): the reference and its floor, the
+    incumbent it is paired against, the tolerance and the prompt budget."""
+    payload = {"reference": reference_path.stem, "candidate": key, "incumbent": incumbent_key,
+               "tolerance": settings.tolerance, "budget": settings.budget}
+    return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:12]
+
+
+def _recalled_verdict(out: Path, origin: VerdictOrigin | None) -> QualityVerdict | None:
+    """A verdict made earlier: by this run (kept as it is), or by another run on this machine
+    (then it says which run and trial made it)."""
+    here = out.is_file()
+    if not _recall(out):
+        return None
+    verdict = QualityVerdict.model_validate_json(out.read_text(encoding="utf-8"))
+    made = verdict.made_by
+    if not here and made is not None and (origin is None or made.run_id != origin.run_id):
+        verdict = verdict.model_copy(update={"reused_from": made})
+        atomic_write(out, verdict.model_dump_json(indent=2))
+        get_run_logger().info("quality verdict reused from run %s, trial %s (%s)",
+                              made.run_id, made.trial_id, made.made_at)
+    return verdict
+
+
 @task(name="judge-quality", cache_policy=NO_CACHE)
 def judge_quality(running: RunningEngine, config, reference_path: str, key: str,
-                  tolerance: float) -> QualityVerdict:
-    """This configuration's verdict against the reference and floor (once per reference and
-    configuration key: repeats and resumed runs reuse it)."""
+                  tolerance: float, *, incumbent_key: str | None = None,
+                  max_prompts: int = DEFAULT_MAX_PROMPTS,
+                  origin: VerdictOrigin | None = None) -> QualityVerdict:
+    """This configuration's verdict against the reference and floor, paired against the
+    incumbent's scores when `incumbent_key` has them (once per verdict key: repeats and
+    resumed runs reuse it). `origin`: the run and trial judging it, recorded in the verdict."""
     ref_path = Path(reference_path)
-    out = ref_path.with_name(ref_path.stem.replace("reference-", "verdict-", 1) + f"-{key}.json")
-    if _recall(out):
-        return QualityVerdict.model_validate_json(out.read_text(encoding="utf-8"))
+    settings = GateSettings(tolerance=tolerance, budget=max_prompts)
+    out = ref_path.with_name(ref_path.stem.replace("reference-", "verdict-", 1)
+                             + f"-{key}-{verdict_key(ref_path, key, incumbent_key, settings)}"
+                             ".json")
+    if (kept := _recalled_verdict(out, origin)) is not None:
+        return kept
     reference = load_reference(ref_path)
     floor_file = ref_path.with_name(ref_path.name.replace("reference-", "floor-", 1))
     floor = FidelityResult.model_validate_json(floor_file.read_text(encoding="utf-8"))
-    verdict = quality_verdict(score_candidate(_endpoint(running, config), reference),
-                              floor, tolerance)
+    endpoint = _endpoint(running, config)
+    scores_path = _scores_file(ref_path, key)
+    scores = _load_scores(scores_path)
+
+    def score_first(n: int) -> list[ScoredSequence]:
+        nonlocal scores
+        if len(scores) < n:
+            scores = scores + score_sequences(endpoint, reference,
+                                              reference.sequences[len(scores):n])
+            _save_scores(scores_path, scores)  # a crash keeps what was scored
+        return scores[:n]
+
+    incumbent = _load_scores(_scores_file(ref_path, incumbent_key)) if incumbent_key else None
+    verdict, _ = sequential_verdict(reference, floor, settings, score_first, incumbent or None,
+                                    incumbent_key if incumbent else None, endpoint.base_url)
+    if origin is not None:
+        verdict = verdict.model_copy(update={"made_by": origin})
     atomic_write(out, verdict.model_dump_json(indent=2))
     _keep(out)
-    get_run_logger().info("quality %s: %s", key, verdict.summary)
+    get_run_logger().info("quality %s: %s (prompts scored per look: %s)", key, verdict.summary,
+                          verdict.looks)
     return verdict
+
+
+def verdict_origin(run_dir: str, trial_id: str) -> VerdictOrigin:
+    return VerdictOrigin(run_id=Path(run_dir).name, trial_id=trial_id,
+                         made_at=datetime.now(UTC).isoformat(timespec="seconds"))
 
 
 def _sets_file(quality_dir: str, key: str, items_per_set: int) -> Path:

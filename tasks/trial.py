@@ -39,7 +39,7 @@ from tasks.benchmark import benchmark
 from tasks.contract import contract_key, verify_contract
 from tasks.engine import diagnose_start, start_engine, stop_engine
 from tasks.plan import label_ceilings
-from tasks.quality import judge_quality, quality_key
+from tasks.quality import judge_quality, quality_key, verdict_origin
 
 
 @dataclass(frozen=True)
@@ -61,6 +61,7 @@ class TrialContext:
     # The quality gate (tasks.quality): the reference file, None when the gate cannot run.
     quality_reference: str | None = None
     quality_tolerance: float = 0.02
+    quality_max_prompts: int = 32  # the request's: the most prompts the gate may add to decide
     engine_version: str = ""
     model_digest: str = ""
     credentials_block: str | None = None  # InfoptCredentials: the GitHub token of issue search
@@ -143,13 +144,18 @@ def _hung(running: RunningEngine, bench, ctx: TrialContext) -> str | None:
             f"{state}; infopt ended it. Engine log: {running.log_path}")
 
 
-def _judge(running: RunningEngine, config, ctx: TrialContext):
-    """(verdict | None, why it could not be scored | None); no reference: no gate."""
+def _judge(running: RunningEngine, spec: TrialSpec, config, ctx: TrialContext):
+    """(verdict | None, why it could not be scored | None); no reference: no gate. A candidate
+    is paired against the incumbent it modifies (spec.incumbent)."""
     if ctx.quality_reference is None:
         return None, None
+    inc = (quality_key(spec.incumbent, ctx.engine_version, ctx.model_digest)
+           if spec.incumbent is not None else None)
     try:
         return judge_quality(running, config, ctx.quality_reference, quality_key(
-            config, ctx.engine_version, ctx.model_digest), ctx.quality_tolerance), None
+            config, ctx.engine_version, ctx.model_digest), ctx.quality_tolerance,
+            incumbent_key=inc, max_prompts=ctx.quality_max_prompts,
+            origin=verdict_origin(ctx.run_dir, spec.trial_id)), None
     except InfoptError as exc:  # the server did not score what was asked: not judged, not kept
         return None, f"its tokens could not be scored ({exc})"
 
@@ -173,9 +179,11 @@ def _gates(running: RunningEngine, spec: TrialSpec, config, ctx: TrialContext,
         if broken := [c for c in checks if c.required and not c.ok]:
             return checks, None, "rejected by the API contract: " + "; ".join(
                 f"{c.feature} ({c.status.value}): {c.detail[:120]}" for c in broken)
-    verdict, unscorable = _judge(running, config, ctx)
+    verdict, unscorable = _judge(running, spec, config, ctx)
     if unscorable is not None:
         return checks, None, f"rejected by the quality gate: {unscorable}"
+    if verdict is not None and verdict.decision == "undecided":
+        return checks, verdict, f"undecided by the quality gate (not accepted): {verdict.summary}"
     if verdict is not None and not verdict.passed:
         return checks, verdict, f"rejected by the quality gate: {verdict.summary}"
     return checks, verdict, None

@@ -19,9 +19,18 @@ from infopt.specs.quality import QualityVerdict, ReferenceSet
 
 from .gate import quality_verdict
 from .lmeval import metric_verdicts, run_lm_eval
+from .prompts import pool_prefix
+from .sequential import GateSettings, sequential_verdict
 from .taskrun import run_tasksets
 from .tasksets import all_items
-from .teacher import DEFAULT_TOKENS, DEFAULT_TOP_K, Progress, build_reference, score_candidate
+from .teacher import (
+    DEFAULT_TOKENS,
+    DEFAULT_TOP_K,
+    Progress,
+    build_reference,
+    score_candidate,
+    score_sequences,
+)
 
 
 def served_model(base_url: str, timeout_s: float = 10.0) -> str:
@@ -92,11 +101,13 @@ def check_quality(reference: Endpoint, candidate: Endpoint, *, floor: Endpoint |
                   tolerance: float = 0.02, tokens: int = DEFAULT_TOKENS,
                   top_k: int = DEFAULT_TOP_K, reference_file: Path | None = None,
                   api_key: str | None = None, progress: Progress | None = None,
-                  task_items: int = 0, lm_eval: LmEvalRequest | None = None
-                  ) -> tuple[ReferenceSet | None, QualityVerdict]:
+                  task_items: int = 0, lm_eval: LmEvalRequest | None = None,
+                  max_prompts: int = 32) -> tuple[ReferenceSet | None, QualityVerdict]:
     """task_items > 0 also runs that many items of each generative task set on the reference
     and the candidate, `lm_eval` lm-eval's tasks; they alone decide when a server has no
-    exact token scoring (the returned reference is then None)."""
+    exact token scoring (the returned reference is then None). The candidate is scored on 8,
+    16, ... of the reference's prompts (at most `max_prompts`) until the verdict is decided
+    (infopt.quality.sequential)."""
     why = _unscored(reference, candidate, floor)
     if why is not None and (floor is not None or not (task_items or lm_eval)):
         raise InputError(why + ("; a noise floor (--floor) is a token-fidelity measure: drop it"
@@ -111,18 +122,31 @@ def check_quality(reference: Endpoint, candidate: Endpoint, *, floor: Endpoint |
     ref = load_reference(reference_file) if reference_file else None
     if ref is None:
         ref = build_reference(reference, tokens=tokens, top_k=top_k, api_key=api_key,
-                              progress=progress)
+                              prompts=pool_prefix(max_prompts), progress=progress)
         if reference_file:
             save_reference(ref, reference_file)
     # The floor scores two sequences at once: a restart *and* another batch size.
     floor_result = (score_candidate(floor, ref, api_key=api_key, progress=progress,
                                     label="floor", concurrency=2)
                     if floor else None)
-    cand = score_candidate(candidate, ref, api_key=api_key, progress=progress)
+    scored: list = []
+
+    def score_first(n: int):
+        scored.extend(score_sequences(candidate, ref, ref.sequences[len(scored):n],
+                                      api_key=api_key, progress=progress))
+        return scored[:n]
+
+    tokens_verdict, _ = sequential_verdict(ref, floor_result,
+                                           GateSettings(tolerance, max_prompts), score_first,
+                                           endpoint=candidate.base_url)
+    if not (task_items or extra):
+        return ref, tokens_verdict
     ref_tasks, cand_tasks = (_tasks(reference, candidate, task_items, api_key, progress)
                              if task_items else (None, None))
-    return ref, quality_verdict(cand, floor_result, tolerance, ref_tasks, cand_tasks,
-                                extra_measures=extra)
+    full = quality_verdict(tokens_verdict.candidate, floor_result, tolerance, ref_tasks,
+                           cand_tasks, extra_measures=extra)
+    return ref, full.model_copy(update={"looks": tokens_verdict.looks,
+                                        "prompt_budget": tokens_verdict.prompt_budget})
 
 
 def _lm_eval(reference: Endpoint, candidate: Endpoint, req: LmEvalRequest | None,

@@ -54,8 +54,11 @@ def _first_divergence(seq: ScoredSequence) -> int | None:
 
 
 def fidelity(reference: ReferenceSet, candidate: list[ScoredSequence],
-             endpoint: str) -> FidelityResult:
-    every = [(r, c) for rs, cs in zip(reference.sequences, candidate, strict=True)
+             endpoint: str, confidence: float = 0.95) -> FidelityResult:
+    """The candidate's sequences against the reference's first len(candidate) sequences (the
+    sequential gate scores a prefix of the prompt pool at each look)."""
+    every = [(r, c) for rs, cs in zip(reference.sequences[:len(candidate)], candidate,
+                                      strict=True)
              for r, c in zip(rs.positions, cs.positions, strict=True)]
     pairs = [(r, c) for r, c in every if r is not None and c is not None]
     if not pairs:
@@ -63,14 +66,14 @@ def fidelity(reference: ReferenceSet, candidate: list[ScoredSequence],
     agree = sum(is_top1(c) for _, c in pairs)
     from scipy.stats import binomtest  # 1.7 s to import: not on a bad-input path
 
-    ci = binomtest(agree, len(pairs)).proportion_ci(0.95, method="wilson")
+    ci = binomtest(agree, len(pairs)).proportion_ci(confidence, method="wilson")
     dp = np.array([math.exp(c.logprob) - math.exp(r.logprob) for r, c in pairs])
     nll_gap = float(np.mean([r.logprob - c.logprob for r, c in pairs]))
     return FidelityResult(
         endpoint=endpoint, prompts=len(candidate), positions=len(pairs),
         unscored_positions=len(every) - len(pairs),
         top1_agreement=agree / len(pairs),
-        top1_interval=Interval(low=float(ci.low), high=float(ci.high)),
+        top1_interval=Interval(low=float(ci.low), high=float(ci.high), confidence=confidence),
         delta_p_mean=float(dp.mean()), delta_p_p05=float(np.percentile(dp, 5)),
         perplexity_ratio=math.exp(nll_gap),
         kl_lower_bound_mean_nats=float(np.mean([coarse_kl(r, c) for r, c in pairs])),

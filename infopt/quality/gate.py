@@ -2,8 +2,8 @@
 fresh restart of itself), with the request's tolerance as the largest accepted drop.
 
 Thresholds, each a delta from the floor (from perfect when no floor was measured):
-- top-1 agreement >= floor - tolerance (absolute fraction of positions), failing only when its
-  whole 95% interval lies below (a drop beyond sampling noise);
+- top-1 agreement >= floor - tolerance (absolute fraction of positions): a pass when its whole
+  interval lies at or above, a regression when wholly below, otherwise undecided (not a pass);
 - perplexity ratio <= floor ratio x (1 + tolerance);
 - mean delta-p of the reference token >= floor delta-p - tolerance.
 The KL lower bound is reported, not gated: it has no scale a tolerance maps onto.
@@ -19,20 +19,21 @@ from .taskrun import taskset_verdicts
 
 
 def _agreement(c: FidelityResult, floor: FidelityResult | None, tol: float) -> MeasureVerdict:
-    """Fails when the drop is established: the whole 95% interval below the threshold. A
-    point estimate a fraction under it is within the sampling noise of a few hundred tokens
-    (98.0% over 245 tokens spans 95.3-99.1%), and gating on it flips with the CPU's rounding."""
+    """Decides only on the interval: a pass when the whole interval lies at or above the
+    threshold, a regression when it lies wholly below; an interval that straddles it is
+    undecided (98.0% over 245 tokens spans 95.3-99.1%), never a pass: the sequential gate adds
+    prompts until it clears one side (infopt.quality.sequential), or reports it undecided."""
     base = floor.top1_agreement if floor else 1.0
     threshold = base - tol
     lo, hi = c.top1_interval.low, c.top1_interval.high
-    passed = hi >= threshold
-    why = (f"top-1 agreement {c.top1_agreement:.1%} (95% {lo:.1%}-{hi:.1%}, {c.positions} "
-           f"tokens) vs threshold {threshold:.1%} (floor {base:.1%} - {tol:.1%})"
-           + ("" if not passed else "" if lo >= threshold else
-              "; below the threshold but within its noise: more prompts would settle it"))
+    passed, undecided = lo >= threshold, lo < threshold <= hi
+    why = (f"top-1 agreement {c.top1_agreement:.1%} ({c.top1_interval.confidence:.1%} "
+           f"{lo:.1%}-{hi:.1%}, {c.positions} tokens) vs threshold {threshold:.1%} (floor "
+           f"{base:.1%} - {tol:.1%})"
+           + ("; the interval straddles the threshold: undecided" if undecided else ""))
     return MeasureVerdict(measure="top1_agreement", value=c.top1_agreement,
                           floor=floor.top1_agreement if floor else None, threshold=threshold,
-                          passed=passed, why=why)
+                          passed=passed, why=why, undecided=undecided)
 
 
 def _perplexity(c: FidelityResult, floor: FidelityResult | None, tol: float) -> MeasureVerdict:
@@ -71,14 +72,19 @@ def quality_verdict(candidate: FidelityResult | None, floor: FidelityResult | No
     measures += extra_measures or []  # lm-eval's metrics (infopt.quality.lmeval)
     if not measures:
         raise ValueError("a quality verdict needs token fidelity, task sets or lm-eval")
-    failed = [m for m in measures if not m.passed]
+    failed = [m for m in measures if not m.passed and not m.undecided]
+    open_ = [m for m in measures if m.undecided]
     where = ("" if floor or candidate is None else
              " (no noise floor measured: thresholds from a perfect match)")
     if candidate is None:
         where = f" (task sets only: {fidelity_note})"
-    summary = ("quality passed" + where if not failed else
-               "quality regressed: " + "; ".join(m.why for m in failed) + where)
-    return QualityVerdict(passed=not failed, candidate=candidate, floor=floor,
+    decision = "fail" if failed else "undecided" if open_ else "pass"
+    summary = {"pass": "quality passed" + where,
+               "fail": "quality regressed: " + "; ".join(m.why for m in failed) + where,
+               "undecided": "quality undecided (not accepted): " + "; ".join(
+                   m.why for m in open_) + where}[decision]
+    return QualityVerdict(passed=decision == "pass", decision=decision, candidate=candidate,
+                          floor=floor,
                           tolerance=tolerance, measures=measures, summary=summary,
                           reference_tasks=reference_tasks or [],
                           candidate_tasks=candidate_tasks or [], fidelity_note=fidelity_note)

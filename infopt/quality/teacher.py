@@ -81,11 +81,11 @@ def build_reference(endpoint: Endpoint, *, tokens: int = DEFAULT_TOKENS,
                         self_agreement=agreement)
 
 
-def score_candidate(endpoint: Endpoint, reference: ReferenceSet, *,
-                    api_key: str | None = None, timeout_s: float = 120.0,
-                    progress: Progress | None = None, label: str = "candidate",
-                    concurrency: int = 1) -> FidelityResult:
-    """The candidate's scores of the reference's tokens, compared with the reference's.
+def score_sequences(endpoint: Endpoint, reference: ReferenceSet,
+                    sequences: list[ScoredSequence], *, api_key: str | None = None,
+                    timeout_s: float = 120.0, progress: Progress | None = None,
+                    label: str = "candidate", concurrency: int = 1) -> list[ScoredSequence]:
+    """The server's teacher-forced scores of `sequences` (some of the reference's), in order.
     concurrency > 1 scores that many sequences at once, so the server batches them (the noise
     floor at another batch size)."""
     sc, base = _scoring(endpoint), endpoint.base_url.rstrip("/")
@@ -108,7 +108,17 @@ def score_candidate(endpoint: Endpoint, reference: ReferenceSet, *,
 
     try:
         with ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool:
-            scored = list(pool.map(one, reference.sequences))
+            return list(pool.map(one, sequences))
     except httpx.TransportError as exc:
         raise _unreachable(endpoint, exc) from None
+
+
+def score_candidate(endpoint: Endpoint, reference: ReferenceSet, *,
+                    api_key: str | None = None, timeout_s: float = 120.0,
+                    progress: Progress | None = None, label: str = "candidate",
+                    concurrency: int = 1) -> FidelityResult:
+    """The candidate's scores of every reference token, compared with the reference's."""
+    scored = score_sequences(endpoint, reference, reference.sequences, api_key=api_key,
+                             timeout_s=timeout_s, progress=progress, label=label,
+                             concurrency=concurrency)
     return fidelity(reference, scored, endpoint.base_url)

@@ -34,9 +34,34 @@ def render_verdict(v: QualityVerdict) -> str:
         lines += [f"{t.set_name:12} {ref[t.set_name].passed:>5}/{ref[t.set_name].total:<4} "
                   f"{t.passed:>5}/{t.total:<4}  {t.interval.low:.0%}-{t.interval.high:.0%}"
                   for t in v.candidate_tasks]
-    lines += [f"{'PASS' if m.passed else 'FAIL'} {m.why}" for m in v.measures]
-    lines.append(("PASSED: " if v.passed else "FAILED: ") + v.summary)
-    return "\n".join(lines)
+    lines += [f"{'PASS' if m.passed else 'OPEN' if m.undecided else 'FAIL'} {m.why}"
+              for m in v.measures]
+    if v.looks:
+        lines.append(f"prompts scored per look: {', '.join(map(str, v.looks))} (budget "
+                     f"{v.prompt_budget}; each look's intervals at "
+                     f"{v.candidate.top1_interval.confidence:.1%}, 95% over all looks)"
+                     if v.candidate is not None else "")
+    lines.append({"pass": "PASSED: ", "fail": "FAILED: ", "undecided": "UNDECIDED: "}[
+        v.decision or ("pass" if v.passed else "fail")] + v.summary)
+    return "\n".join(line for line in lines if line)
+
+
+def verdict_cell(v: QualityVerdict) -> str:
+    """The report's verdict column: the decision, how it was reached, and where it came from."""
+    failed = [m.measure for m in v.measures if not m.passed and not m.undecided]
+    cell = {"pass": "pass", "fail": "FAIL: " + ", ".join(failed),
+            "undecided": "UNDECIDED (not accepted)"}[v.decision or "fail"]
+    if v.change == "lossless" and v.paired is not None:
+        cell += (f"; lossless vs its incumbent (drop {v.paired.drop:+.1%}, "
+                 f"<= {v.paired.margin:.1%})")
+    elif v.change == "lossy":
+        cell += "; judged against the reference"
+    if v.looks:
+        cell += f"; {v.looks[-1]} prompts"
+    if v.reused_from is not None:
+        cell += (f"; reused from run {v.reused_from.run_id}, trial {v.reused_from.trial_id} "
+                 f"({v.reused_from.made_at})")
+    return cell
 
 
 def quality_markdown(rows: list[tuple[str, QualityVerdict]]) -> list[str]:
@@ -51,8 +76,7 @@ def quality_markdown(rows: list[tuple[str, QualityVerdict]]) -> list[str]:
     for name, v in rows:
         if v.candidate is None:  # not in a run: every trial's engine has exact scoring
             continue
-        failed = [m.measure for m in v.measures if not m.passed]
-        out.append(_md(name, v.candidate, "pass" if v.passed else "FAIL: " + ", ".join(failed)))
+        out.append(_md(name, v.candidate, verdict_cell(v)))
     return out
 
 

@@ -4,7 +4,9 @@ counts and intervals, and the verdict against the noise floor (infopt.quality)."
 
 from __future__ import annotations
 
-from pydantic import Field
+from typing import Literal
+
+from pydantic import Field, model_validator
 
 from .base import Spec
 
@@ -97,10 +99,55 @@ class MeasureVerdict(Spec):
     passed: bool
     why: str
     p_value: float | None = None  # a paired test's, where the measure has one
+    # The interval straddles the threshold: neither a pass nor an established drop.
+    undecided: bool = False
+
+
+class PairedChange(Spec):
+    """Question (a): did this change cost quality? The candidate against the incumbent it
+    modifies, paired on the same prompts and positions: at each position both either reproduce
+    the reference's token as their own top-1 or not; only the discordant positions carry
+    information (McNemar). `drop` > 0: the candidate loses agreement the incumbent had."""
+
+    incumbent_key: str  # the incumbent configuration's quality key (its scores file)
+    prompts: int
+    positions: int
+    incumbent_only: int  # the incumbent reproduces the reference's token there, the candidate not
+    candidate_only: int  # the reverse
+    drop: float  # (incumbent_only - candidate_only) / positions, a fraction of positions
+    drop_interval: Interval
+    # The largest drop still called "unchanged": the floor's own disagreement, at least half the
+    # tolerance (infopt.quality.sequential.change_margin says why).
+    margin: float
+    unchanged: bool  # the whole interval of the drop lies at or under the margin
+
+
+class VerdictOrigin(Spec):
+    """Which run and trial measured a verdict (one reused from the machine's cache names them)."""
+
+    run_id: str
+    trial_id: str
+    made_at: str  # ISO 8601, UTC
+
+
+Decision = Literal["pass", "fail", "undecided"]
 
 
 class QualityVerdict(Spec):
     passed: bool
+    # "undecided": the data could not tell, within the prompt budget, whether the candidate is
+    # within tolerance; it is not accepted (and never reported as a pass).
+    decision: Decision | None = None  # None in files written before the sequential gate
+    # How the decision was reached: "lossless" (unchanged against the incumbent, question (a)),
+    # "lossy" (changed or not shown unchanged: judged against the reference, question (b)),
+    # "unpaired" (no incumbent scores: judged against the reference directly).
+    change: Literal["lossless", "lossy", "unpaired"] | None = None
+    paired: PairedChange | None = None
+    looks: list[int] = Field(default_factory=list)  # prompts scored at each look, in order
+    prompt_budget: int | None = None  # the most prompts the gate could add (the request's)
+    made_by: VerdictOrigin | None = None
+    # Set when this verdict was not measured by this run but recalled from the machine's cache.
+    reused_from: VerdictOrigin | None = None
     # None: token fidelity was not measured (a server without exact scoring): `fidelity_note`
     # says why, and the task sets alone decide.
     candidate: FidelityResult | None
@@ -112,6 +159,14 @@ class QualityVerdict(Spec):
     # The generative task sets, when run: the reference's results and the candidate's.
     reference_tasks: list[TaskSetResult] = Field(default_factory=list)
     candidate_tasks: list[TaskSetResult] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _decided(self) -> QualityVerdict:
+        if self.decision is None:  # an older file: its pass/fail is all it recorded
+            self.decision = "pass" if self.passed else "fail"
+        elif self.passed != (self.decision == "pass"):
+            raise ValueError(f"passed={self.passed} contradicts decision={self.decision!r}")
+        return self
 
 
 class TaskSetOutcome(Spec):

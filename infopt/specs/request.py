@@ -140,6 +140,11 @@ class OptimizeRequest(Spec):
     # Quality gate tolerance (issue 12): the largest accepted drop of the candidate's score
     # against the higher-precision reference, as a fraction.
     quality_tolerance: float = Field(0.02, ge=0, le=1)
+    # The most prompts the quality gate may score to decide a verdict (issue 30): a candidate is
+    # scored on 8, then 16, then 32 ... of the fixed pool (infopt.quality.prompts, 48 prompts)
+    # until its interval clears the threshold one way or the other; still straddling it at the
+    # budget, it is "undecided" and not accepted. The reference and its floor cover this many.
+    quality_max_prompts: int = Field(32, ge=8, le=48)
     # Items per generative task set (arithmetic, facts, JSON schema, needle, French, code),
     # answered by the reference and by the recommended configuration; a value whose answers
     # regress beyond noise is not recommended. 0: token fidelity alone.

@@ -52,6 +52,10 @@ class TrialSpec(Spec):
     seed: int = Field(0, ge=0)
     with_contract: bool = False  # check the API contract before measuring
     approvals: list[GateAnswer] = Field(default_factory=list)  # the gates that let it run
+    # The configuration this candidate modifies (the ladder's incumbent): the quality gate
+    # judges the candidate paired against it (same prompts, same positions). None for the
+    # control and the baseline, which are judged against the reference directly.
+    incumbent: ServingConfig | None = None
 
 
 def changes_from(control: Any, config: Any) -> list[KnobChange]:
@@ -75,5 +79,7 @@ def trial_key(spec: TrialSpec, workload: Workload, engine_version: str,
     payload = {"config": config, "workload": workload.model_dump(mode="json"),
                "engine_version": engine_version, "model": model_digest, "seed": spec.seed,
                "repeat": spec.repeat, "contract": spec.with_contract, "gate": gate}
+    if spec.incumbent is not None:  # the quality verdict is paired against it
+        payload["incumbent"] = spec.incumbent.model_dump(mode="json", exclude={"port"})
     digest = hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:12]
     return f"{spec.trial_id}-{digest}"

@@ -1,0 +1,175 @@
+"""The quality gate as a sequential decision, pure: a candidate is scored on a growing prefix of
+the prompt pool (looks of 8, 16, 32 ... prompts up to the request's budget) until the data
+decide, and the two questions of the specification are kept apart:
+
+(a) Did this change cost quality? The candidate is paired against the incumbent it modifies
+    (same prompts, same positions; `paired_change`). A change whose drop in agreement with the
+    reference's tokens is shown to lie within the noise margin is lossless: it passes unless the
+    candidate is itself established below the threshold. So a scheduling, prefill or
+    speculative knob is never charged with the distance its incumbent's weights already have.
+(b) Is it still within the user's tolerance of the reference? Every other change (shown to
+    change the numerics, or not shown unchanged) is judged against the reference, decisively:
+    its whole agreement interval must clear the threshold (floor - tolerance). An interval that
+    straddles the threshold after the last look is "undecided", which is not accepted.
+
+Several looks at growing data inflate the chance of a wrong call; each look's intervals are
+taken at 1 - 0.05 / (number of looks) (Bonferroni), so the whole sequence keeps 95%.
+Positions are treated as independent trials (Wilson, McNemar), as in infopt.quality.fidelity:
+neighbouring tokens of one text are correlated, so the intervals are somewhat optimistic.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from infopt.specs.quality import (
+    FidelityResult,
+    Interval,
+    PairedChange,
+    QualityVerdict,
+    ReferenceSet,
+    ScoredSequence,
+)
+
+from .fidelity import fidelity, is_top1
+from .gate import quality_verdict
+
+FIRST_LOOK_PROMPTS = 8  # one prompt of each kind (infopt.quality.prompts)
+FAMILY_ALPHA = 0.05
+
+
+def looks(budget: int, first: int = FIRST_LOOK_PROMPTS) -> list[int]:
+    """The prompt counts of each look: doubling from `first`, the last one the budget."""
+    if budget < 1:
+        raise ValueError("the prompt budget must be at least 1")
+    out, n = [], min(first, budget)
+    while n < budget:
+        out.append(n)
+        n *= 2
+    return out + [budget]
+
+
+def look_confidence(n_looks: int) -> float:
+    return 1 - FAMILY_ALPHA / max(1, n_looks)
+
+
+def change_margin(floor: FidelityResult | None, tolerance: float) -> float:
+    """The largest drop against the incumbent still called unchanged: what a restart of the
+    reference at another batch size already moves (the floor's disagreement), and at least half
+    the tolerance. Half: a change inside it cannot by itself spend the whole budget, and a
+    smaller margin could not be shown with a few hundred positions (Wilson's upper bound on
+    zero discordant positions out of 512 at 98.3% is already 1.1%). A lossless call is still
+    refused when the candidate is established below the threshold (the budget stays checked)."""
+    noise = 1.0 - floor.top1_agreement if floor is not None else 0.0
+    return max(noise, tolerance / 2)
+
+
+def _wilson(k: int, n: int, confidence: float) -> tuple[float, float]:
+    from scipy.stats import binomtest  # 1.7 s to import: not on a bad-input path
+
+    if n == 0:
+        return 0.0, 1.0
+    ci = binomtest(k, n).proportion_ci(confidence, method="wilson")
+    return float(ci.low), float(ci.high)
+
+
+def _scale(rate: tuple[float, float], factor: float) -> tuple[float, float]:
+    """The range of rate x factor over the rate's interval (the factor may be negative)."""
+    a, b = rate[0] * factor, rate[1] * factor
+    return min(a, b), max(a, b)
+
+
+def paired_change(reference: ReferenceSet, candidate: list[ScoredSequence],
+                  incumbent: list[ScoredSequence], incumbent_key: str, margin: float,
+                  confidence: float) -> PairedChange:
+    """The candidate's drop in agreement against the incumbent's, over the prompts both scored
+    and the positions all three servers reported. Its interval: the drop is d x (2p - 1), with
+    d the share of discordant positions and p the share of those the incumbent got right; each
+    factor's Wilson interval bounds it (with no discordant position p is unknown: [0, 1])."""
+    n_prompts = min(len(candidate), len(incumbent))
+    b = c = positions = 0
+    for ref, cand, inc in zip(reference.sequences[:n_prompts], candidate[:n_prompts],
+                              incumbent[:n_prompts], strict=True):
+        if not (ref.prompt_name == cand.prompt_name == inc.prompt_name):
+            raise ValueError(f"paired scores are of other prompts ({ref.prompt_name}, "
+                             f"{cand.prompt_name}, {inc.prompt_name})")
+        for r, x, y in zip(ref.positions, cand.positions, inc.positions, strict=True):
+            if r is None or x is None or y is None:
+                continue
+            positions += 1
+            cand_ok, inc_ok = is_top1(x), is_top1(y)
+            b += inc_ok and not cand_ok
+            c += cand_ok and not inc_ok
+    if positions == 0:
+        raise ValueError("no position both the candidate and the incumbent scored")
+    disc = _wilson(b + c, positions, confidence)
+    p = _wilson(b, b + c, confidence) if b + c else (0.0, 1.0)
+    lows, highs = zip(_scale(disc, 2 * p[0] - 1), _scale(disc, 2 * p[1] - 1))
+    low, high = min(lows), max(highs)
+    return PairedChange(incumbent_key=incumbent_key, prompts=n_prompts, positions=positions,
+                        incumbent_only=b, candidate_only=c, drop=(b - c) / positions,
+                        drop_interval=Interval(low=low, high=high, confidence=confidence,
+                                               method="McNemar: Wilson on the discordant share "
+                                                      "x Wilson on its split"),
+                        margin=margin, unchanged=high <= margin)
+
+
+def decide_look(reference: ReferenceSet, floor: FidelityResult | None, tolerance: float,
+                candidate: list[ScoredSequence], incumbent: list[ScoredSequence] | None,
+                incumbent_key: str | None, confidence: float, endpoint: str
+                ) -> QualityVerdict:
+    """The verdict on what has been scored so far (its decision may be "undecided")."""
+    fid = fidelity(reference, candidate, endpoint, confidence)
+    verdict = quality_verdict(fid, floor, tolerance)
+    if not incumbent or incumbent_key is None:
+        return verdict.model_copy(update={"change": "unpaired"})
+    paired = paired_change(reference, candidate, incumbent, incumbent_key,
+                           change_margin(floor, tolerance), confidence)
+    agreement = next(m for m in verdict.measures if m.measure == "top1_agreement")
+    others_failed = [m for m in verdict.measures if m is not agreement and not m.passed]
+    established_below = not agreement.passed and not agreement.undecided
+    if paired.unchanged and not others_failed and not established_below:
+        why = (f"unchanged against the incumbent: drop {paired.drop:+.2%} of "
+               f"{paired.positions} paired positions ({paired.drop_interval.confidence:.1%} "
+               f"interval {paired.drop_interval.low:+.2%} to {paired.drop_interval.high:+.2%}, "
+               f"within the {paired.margin:.1%} margin)")
+        return verdict.model_copy(update={
+            "passed": True, "decision": "pass", "change": "lossless", "paired": paired,
+            "summary": f"quality passed: {why}; against the reference "
+                       f"{fid.top1_agreement:.1%} agreement"})
+    return verdict.model_copy(update={"change": "lossy", "paired": paired})
+
+
+ScoreMore = Callable[[int], list[ScoredSequence]]  # the first n prompts' scores, n growing
+
+
+@dataclass(frozen=True)
+class GateSettings:
+    tolerance: float
+    budget: int  # the most prompts the gate may score (<= the reference's prompts)
+
+
+def sequential_verdict(reference: ReferenceSet, floor: FidelityResult | None,
+                       settings: GateSettings, score_first: ScoreMore,
+                       incumbent: list[ScoredSequence] | None = None,
+                       incumbent_key: str | None = None, endpoint: str = "candidate"
+                       ) -> tuple[QualityVerdict, list[ScoredSequence]]:
+    """Look after look until decided; returns the verdict and the scores it used. The pairing
+    uses the prompts the incumbent has scores for; past them only question (b) can decide."""
+    budget = min(settings.budget, len(reference.sequences))
+    plan = looks(budget)
+    confidence = look_confidence(len(plan))
+    done: list[int] = []
+    for n in plan:
+        scores = score_first(n)
+        done.append(n)
+        verdict = decide_look(reference, floor, settings.tolerance, scores, incumbent,
+                              incumbent_key, confidence, endpoint)
+        if verdict.decision != "undecided":
+            break
+    else:
+        verdict = verdict.model_copy(update={"summary": verdict.summary + (
+            f"; still undecided after {budget} prompts (the request's quality_max_prompts): "
+            "not accepted")})
+    return verdict.model_copy(update={"looks": done, "prompt_budget": budget}), scores
