@@ -13,6 +13,7 @@ from __future__ import annotations
 import glob
 import hashlib
 import json
+import logging
 import os
 import shutil
 from datetime import UTC, datetime
@@ -21,6 +22,7 @@ from pathlib import Path
 
 from prefect import get_run_logger, task
 from prefect.cache_policies import NO_CACHE
+from prefect.exceptions import MissingContextError
 
 import infopt.quality as quality_pkg
 from infopt.bootstrap import cache_root
@@ -119,6 +121,13 @@ def _keep(path: Path) -> None:
     kept = quality_cache() / path.name
     kept.parent.mkdir(parents=True, exist_ok=True)
     atomic_write(kept, path.read_text(encoding="utf-8"))
+
+
+def _log():
+    try:
+        return get_run_logger()
+    except MissingContextError:  # called outside a flow run (tests, the CLI)
+        return logging.getLogger("infopt.tasks.quality")
 
 
 def _floor_config(config):
@@ -251,8 +260,8 @@ def _recalled_verdict(out: Path, origin: VerdictOrigin | None) -> QualityVerdict
     if not here and made is not None and (origin is None or made.run_id != origin.run_id):
         verdict = verdict.model_copy(update={"reused_from": made})
         atomic_write(out, verdict.model_dump_json(indent=2))
-        get_run_logger().info("quality verdict reused from run %s, trial %s (%s)",
-                              made.run_id, made.trial_id, made.made_at)
+        _log().info("quality verdict reused from run %s, trial %s (%s)", made.run_id,
+                    made.trial_id, made.made_at)
     return verdict
 
 

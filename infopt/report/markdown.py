@@ -291,9 +291,33 @@ def _quality_lines(r: OptimizationReport) -> list[str]:
         return head + tasks_markdown(r.tasks)
     tol = judged[0][1].tolerance
     return head + ["", "Token fidelity under teacher forcing: each configuration scores the "
-                   "reference's greedy tokens of a fixed prompt set (docs/metrics.md); "
-                   f"thresholds are the floor minus the tolerance {tol:g}.", "",
-                   *quality_markdown(judged), *tasks_markdown(r.tasks)]
+                   "reference's greedy tokens of a fixed prompt pool (docs/metrics.md), 8, "
+                   "16, 32 ... prompts until its interval clears the threshold (the floor "
+                   f"minus the tolerance {tol:g}) one way or the other; one that still "
+                   "straddles it at the budget is undecided and not accepted. A candidate is "
+                   "first paired against the incumbent it modifies: unchanged within the "
+                   "margin it passes as lossless (it is not charged with the incumbent's own "
+                   "distance); any other change is judged against the reference.", "",
+                   *quality_markdown(judged), *_budget_line(r), *tasks_markdown(r.tasks)]
+
+
+def _budget_line(r: OptimizationReport) -> list[str]:
+    """The run's quality budget: where the recommended configuration stands against the
+    reference (every accepted lossy change was checked against it)."""
+    t = next((t for t in r.trials if t.trial_id == r.winner_trial_id), None)
+    q = t.quality if t is not None else None
+    if q is None or q.candidate is None:
+        return []
+    agree = next((m for m in q.measures if m.measure == "top1_agreement"), None)
+    if agree is None:
+        return []
+    c = q.candidate
+    return ["", f"Quality budget: the recommended configuration reproduces "
+                f"{c.top1_agreement:.1%} of the reference's tokens ({c.top1_interval.low:.1%}-"
+                f"{c.top1_interval.high:.1%}, {c.positions} tokens) against a threshold of "
+                f"{agree.threshold:.1%}"
+                + ("; its last change was judged lossless against its incumbent"
+                   if q.change == "lossless" else "") + "."]
 
 
 def _plot_lines(r: OptimizationReport) -> list[str]:

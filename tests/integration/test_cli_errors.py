@@ -93,8 +93,9 @@ def test_verify_exits_1_when_a_required_check_fails_and_2_when_unreachable(tmp_p
 
 
 def test_quality_exit_status_says_pass_fail_or_bad_input(tmp_path):
-    """`infopt quality`: 0 when the candidate holds, 1 when it regressed, 2 for an endpoint it
-    cannot score; the reference is saved once and read back."""
+    """`infopt quality`: 0 when the candidate holds, 1 when it regressed or the prompt budget
+    could not decide (undecided is not a pass), 2 for an endpoint it cannot score; the
+    reference is saved once and read back."""
     import json
 
     from tests.fakellama import FakeLlama
@@ -102,12 +103,17 @@ def test_quality_exit_status_says_pass_fail_or_bad_input(tmp_path):
     with FakeLlama() as good, FakeLlama("noisy") as noisy, FakeLlama("other_model") as worse:
         ref_file = tmp_path / "ref.json"
         ok = _run("quality", "--reference", good.base_url, "--candidate", good.base_url,
-                  "--floor", good.base_url, "--tokens", "6", "--reference-file", str(ref_file),
+                  "--floor", good.base_url, "--tokens", "16", "--reference-file", str(ref_file),
                   "--json")
         assert ok.returncode == 0, ok.stderr
         assert json.loads(ok.stdout)["passed"] is True and ref_file.is_file()
+        # 8 prompts of 6 tokens: 48 agreeing positions cannot show 98%.
+        short = _run("quality", "--reference", good.base_url, "--candidate", good.base_url,
+                     "--tokens", "6", "--max-prompts", "8")
+        assert short.returncode == 1 and "UNDECIDED: quality undecided" in short.stdout, \
+            short.stdout + short.stderr
         regressed = _run("quality", "--reference", good.base_url, "--candidate", worse.base_url,
-                         "--tokens", "6", "--reference-file", str(ref_file))
+                         "--tokens", "16", "--reference-file", str(ref_file))
         assert regressed.returncode == 1 and "FAILED: quality regressed: top-1" in \
             regressed.stdout, regressed.stdout + regressed.stderr
         bad = _run("quality", "--reference", noisy.base_url, "--candidate", good.base_url,

@@ -50,7 +50,8 @@ def test_lm_eval_metrics_join_the_verdict(server, tasks_dir, tmp_path):
     """The same server as reference and candidate: lm-eval's metric is identical on both
     (greedy), so it passes; the verdict carries the task's metric and its results files."""
     ep = endpoint_for("llamacpp", server.base_url, "smollm2", server.pid)
-    _, verdict = check_quality(ep, ep, tolerance=0.05, tokens=4, lm_eval=LmEvalRequest(
+    _, verdict = check_quality(ep, ep, tolerance=0.05, tokens=4, max_prompts=8,
+                               lm_eval=LmEvalRequest(
         tasks=["infopt_capitals"], out_dir=tmp_path, include=tasks_dir))
     lm = [m for m in verdict.measures if m.measure.startswith("lm_eval:")]
     assert [m.measure for m in lm] == ["lm_eval:infopt_capitals/exact_match,last_word"]
@@ -62,5 +63,5 @@ def test_lm_eval_metrics_join_the_verdict(server, tasks_dir, tmp_path):
 def test_a_loglikelihood_task_is_refused_not_scored_at_chance(server, tasks_dir, tmp_path):
     ep = endpoint_for("llamacpp", server.base_url, "smollm2", server.pid)
     with pytest.raises(InputError, match="llama.cpp issue 27174"):
-        check_quality(ep, ep, tokens=4, lm_eval=LmEvalRequest(
+        check_quality(ep, ep, tokens=4, max_prompts=8, lm_eval=LmEvalRequest(
             tasks=["infopt_choice"], out_dir=tmp_path, include=tasks_dir))

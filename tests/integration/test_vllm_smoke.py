@@ -147,7 +147,7 @@ def test_vllm_scores_tokens_exactly_and_matches_llama_server(vllm_server, llama_
                           weights_bytes=10**8)
     try:
         saved, verdict = check_quality(ref, endpoint_for("llamacpp", other.base_url, "smollm2"),
-                                       floor=ref, tokens=12, tolerance=0.1)
+                                       floor=ref, tokens=12, tolerance=0.1, max_prompts=8)
     finally:
         process.stop(other.pid)
     assert saved.self_agreement == 1.0 and saved.positions >= 80
@@ -183,7 +183,7 @@ def test_fp8_kv_is_judged_where_the_cpu_has_its_kernels_and_refused_where_not(
     try:
         _, verdict = check_quality(endpoint_for("vllm", vllm_server.base_url, "smollm2"),
                                    endpoint_for("vllm", cand.base_url, "smollm2"),
-                                   tokens=12, tolerance=0.05)
+                                   tokens=12, tolerance=0.05, max_prompts=8)
     finally:
         process.stop(cand.pid)
     print(f"\nvLLM fp8 KV vs auto\n{render_verdict(verdict)}")
