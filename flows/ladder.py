@@ -85,14 +85,14 @@ class LadderRun:
 
     def spec(self, role: TrialRole, config: Any, label: str | None, dimension: str | None,
              repeat: int, *, with_contract: bool = False,
-             approvals: list[GateAnswer] | None = None) -> TrialSpec:
+             approvals: list[GateAnswer] | None = None, incumbent: Any = None) -> TrialSpec:
         name = "control" if role is TrialRole.CONTROL else label
         return TrialSpec(trial_id=f"{self.id_prefix}t{len(self.trials):02d}-{name}-r{repeat}",
                          role=role,
                          config=config, changes=changes_from(self.control, config),
                          dimension=dimension, value=label, repeat=repeat,
                          seed=self.request.seed, with_contract=with_contract,
-                         approvals=approvals or [])
+                         approvals=approvals or [], incumbent=incumbent)
 
     def run(self, spec: TrialSpec) -> Trial:
         attempts = run_attempts(spec, self.key(spec), self.fit(spec.config), self.ctx,
@@ -190,7 +190,9 @@ def _prune(run: LadderRun, inc: Incumbent, cands: list[LadderCandidate]
 
 
 def _status(trial: Trial) -> str:
-    return "gate" if (trial.failed or "").startswith("rejected by") else "failed"
+    failed = trial.failed or ""
+    return ("gate" if failed.startswith("rejected by") else
+            "undecided" if failed.startswith("undecided by") else "failed")
 
 
 def _step(run: LadderRun, inc: Incumbent, dim: Dimension, cands: list[LadderCandidate],
@@ -212,7 +214,7 @@ def _step(run: LadderRun, inc: Incumbent, dim: Dimension, cands: list[LadderCand
             continue
         config = lad.apply(inc.config, c)
         t = run.run(run.spec(TrialRole.TUNING, config, c.label, dim.value, 1,
-                             approvals=_approvals(c, approvals)))
+                             approvals=_approvals(c, approvals), incumbent=inc.config))
         if t.objective_value is None:
             step.candidates.append(CandidateResult(candidate=c, status=_status(t),
                                                    reason=t.failed or "no measurement",
@@ -294,7 +296,8 @@ def _repeats(run: LadderRun, inc: Incumbent, c: LadderCandidate, dim: Dimension
                                                len(inc.trials) + 1)))
         if not run.budget_left():
             break
-        out.append(run.run(run.spec(TrialRole.TUNING, config, c.label, dim.value, rnd)))
+        out.append(run.run(run.spec(TrialRole.TUNING, config, c.label, dim.value, rnd,
+                                    incumbent=inc.config)))
     return out
 
 

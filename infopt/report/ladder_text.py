@@ -54,7 +54,9 @@ def _engine_lines(r: OptimizationReport, unit: str) -> list[str]:
     return lines + ["", f"Recommended: **{r.engines.chosen}**: {r.engines.reason}.", ""]
 
 
-_HELD_BACK = {"gate": "rejected by a gate", "within noise": "within the noise",
+_HELD_BACK = {"gate": "rejected by a gate",
+              "undecided": "undecided by the quality gate (not accepted)",
+              "within noise": "within the noise",
               "failed": "failed", "pruned": "pruned", "not run": "not run"}
 
 

@@ -49,6 +49,7 @@ CandidateStatus = Literal[
     "within noise",  # confirmed with repeats, but the interval did not clear the noise
     "worse",  # its screening measurement was no better than the incumbent's median
     "gate",  # rejected by the API contract or the quality gate (the trial says which)
+    "undecided",  # the quality gate could not decide within its prompt budget: not accepted
     "failed",  # the engine did not start or died (diagnosis in the trial)
     "pruned",  # not run: this machine cannot run it, or it does not fit (why in `reason`)
     "not run",  # a stop rule or the budget ended the step first
