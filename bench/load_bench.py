@@ -11,7 +11,9 @@ proves they were held together, whatever the client's start-up speed. Per run it
                   server's request count against the records;
   peak RSS        the client process's VmHWM over the measured phase (reset at its start), in
                   MiB; each run is a fresh client process, so nothing of an earlier run is in it;
-  client-bound    the flag the measurement path sets (infopt.loadgen.monitor.client_saturated),
+  client-bound    the flag the measurement path sets and its reason
+                  (infopt.loadgen.monitor.client_bound_reason: the client's loop thread at
+                  >= 80% of a core, or its loop lag p99 at >= the ITL p50 it measured),
                   with its evidence: the client's event-loop lag p99, CPU share and time spent
                   waiting for a core other processes held (a crowded machine), the server's
                   CPU share (a server near a full core would be the bottleneck instead), and
@@ -21,9 +23,10 @@ Two run lengths (SHORT and LONG requests per stream) show whether memory grows w
 the difference in peak RSS per extra request should be about what one request holds (its plan,
 prompt and job, made before the clock starts, and its record), nothing per stream. A first,
 control run of CONTROL_STREAMS streams, which one core keeps up with, shows the ITL at the
-server's cadence and a loop lag p99 of a few ms, near the flag's 5 ms floor (streams the server
-released together end together, and each next request costs the loop ~0.5-1 ms), so its flag
-may go either way on a busy machine; at 1,000 streams the lag is hundreds of ms.
+server's cadence, a client CPU share near 10% and a loop lag p99 of a few ms (up to ~15 ms on a
+crowded machine: streams the server released together end together, and each next request
+costs the loop ~0.5-1 ms), well under the 50 ms ITL, so its flag stays down; at 1,000 streams
+the lag is hundreds of ms to seconds against an ITL p50 the bursts shrink to near zero.
 
 The client runs pinned to one core and the server to another where two are available.
 Results go to $INFOPT_BENCH_OUT/load_results.json (default /tmp/infopt-bench), never into the
@@ -94,6 +97,7 @@ def measure_streams(base_url: str, server_pid: int | None, streams: int, per_str
         "output_tokens_per_s": level.output_tokens_per_s,
         "itl_p50_s": level.itl_s.p50, "ttft_p50_s": level.ttft_s.p50,
         "client_saturated": level.client_saturated,
+        "client_bound_reason": level.client_bound_reason,
         "loop_lag_p99_s": client.loop_lag_p99_s,
         "client_cpu_share": client.cpu_share,
         "client_cpu_wait_share": client.cpu_wait_share,
@@ -137,6 +141,10 @@ def print_report(runs: list[dict[str, Any]], growth_bytes: float | None) -> None
               f" {100 * (r['server_cpu_share'] or 0):>10.0f}% "
               f"{(r['itl_p50_s'] or 0) * 1e3:>11.2f} {r['requests_per_s']:>8.0f} "
               f"{r['output_tokens_per_s']:>8.0f} {r['wall_s']:>7.1f}")
+    for r in runs:
+        if r.get("client_bound_reason"):
+            print(f"client-bound at {r['streams']} streams x {r['requests_per_stream']} "
+                  f"requests: {r['client_bound_reason']}")
     if growth_bytes is not None:
         print(f"peak RSS growth with run length: {growth_bytes / 1024:.1f} KiB per extra request "
               "(its planned request, prompt and job, built before the clock starts, and the "

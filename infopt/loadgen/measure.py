@@ -56,11 +56,8 @@ def measure(endpoint: Endpoint, spec: TrafficSpec, *, out_dir: Path | None,
             "(max_tokens) to measure exactly the workload asked for")
     level = with_monitors(summarize_level(records, conc, wall), phase)
     if level.client_saturated and say is not None:
-        busy = phase.client.cpu_share
-        say(f"{spec.name}: WARNING client event-loop lag p99 "
-            f"{phase.client.loop_lag_p99_s * 1e3:.1f} ms"
-            + (f", client CPU {busy:.0%} of a core" if busy is not None else "")
-            + ": the load generator may be the bottleneck")
+        say(f"{spec.name}: WARNING the load generator was the bottleneck: "
+            f"{level.client_bound_reason}")
     df = records_frame(records)
     path = None
     if out_dir is not None:

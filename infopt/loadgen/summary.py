@@ -8,7 +8,7 @@ from collections.abc import Callable
 import numpy as np
 
 from infopt.analysis.stats import percentiles
-from infopt.loadgen.monitor import client_saturated
+from infopt.loadgen.monitor import client_bound_reason
 from infopt.loadgen.runner import PhaseResult
 from infopt.specs.results import LevelResult, RequestRecord
 
@@ -46,9 +46,12 @@ def summarize_level(records: list[RequestRecord], concurrency: int, wall_s: floa
 def with_monitors(level: LevelResult, phase: PhaseResult) -> LevelResult:
     """The level plus what was watched during it: client loop lag, engine CPU/memory/GPU."""
     usage = phase.engine
+    reason = client_bound_reason(phase.client, level.itl_s.p50)
     return level.model_copy(update={
         "client_loop_lag_p99_s": phase.client.loop_lag_p99_s,
-        "client_saturated": client_saturated(phase.client, level.itl_s.p50),
+        "client_cpu_share": phase.client.cpu_share,
+        "client_saturated": reason is not None,
+        "client_bound_reason": reason,
         "engine_cpu_percent_mean": usage.cpu_percent_mean,
         "engine_cpu_percent_max": usage.cpu_percent_max,
         "engine_rss_peak_bytes": usage.rss_peak_bytes,

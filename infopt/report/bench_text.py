@@ -28,7 +28,8 @@ def render_bench(r: BenchResult) -> str:
         if lv.chunk_counts_assumed:
             flags.append(f"{lv.chunk_counts_assumed} chunk counts assumed")
         if lv.client_saturated:
-            flags.append("client-bound")
+            flags.append("client-bound" + (f": {lv.client_bound_reason}"
+                                           if lv.client_bound_reason else ""))
         if missed := [f"{x.metric} p{x.percentile}" for x in s.slos if not x.met]:
             flags.append("SLO missed: " + ", ".join(missed))
         if lv.ttft_s.low_sample_p95:

@@ -91,6 +91,8 @@ def _checks(validation_passed: bool | None, lv: LevelResult) -> str:
             out += f", {n} {what}"
     if lv.client_saturated:
         out += ", client-bound"
+        if lv.client_bound_reason:
+            out += f" ({lv.client_bound_reason})"
     return out
 
 
@@ -366,7 +368,9 @@ def render_markdown(r: OptimizationReport) -> str:
         "",
         "TTFT and ITL as p50 / p95 in ms (* = fewer than 20 samples: p95 is indicative only). "
         "Output tokens/s is the aggregate over the measured phase. \"client-bound\" marks a "
-        "level where the load generator's event-loop lag (p99) exceeded 10% of the median ITL.",
+        "level where the load generator was the bottleneck, with the reason: its event-loop "
+        "thread used >= 80% of a core, or its event-loop lag (p99) reached the median ITL it "
+        "measured (a late loop on a machine whose cores the engine holds is not flagged).",
         "",
         "| trial | value | scenario | requests | errors | TTFT ms | ITL ms | out tok/s | "
         "checks |",

@@ -127,9 +127,13 @@ class LevelResult(Spec):
     output_tokens_per_s: float  # aggregate over the measured phase's wall time
     total_tokens_per_s: float = 0.0  # (prompt + output tokens) / wall time
     requests_per_s: float
-    # Is the client the bottleneck? Its event-loop lag during the phase (None: not measured).
+    # Is the client the bottleneck? Its event-loop lag and its loop thread's CPU share of a core
+    # during the phase (None: not measured); the flag, and why it is up
+    # (infopt.loadgen.monitor.client_bound_reason; None: not client-bound or not measured).
     client_loop_lag_p99_s: float | None = None
+    client_cpu_share: float | None = None
     client_saturated: bool | None = None
+    client_bound_reason: str | None = None
     # The engine's own use during the phase (psutil over its process group; 100% = one core).
     engine_cpu_percent_mean: float | None = None
     engine_cpu_percent_max: float | None = None

@@ -13,6 +13,8 @@ import pytest
 
 from bench.fast_server import start_server
 from bench.load_bench import run_client
+from infopt.loadgen.monitor import (CLIENT_BOUND_CPU_SHARE, CLIENT_BOUND_LAG_FLOOR_S,
+                                    CLIENT_BOUND_LAG_SHARE_OF_ITL)
 
 pytestmark = pytest.mark.integration
 
@@ -59,10 +61,16 @@ def test_client_bound_flag_is_up_when_the_client_set_the_pace(run: dict) -> None
     at 20 tokens/s each (20,000 chunks/s) are more than one Python event loop parses."""
     itl = run["itl_p50_s"]
     client_off_pace = itl is None or abs(itl - SERVER_ITL_S) > 0.1 * SERVER_ITL_S
+    # Whether the server kept under a core is this CPU's speed (a slower core spends more of
+    # itself per chunk): `make bench-load` reports the share; here it only guards the claim.
     server_bound = run["server_cpu_share"] is not None and run["server_cpu_share"] >= 0.9
-    assert not server_bound, run
-    if client_off_pace:
+    if client_off_pace and not server_bound:
         assert run["client_saturated"] is True, run
+    assert bool(run["client_bound_reason"]) == bool(run["client_saturated"]), run
     if run["client_saturated"]:
-        # The flag's own evidence is in the result: a late event loop or a busy core.
-        assert run["loop_lag_p99_s"] > 0.005 or (run["client_cpu_share"] or 0) >= 0.9, run
+        # The flag's own evidence is in the result: a busy core or a loop as late as the ITL.
+        busy = (run["client_cpu_share"] or 0) >= CLIENT_BOUND_CPU_SHARE
+        late = itl is not None and run["loop_lag_p99_s"] >= max(
+            CLIENT_BOUND_LAG_FLOOR_S, CLIENT_BOUND_LAG_SHARE_OF_ITL * itl)
+        assert busy or late, run
+        assert ("client CPU" in run["client_bound_reason"]) == busy, run
