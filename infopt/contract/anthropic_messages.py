@@ -1,8 +1,8 @@
 """Anthropic Messages (`POST /v1/messages`) through the official anthropic SDK: create, the
-stream's event order (`message_start`, then content blocks, `message_delta`, `message_stop`
-last; the text deltas concatenating to the final text), a system prompt that is not ignored,
-multi-turn, tool use with the tool result's turn, and `count_tokens` equal to the
-prompt tokens `usage` bills for the same request (input + cache read + cache write: a
+stream as `client.messages.stream()` reads it (every event valid as the SDK's typed event;
+`message_start`, then content blocks, `message_delta`, `message_stop` last), a system prompt
+that is not ignored, multi-turn, tool use with the tool result's turn, and `count_tokens` equal
+to the prompt tokens `usage` bills for the same request (input + cache read + cache write: a
 cross-check no existing suite makes)."""
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from infopt.specs.contract import CheckStatus
 
 from .chat_tools import CITY_ARGS, args_problem
 from .context import Probe, ProbeContext, ProbeResult
+from .sdk_streams import by_type, check_events, read_sse, run_helper, sdk_label
 
 ROUTE = "/v1/messages"
 _USER = [{"role": "user", "content": "Write two sentences about the sea."}]
@@ -59,13 +60,36 @@ def _create_probe(c: ProbeContext) -> ProbeResult:
 
 
 def _stream(c: ProbeContext) -> ProbeResult:
-    events = list(c.anthropic.messages.create(model=c.model, max_tokens=_TOKENS, messages=_USER,
-                                              stream=True, **_GREEDY))
-    kinds = [e.type for e in events]
-    deltas = "".join(e.delta.text for e in events
-                     if e.type == "content_block_delta" and e.delta.type == "text_delta")
+    """As `client.messages.stream()` reads it (infopt.contract.sdk_streams): the helper run to
+    its final message, every raw event valid as the SDK's RawMessageStreamEvent, and the
+    order (message_start, content blocks, message_delta, message_stop last)."""
+    from anthropic.types import RawMessageStreamEvent
+
+    def helper():
+        with c.anthropic.messages.stream(model=c.model, max_tokens=_TOKENS, messages=_USER,
+                                         **_GREEDY) as stream:
+            n = sum(1 for _ in stream)
+            return n, _text(stream.get_final_message())
+    ran, helper_error = run_helper(helper)
+    # The headers the SDK sends: its key header and the API version it speaks.
+    raw = read_sse(c, ROUTE, {"model": c.model, "max_tokens": _TOKENS, "messages": _USER,
+                              "stream": True, **_GREEDY["extra_body"]},
+                   headers={"anthropic-version": "2023-06-01",
+                            **({"x-api-key": c.api_key} if c.api_key else {})})
+    if raw.status != 200:
+        return (CheckStatus.FAIL, f"the raw stream: HTTP {raw.status}: {raw.error}",
+                {"helper": helper_error or "ok"})
+    events = raw.events()
+    # `ping` is no RawMessageStreamEvent: the SDK skips it (keep-alive).
+    typed = check_events(events, sdk_label("anthropic"),
+                         by_type(RawMessageStreamEvent, skip=("ping",)))
+    kinds = [e.get("type") if e else None for e in events]
+    deltas = "".join(str((e.get("delta") or {}).get("text") or "") for e in events
+                     if e and e.get("type") == "content_block_delta")
     core = [k for k in kinds if k != "ping"]
-    problems = []
+    problems = [f"client.messages.stream() raises {helper_error}"] if helper_error else []
+    problems += [typed.summary()] if not typed.ok else []
+    problems += [raw.framing] if raw.framing else []
     if core[:1] != ["message_start"] or core[-1:] != ["message_stop"]:
         problems.append(f"events start {core[:1]} and end {core[-1:]}: message_start ... "
                         "message_stop expected")
@@ -74,9 +98,14 @@ def _stream(c: ProbeContext) -> ProbeResult:
         problems.append("message_delta missing or before the last content_block_stop")
     if not deltas:
         problems.append("no text_delta events")
+    if not helper_error and not ran[1]:
+        problems.append("client.messages.stream() gives a final message without text")
+    evidence = {"event_types": kinds[:40], "text": deltas, "typed": typed.evidence(),
+                "helper": helper_error or f"read {ran[0]} events to the final message"}
     return (CheckStatus.FAIL if problems else CheckStatus.PASS,
-            "; ".join(problems) or f"{len(core)} events in order: " + " ".join(
-                dict.fromkeys(core)), {"event_types": kinds[:40], "text": deltas})
+            "; ".join(problems) or f"client.messages.stream() reads it to the end; "
+            f"{len(core)} events in order, each valid as {typed.sdk}'s typed event: "
+            + " ".join(dict.fromkeys(core)), evidence)
 
 
 def _system(c: ProbeContext) -> ProbeResult:

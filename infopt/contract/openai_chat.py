@@ -20,12 +20,12 @@ import time
 from typing import Any
 
 import httpx
-from httpx_sse import connect_sse
 
 from infopt.loadgen.client import RequestJob, send_request
 from infopt.specs.contract import CheckStatus
 
 from .context import PROBE_TOKENS, PROMPT, Probe, ProbeContext
+from .sdk_streams import check_events, read_sse, run_helper, sdk_label
 
 ROUTE = "/v1/chat/completions"
 # What every check of this module is called; `required` picks from these.
@@ -64,37 +64,53 @@ def _whole(c: ProbeContext):
 
 
 def _stream(c: ProbeContext):
-    """The SSE framing itself: event-stream content type, JSON data events, `[DONE]` last."""
+    """The SSE framing (event-stream content type, JSON data events, `[DONE]` last), every
+    chunk valid as the SDK's ChatCompletionChunk, and `client.chat.completions.stream()` read
+    to its final snapshot (infopt.contract.sdk_streams)."""
+    from openai.types.chat import ChatCompletionChunk
+
     body = {"model": c.model, "messages": PROMPT, "temperature": 0.0, "stream": True,
             **c.endpoint.forced_fields(PROBE_TOKENS)}
-    events, text, problems = [], "", []
-    with httpx.Client(timeout=c.timeout_s, headers=c.headers) as client, connect_sse(
-            client, "POST", f"{c.endpoint.base_url.rstrip('/')}{ROUTE}", json=body) as source:
-        if source.response.status_code != 200:
-            source.response.read()
-            return (CheckStatus.FAIL, f"HTTP {source.response.status_code}: "
-                    f"{source.response.text[:200]}", {"body": body})
-        ctype = source.response.headers.get("content-type", "")
-        if not ctype.startswith("text/event-stream"):
-            problems.append(f"content-type {ctype!r}, not text/event-stream")
-        for ev in source.iter_sse():
-            events.append(ev.data[:200])
-            if ev.data == "[DONE]":
-                continue
-            try:
-                chunk = json.loads(ev.data)
-            except json.JSONDecodeError:
-                problems.append(f"data event is not JSON: {ev.data[:80]!r}")
-                continue
-            for ch in chunk.get("choices") or []:
-                text += (ch.get("delta") or {}).get("content") or ""
-    if not events or events[-1] != "[DONE]":
+
+    def helper():
+        with c.sdk.chat.completions.stream(model=c.model, messages=PROMPT, temperature=0.0,
+                                           **c.forced()) as stream:
+            n = sum(1 for _ in stream)
+            # Not get_final_completion(): it raises LengthFinishReasonError on any stream cut
+            # by its token limit (the SDK's parse step, whatever the server), as this one is.
+            snapshot = stream.current_completion_snapshot
+        return n, snapshot.choices[0].message.content if snapshot.choices else None
+    ran, helper_error = run_helper(helper)
+    raw = read_sse(c, ROUTE, body)
+    if raw.status != 200:
+        return (CheckStatus.FAIL, f"HTTP {raw.status}: {raw.error}", {"body": body})
+    problems = []
+    if helper_error:
+        problems.append(f"client.chat.completions.stream() raises {helper_error}")
+    elif not ran[1]:
+        problems.append("client.chat.completions.stream() gives no content")
+    if raw.framing:
+        problems.append(raw.framing)
+    events = raw.events()
+    problems += [f"data event is not JSON: {d[:80]!r}" for d, e in
+                 zip([d for d in raw.data if d != "[DONE]"], events, strict=True) if e is None]
+    typed = check_events([e for e in events if e is not None], sdk_label("openai"),
+                         lambda e: ChatCompletionChunk)
+    if not typed.ok:
+        problems.append(typed.summary())
+    text = "".join((ch.get("delta") or {}).get("content") or "" for e in events if e
+                   for ch in e.get("choices") or [] if isinstance(ch, dict))
+    if raw.data[-1:] != ["[DONE]"]:
         problems.append("the stream did not end with data: [DONE]")
     if not text:
         problems.append("no streamed content")
+    evidence = {"body": body, "events_head": [d[:200] for d in raw.data[:3]],
+                "events_tail": [d[:200] for d in raw.data[-2:]], "typed": typed.evidence(),
+                "helper": helper_error or f"read {ran[0]} events to the final snapshot"}
     return (CheckStatus.FAIL if problems else CheckStatus.PASS,
-            "; ".join(problems) or f"text/event-stream, {len(events) - 1} JSON events, [DONE] "
-            "last", {"body": body, "events_head": events[:3], "events_tail": events[-2:]})
+            "; ".join(problems) or f"text/event-stream, {len(raw.data) - 1} JSON events, "
+            f"[DONE] last; each a valid {typed.sdk} ChatCompletionChunk; "
+            "client.chat.completions.stream() reads it to the end", evidence)
 
 
 def _include_usage(c: ProbeContext):

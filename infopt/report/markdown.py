@@ -396,8 +396,11 @@ def render_markdown(r: OptimizationReport) -> str:
         "",
         "## API contract (measured)",
         "",
-        "Probed through the official `openai` SDK on the first baseline trial (raw SSE for the "
-        "framing); partial support is a failure. Evidence per check: the trial's `contract/`.",
+        "Probed through the official `openai` and `anthropic` SDKs on the first baseline trial; "
+        "streamed routes as the SDKs' helpers read them (`responses.stream()`, "
+        "`chat.completions.stream()`, `messages.stream()`), every raw SSE event validated "
+        "against the SDK's typed event model, required fields included. Partial support is a "
+        "failure. Evidence per check: the trial's `contract/`.",
         "",
         "| route | feature | stream | result | required | detail |",
         "|---|---|---|---|---|---|",
