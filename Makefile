@@ -61,10 +61,19 @@ bench-load: $(STAMP)
 bench-vllm: engines
 	@$(PY) -m bench.compare_vllm_bench
 
-# The tuning ladder against an exhaustive grid over a small real llama.cpp space (~20 min).
+# The throughput verdicts and speed checks on the real llama-server that `make test` leaves out
+# (they depend on the CPU): the by-hand reproduction band, the engine CPU floor, reoptimize's
+# same-build and 1-thread verdicts (~15 min; needs `make engines`; exit 1 if one does not hold).
+.PHONY: bench-verdicts
+bench-verdicts: engines
+	@$(PY) -m bench.verdicts_bench
+
+# The tuning ladder against Optuna TPE, random search and the exhaustive grid over a small real
+# llama.cpp space, 3 seeds (~1 h); SMOKE=1: a 4-configuration space, one seed (a few minutes).
 .PHONY: bench-tuner
 bench-tuner: engines
-	@$(PY) -m bench.tuner_bench
+	@$(PIP_ENV) $(PY) -m pip install -q -e '.[test,bench]' 2>&1 | { $(QUIET_PIP); }
+	@$(PY) -m bench.tuner_bench $(if $(SMOKE),--smoke)
 
 # Refit the attainable estimate on infopt/costmodel/data/published_results.csv (~10 s) and
 # print its held-out errors; writes infopt/costmodel/data/attainable_fit.json. RUNS="runs/<id>

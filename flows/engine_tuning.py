@@ -1,7 +1,11 @@
-"""One engine's tuning inside the optimize flow: its control (the engine's defaults) and its
-baseline with repeats, the baseline's contract remedy when one knob change provides what the
-client needs, then the ladder from the baseline. The flow runs it for the routed engine and,
-when the model is here in a format another allowed engine serves, for that comparator too.
+"""One engine's tuning inside the optimize flow: what the climb needs from the world (weight
+variants behind their gates, the quality reference, the trial context, pruning by CPU and fit,
+the engine's contract remedies), then the climb itself (infopt.tuning.climb, driven by
+flows/ladder.py): its control (the engine's defaults) and its baseline with repeats, the
+baseline re-planned with its contract remedy when one knob change provides what the client
+needs, then the ladder from the baseline. A baseline the climb found broken stops the engine
+here with what to change. The flow runs it for the routed engine and, when the model is here in
+a format another allowed engine serves, for that comparator too.
 
 Every trial is persisted under its key; a resumed run re-runs none that completed."""
 
@@ -14,9 +18,9 @@ from typing import Any
 from prefect import get_run_logger
 
 from flows.hub_weights import hub_variants
-from flows.ladder import Incumbent, LadderRun, climb, measure_start, weight_approvals
+from flows.ladder import Incumbent, LadderRun, run_climb, weight_approvals
 from flows.weights import current_type, weight_variants
-from infopt.contract.remedies import contract_gaps, remedy_for_required
+from infopt.contract.remedies import contract_gaps
 from infopt.contract.verify import required_for
 from infopt.engines import adapter_for
 from infopt.engines.ladder import WeightVariant
@@ -25,7 +29,7 @@ from infopt.report.rundir import atomic_write, trial_dir
 from infopt.specs.approval import GateAnswer
 from infopt.specs.base import EngineStartError, InfoptError
 from infopt.specs.checkpoint import Shortlist
-from infopt.specs.contract import ContractRemedy
+from infopt.specs.contract import ContractGap, ContractRemedy
 from infopt.specs.hardware import HardwareInventory
 from infopt.specs.ladder import Dimension, LadderOutcome
 from infopt.specs.model import ModelProfile
@@ -35,8 +39,15 @@ from infopt.specs.serving import EngineName, with_knob
 from infopt.specs.trial import trial_key
 from infopt.specs.workload import Workload
 from infopt.tuning.hub_weights import reference_weights
-from infopt.tuning.ladder import climbs, ladder_facts
-from infopt.tuning.search import baseline_config, control_config, serving_target
+from infopt.tuning.climb import ClimbPlan
+from infopt.tuning.ladder import climbs, ladder_facts, rules_for
+from infopt.tuning.search import (
+    baseline_config,
+    control_config,
+    higher_is_better,
+    serving_target,
+    why_pruned,
+)
 from infopt.tuning.weights import BITS_PER_WEIGHT
 from tasks.plan import fit_candidates
 from tasks.quality import quality_key, quality_reference
@@ -132,19 +143,34 @@ def tune_engine(request: OptimizeRequest, engine: EngineName, model: ModelProfil
                        model_digest=digest, credentials_block=request.credentials_block,
                        github_token_to_url=request.github_token_to_url,
                        stall_timeout_s=request.budgets.stall_timeout_s)
-    run = LadderRun(request=request, ctx=ctx, control=control, t_start=t_start,
-                    key=lambda s: trial_key(s, workload, version, digest, gate),
-                    fit=lambda c: fit_of(model, hw, c, workload.target_concurrency),
-                    id_prefix=id_prefix)
-    incumbent, applied, first_gaps, superseded = _start(run, baseline, run_dir)
-    facts = ladder_facts(model, hw, workload, incumbent.trials[0], weights.variants,
-                         "; ".join(weights.notes) or None, current_type(model))
-    ladder, history = climb(run, incumbent, facts, weights.approvals)
+    fit = (lambda c: fit_of(model, hw, c, workload.target_concurrency))
+    plan = ClimbPlan(
+        control=control, baseline=baseline, engine=adapter.name.value,
+        rules=rules_for(adapter, request.dimensions, request.tune),
+        facts=lambda base: ladder_facts(model, hw, workload, base, weights.variants,
+                                        "; ".join(weights.notes) or None, current_type(model)),
+        objective=workload.objective.value, higher=higher_is_better(workload.objective),
+        budgets=request.budgets, seed=request.seed,
+        why_pruned=lambda c: why_pruned(c, hw.engine_cpu_isa, fit),
+        gaps=lambda t: contract_gaps(t.contract, adapter_for(t.config.engine).contract_remedies),
+        approvals=weights.approvals, id_prefix=id_prefix, t_start=t_start,
+        log=get_run_logger())
+    outcome, trials = run_climb(plan, ctx, lambda s: trial_key(s, workload, version, digest,
+                                                              gate), fit,
+                                request.budgets.retries)
+    # A re-planned baseline (its contract remedy): the first plan's trials the second did not
+    # reload by key stay as the report's evidence, renamed.
+    before, trials = trials[:outcome.replanned_after], trials[outcome.replanned_after:]
+    if outcome.broken is not None:
+        _stop_on_broken_baseline(outcome.broken, run_dir, outcome.broken_gaps)
+    run = LadderRun(trials=trials, pruned=outcome.pruned)
+    ladder, history = outcome.ladder, outcome.history
     return EngineTuning(
         engine=engine, model=model, version=version, digest=digest, control=control,
         baseline=history[0].config, ref_key=ref_key if reference else None,
-        quality_note=quality_note, run=run, ladder=ladder, history=history, applied=applied,
-        first_gaps=first_gaps, superseded=superseded, weight_notes=weights.notes,
+        quality_note=quality_note, run=run, ladder=ladder, history=history,
+        applied=outcome.remedy, first_gaps=outcome.first_gaps,
+        superseded=_superseded(before, trials), weight_notes=weights.notes,
         weight_answers=weights.answers)
 
 
@@ -214,39 +240,6 @@ def check_overrides(request: OptimizeRequest, engines: list[EngineName]) -> None
             "their knobs: " + ", ".join(sorted(known - {"engine", "host", "port"})))
 
 
-class _RemedyNeeded(Exception):
-    """The baseline lacks required API features that one known knob change provides."""
-
-    def __init__(self, remedy: ContractRemedy, gaps) -> None:
-        super().__init__(remedy.change)
-        self.remedy, self.gaps = remedy, gaps
-
-
-def _start(run: LadderRun, baseline, run_dir: Path):
-    """The control and the baseline, with repeats. A baseline lacking required API features
-    that one known change provides is re-planned once with that change (the control's trials
-    are reused by key; the first baseline is kept as evidence, renamed)."""
-    try:
-        inc = measure_start(run, baseline, lambda t: _remedy_or_stop(t, run_dir, True))
-        return inc, None, [], []
-    except _RemedyNeeded as need:
-        get_run_logger().warning("the baseline lacks required API features; candidate "
-                                 "change: %s", need.remedy.change)
-        before, run.trials = run.trials, []
-        for knob, value in need.remedy.knob_changes.items():
-            baseline = with_knob(baseline, knob, value)
-        inc = measure_start(run, baseline, lambda t: _remedy_or_stop(t, run_dir, False))
-        return inc, need.remedy, need.gaps, _superseded(before, run.trials)
-
-
-def _remedy_or_stop(trial: Trial, run_dir: Path, allow_remedy: bool) -> None:
-    gaps = contract_gaps(trial.contract, adapter_for(trial.config.engine).contract_remedies)
-    remedy = remedy_for_required(gaps)
-    if allow_remedy and remedy is not None:
-        raise _RemedyNeeded(remedy, gaps)
-    _stop_on_broken_baseline(trial, run_dir, gaps)
-
-
 def _superseded(before: list[Trial], after: list[Trial]) -> list[Trial]:
     """The first attempt's trials the re-planned run did not reuse (the baseline without the
     remedy: the report's evidence), renamed so no trial id appears twice."""
@@ -255,7 +248,7 @@ def _superseded(before: list[Trial], after: list[Trial]) -> list[Trial]:
             for t in before if t.key not in reused]
 
 
-def _stop_on_broken_baseline(trial: Trial, run_dir: Path, gaps=()) -> None:
+def _stop_on_broken_baseline(trial: Trial, run_dir: Path, gaps: list[ContractGap]) -> None:
     """Nothing to tune without a baseline that starts, keeps the API contract and passes the
     quality gate."""
     if broken := [g for g in gaps if g.required]:

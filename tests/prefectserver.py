@@ -34,9 +34,7 @@ def start(home: Path, port: int, env: dict[str, str], timeout_s: float = 180) ->
 
 
 def stop(proc: subprocess.Popen) -> None:
-    proc.terminate()
-    try:
-        proc.wait(30)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait(10)
+    """SIGTERM its process group (the API and UI), SIGKILL it after 30 s."""
+    from tests.procs import end_process
+
+    end_process(proc)

@@ -1,20 +1,17 @@
-"""The ladder's decisions, pure so they are unit-tested without engines: which rule each
-dimension uses, the candidates it derives from the incumbent, whether a screening measurement
-earns a confirmation, whether a confirmed candidate beats the incumbent beyond the noise, when
-an ordered series stops climbing, and the Pareto set over everything measured.
-
-The search (flows/ladder.py): each dimension in the specification's order derives candidates
-from the incumbent; each is screened with one trial (every gate applies); the promising ones,
-best first, are confirmed with the request's repeats against the incumbent's, and the first
-accepted carries forward. A change is accepted only when the bootstrap interval of its
-difference from the incumbent clears the noise (and the request's margin)."""
+"""The ladder's rules, pure so they are unit-tested without engines: which rule each dimension
+uses, the facts the rules derive candidates from, and the choice between the routed engine's
+winner and its comparator's. The per-trial decisions (screen, confirm, series stops) are in
+infopt.tuning.decide, and the search that applies them is infopt.tuning.climb (driven by
+flows/ladder.py): each dimension in the specification's order derives candidates from the
+incumbent; each is screened with one trial (every gate applies); the promising ones, best
+first, are confirmed with the request's repeats against the incumbent's, and the first accepted
+carries forward. A change is accepted only when the bootstrap interval of its difference from
+the incumbent clears the noise (and the request's margin)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from infopt.analysis.compare import bootstrap_diff
-from infopt.analysis.stats import median_and_spread
 from infopt.engines.base import EngineAdapter
 from infopt.costmodel.layouts import candidate_layouts
 from infopt.costmodel.kv import kv_bytes_per_token_per_gpu
@@ -23,7 +20,6 @@ from infopt.specs.hardware import HardwareInventory
 from infopt.specs.model import ModelProfile
 from infopt.specs.results import Trial
 from infopt.specs.workload import Workload
-from infopt.specs.comparison import Comparison
 from infopt.specs.ladder import (
     LADDER_ORDER,
     Dimension,
@@ -31,10 +27,18 @@ from infopt.specs.ladder import (
     EngineResult,
     LadderCandidate,
 )
-from infopt.specs.serving import with_knob
-
-# Confirmations a step may spend after screening: the best two promising candidates.
-CONFIRMATIONS_PER_STEP = 2
+# The decisions live beside the climb, free of engine imports; named here for callers.
+from infopt.tuning.decide import (  # noqa: F401
+    CONFIRMATIONS_PER_STEP,
+    apply,
+    better,
+    derive,
+    judge,
+    median,
+    promising,
+    rule_text,
+    series_stops,
+)
 
 
 def rules_for(adapter: EngineAdapter, dimensions: list[Dimension] | None = None,
@@ -76,82 +80,6 @@ def _cap_rule(adapter: EngineAdapter):
         return [candidate(Dimension.SCHEDULING, {dim.knob: v}, why=dim.why, series=dim.knob)
                 for v in dim.values if getattr(cfg, dim.knob) != v] or "nothing to try"
     return derive
-
-
-def derive(rule: DimensionRule | None, engine: str, incumbent: Any, facts: LadderFacts
-           ) -> list[LadderCandidate] | str:
-    """The rule's candidates that change the incumbent (and validate as its config), or why
-    the step has none."""
-    if rule is None:
-        return f"no rule for this dimension is declared for {engine}"
-    out = rule.derive(incumbent, facts)
-    if isinstance(out, str):
-        return out
-    kept = [c for c in out if _changes_something(incumbent, c)]
-    return kept or "every derived value is what the incumbent already runs"
-
-
-def _changes_something(config: Any, c: LadderCandidate) -> bool:
-    return any(getattr(config, k) != v for k, v in c.changes.items())
-
-
-def apply(config: Any, c: LadderCandidate) -> Any:
-    for knob, value in c.changes.items():
-        config = with_knob(config, knob, value)
-    return config
-
-
-def better(a: float, b: float, higher: bool) -> bool:
-    """a strictly better than b."""
-    return a > b if higher else a < b
-
-
-def promising(incumbent: list[float], screen: float, higher: bool, min_gain: float) -> bool:
-    """Worth confirming: the one screening value beats the incumbent's worst repeat by the
-    request's margin. Not its median: one run of a better candidate can land low, and a
-    screen compared with the median would drop it on noise; confirmation settles it."""
-    if not incumbent:
-        return True
-    worst = min(incumbent) if higher else max(incumbent)
-    margin = abs(worst) * min_gain
-    return better(screen, worst + (margin if higher else -margin), higher)
-
-
-def series_stops(previous: float | None, screen: float, higher: bool) -> bool:
-    """An ordered series (slots 2, 4, 8) stops climbing at the first value that measures no
-    better than the value before it."""
-    return previous is not None and not better(screen, previous, higher)
-
-
-def judge(incumbent: list[float], cand: list[float], higher: bool, seed: int,
-          min_gain: float) -> tuple[bool, Comparison | None, str]:
-    """(accepted, comparison, why): the bootstrap interval of candidate - incumbent over their
-    repeated trials must lie wholly on the better side, beyond `min_gain` of the incumbent."""
-    if len(incumbent) < 2 or len(cand) < 2:
-        return False, None, (f"{len(incumbent)} incumbent and {len(cand)} candidate "
-                             "measurement(s): at least 2 each are needed to tell a gain from "
-                             "noise (raise repeats)")
-    cmp = bootstrap_diff(incumbent, cand, higher_is_better=higher, seed=seed,
-                         min_rel_diff=min_gain)
-    if cmp.verdict == "b_better":
-        return True, cmp, (f"beats the incumbent: median {cmp.b_value:.4g} vs "
-                           f"{cmp.a_value:.4g}, {cmp.ci:.0%} interval of the difference "
-                           f"[{cmp.ci_low:.4g}, {cmp.ci_high:.4g}]")
-    return False, cmp, (f"the {cmp.ci:.0%} interval of the difference [{cmp.ci_low:.4g}, "
-                        f"{cmp.ci_high:.4g}] does not clear the noise")
-
-
-def median(values: list[float]) -> float | None:
-    return median_and_spread(values)[0]
-
-
-def rule_text(objective: str, higher: bool, min_gain: float, repeats: int) -> str:
-    return (f"one dimension at a time in the specification's order; each candidate screened "
-            f"with one trial, the promising ones (better than the incumbent's worst repeat) "
-            f"confirmed with {repeats} trials; accepted only if the bootstrap interval of its "
-            f"difference from the incumbent excludes zero ({'higher' if higher else 'lower'} "
-            f"{objective} is better" + (f", margin {min_gain:.0%}" if min_gain else "")
-            + ") and every gate passed; the accepted change carries into the next dimension")
 
 
 def ladder_facts(model: ModelProfile, hw: HardwareInventory, workload: Workload,

@@ -4,12 +4,15 @@ the control. The ladder's own decisions are in infopt.tuning.ladder."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from infopt.analysis.compare import bootstrap_diff
 from infopt.engines import adapter_for
 from infopt.engines.base import ServingTarget
 from infopt.engines.support import unsupported_config
 from infopt.analysis.stats import median_and_spread
 from infopt.specs.hardware import HardwareInventory
+from infopt.specs.plan import MemoryFit
 from infopt.specs.model import ModelProfile
 from infopt.specs.results import BenchmarkResult, ControlGain
 from infopt.specs.serving import AnyServingConfig, EngineName
@@ -44,6 +47,20 @@ def runnable_candidates(configs: dict[str, AnyServingConfig], cpu_isa: list[str]
         else:
             kept[value] = config
     return kept, left_out
+
+
+def why_pruned(config: AnyServingConfig, cpu_isa: list[str] | None,
+               fit: Callable[[AnyServingConfig], MemoryFit]) -> str | None:
+    """Why the ladder does not launch `config`: this CPU cannot run it, or it does not fit at
+    the full context (the gap, and the smallest alternatives); None: it is worth a launch."""
+    _, refused = runnable_candidates({"candidate": config}, cpu_isa)
+    if refused:
+        return "; ".join(refused)
+    f = fit(config)
+    if not f.fits:
+        return (f"does not fit at the full context: {f.gap_bytes / 2**30:.2f} GiB short per "
+                "device; options: " + "; ".join(f.alternatives))
+    return None
 
 
 def objective_value(bench: BenchmarkResult) -> float | None:

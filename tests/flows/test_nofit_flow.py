@@ -69,7 +69,10 @@ def test_the_report_states_the_fit_in_numbers_with_alternatives(outcome):
     assert r.kind == "no-fit" and [e.engine for e in r.engines] == ["vllm"]
     fit = r.engines[0].fit
     assert not fit.fits and fit.weights_bytes_per_gpu == WEIGHTS_BYTES
-    assert fit.gap_bytes > 100 * 2**30  # ~117 GiB beyond this 24 GiB machine
+    # Short by at least what the weights take beyond the device's memory, whatever this host
+    # has (infopt's inventory: its RAM on the CPU route, a GPU's memory on a GPU host).
+    assert fit.memory_per_gpu_bytes < WEIGHTS_BYTES
+    assert fit.gap_bytes >= WEIGHTS_BYTES - fit.memory_per_gpu_bytes > 0, fit
     assert any("smaller weight format" in a for a in fit.alternatives)
     assert unlabelled(data) == []  # every number has its provenance
     md = (run_dir / "report.md").read_text()

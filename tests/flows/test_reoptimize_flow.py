@@ -8,7 +8,8 @@ flagged and confirmed over two rounds). The package index is a local fixture ser
 from __future__ import annotations
 
 import json
-import stat
+import shutil
+import statistics
 import subprocess
 import sys
 import time
@@ -19,6 +20,7 @@ import pytest
 from infopt.engines import adapter_for, process
 from infopt.specs.reoptimize import ReoptimizeReport, ReoptimizeRequest
 from tests.indexserver import FakeIndex
+from tests.procs import end_process
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
 
@@ -52,21 +54,55 @@ def index():
         yield idx
 
 
-def _build(tmp: Path, name: str, extra_args: str) -> str:
-    """A wrapper "build" of the real llama-server: its own version string, the real binary
-    underneath, `extra_args` appended (llama.cpp takes the last value of a repeated flag)."""
+def _request_s(stored) -> float:
+    """Seconds a streamed request took this machine's real engine at the target concurrency in
+    the accepted run (the slower of winner and runner-up): what the paced builds scale."""
+    from infopt.tuning.remeasure import picks
+
+    tokens = stored.workload.traffic.output_lengths.tokens
+    slowest = min(statistics.median(p.stored) for p in picks(stored))
+    return stored.workload.target_concurrency * tokens / slowest
+
+
+@pytest.fixture(scope="module")
+def paced(prefect_api, accepted, index, tmp_path_factory):
+    """Throughput verdicts no CPU can turn: builds whose streamed tokens leave on a fixed pace
+    (tests/paced_build.py: the real llama-server behind a pacing proxy), and a baseline
+    measured on one of them. The pace makes a request last ~3x what this machine's engine took
+    for it in the accepted run, so the engine is never what sets the speed, on a fast CPU or
+    a slow one. The baseline is the accepted run whose measured trials are fresh ones of its
+    winner and runner-up on the paced build (one re-optimization round), so the picks and the
+    spread the verdict pools are all paced; the rest (request, quality reference) is the real
+    run's.
+    Returns (baseline run id, build(name, factor) -> executable paced `factor` x slower)."""
+    from infopt.tuning.remeasure import config_id
+    from tests.paced_build import write_build
+
+    stored, root = accepted
+    unit = _request_s(stored)
+    tokens = stored.workload.traffic.output_lengths.tokens
     real = adapter_for("llamacpp").locate()
-    path = tmp / name / "llama-server"
-    path.parent.mkdir(parents=True)
-    path.write_text(f"""#!/bin/sh
-if [ "$1" = "--version" ]; then
-  echo "version: 0.5.1-dev (build 2, commit {name})" >&2
-  exit 0
-fi
-exec "{real}" "$@" {extra_args}
-""")
-    path.chmod(path.stat().st_mode | stat.S_IEXEC)
-    return str(path)
+    folder = tmp_path_factory.mktemp("builds")
+
+    def build(name: str, factor: float) -> str:
+        return write_build(folder, name, real, ttft_s=factor * unit,
+                           itl_s=factor * 2 * unit / tokens)
+
+    # The paced build against the real accepted run: one round is enough (its verdict, a
+    # slowdown against the unpaced engine, is not what is kept: its fresh trials are).
+    _, rep = _run(root, index_url=index.url, executable=build("paced", 1), confirm_rounds=1,
+                  baseline_run=stored.run_id)
+    fresh = [t for t in rep.trials if t.objective_value is not None]
+    assert len(fresh) == len(rep.trials) == 4, [t.failed for t in rep.trials]
+    assert len({config_id(t.config) for t in fresh}) == 2  # the winner and its runner-up
+    base_id = f"{stored.run_id}-paced"
+    shutil.copytree(root / stored.run_id, root / base_id,
+                    ignore=shutil.ignore_patterns("trials", "plots"))
+    baseline = stored.model_copy(update={
+        "run_id": base_id, "engine_version": rep.installed_version,
+        "winner_trial_id": fresh[0].trial_id, "trials": fresh})
+    (root / base_id / "report.json").write_text(baseline.model_dump_json())
+    return base_id, build
 
 
 def _run(root: Path, **kw) -> tuple[object, ReoptimizeReport]:
@@ -95,8 +131,8 @@ def test_the_same_build_is_no_upgrade_and_starts_nothing(prefect_api, accepted, 
     assert process.live_pids() == []
 
 
-def test_a_new_build_that_behaves_the_same_is_not_flagged(prefect_api, accepted, index,
-                                                         tmp_path, monkeypatch):
+def test_a_new_build_that_behaves_the_same_is_not_flagged(prefect_api, accepted, index, paced,
+                                                         monkeypatch):
     from flows import remeasure
     from tasks.trial import run_trial
 
@@ -111,11 +147,14 @@ def test_a_new_build_that_behaves_the_same_is_not_flagged(prefect_api, accepted,
         return [run_trial(spec, key, fit, ctx) for spec, key, fit in items]
 
     monkeypatch.setattr(remeasure, "fan_out", in_process)
-    state, rep = _run(root, index_url=index.url, executable=_build(tmp_path, "same", ""),
-                      fan_out="trial/trial")
+    base_id, build = paced
+    same = build("same", 1)  # another build, the same pace as the baseline's
+    state, rep = _run(root, index_url=index.url, executable=same, fan_out="trial/trial",
+                      baseline_run=base_id)
     assert handed == [("trial/trial", ["round1-winner-r1", "round1-runner-up-r1",
                                        "round1-winner-r2", "round1-runner-up-r2"])]
-    assert rep.upgraded and rep.installed_version != stored.engine_version
+    assert rep.baseline_run == base_id and rep.upgraded
+    assert rep.installed_version != stored.engine_version
     assert rep.outcome in ("no change", "improvement"), rep.summary
     assert state.is_completed(), state.message
     # A clean round ends the run: one round, two fresh starts of each configuration.
@@ -123,27 +162,28 @@ def test_a_new_build_that_behaves_the_same_is_not_flagged(prefect_api, accepted,
     assert [c.label for c in rep.rounds[0].checks] == rep.configs
     for c in rep.rounds[0].checks:
         assert len(c.fresh) == 2 and c.verdict != "regression" and c.dof > 0
-        assert c.ratio_low <= c.ratio <= c.ratio_high
+        assert c.ratio_low <= c.ratio <= c.ratio_high and 0.67 < c.ratio < 1.5, c.rule
     for t in rep.trials:  # every fresh start kept the API contract and the quality gate
         assert t.failed is None and t.quality is not None and t.quality.passed
-        assert t.engine.command.startswith(str(tmp_path / "same"))
+        assert t.engine.command.startswith(same)
     assert process.live_pids() == []
 
 
-def test_a_planted_regression_is_flagged_and_confirmed(prefect_api, accepted, index, tmp_path):
+def test_a_planted_regression_is_flagged_and_confirmed(prefect_api, accepted, index, paced):
     from prefect.client.orchestration import get_client
     from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
 
     stored, root = accepted
-    slow = _build(tmp_path, "slow", "--threads 1 --threads-batch 1")
-    state, rep = _run(root, index_url=index.url, executable=slow)
+    base_id, build = paced
+    slow = build("slow", 3)  # every streamed token 3x later than the baseline's build
+    state, rep = _run(root, index_url=index.url, executable=slow, baseline_run=base_id)
     # The Prefect state says it (a schedule's alert), then the report and the artifact.
     assert state.is_failed() and "REGRESSION" in state.message, state.message
     assert rep.outcome == "regression" and len(rep.rounds) == 2  # confirmed by a second round
     for rnd in rep.rounds:
         win = rnd.checks[0]
         assert win.label == stored.winner_label and win.verdict == "regression", win.rule
-        assert win.ratio_high < 0.95 and win.ratio < 1
+        assert win.ratio_high < 0.95 and win.ratio < 0.5, win.rule  # ~1/3 planted
     assert all(t.engine.command.startswith(slow) for t in rep.trials)
     md = (root / rep.run_id / "reoptimize.md").read_text()
     assert "**REGRESSION**" in md and "## Round 2" in md
@@ -239,8 +279,7 @@ def test_trials_fan_out_over_a_pool_with_two_workers(prefect_server, prefect_api
         state = parent(return_state=True)
     finally:
         for w in workers:
-            w.terminate()
-            w.wait(30)
+            end_process(w)
     trials = state.result()
     assert [t.trial_id for t in trials] == ["fan-r1", "fan-r2"]
     for t, (_, key, _) in zip(trials, items):  # each written by its child run, read by key

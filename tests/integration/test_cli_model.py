@@ -82,11 +82,20 @@ def test_shortlist_bad_device_flag(hub):
     assert out.returncode == 2 and "kind must be one of" in out.stderr
 
 
-def test_hardware_reports_the_cpu_route():
+def test_hardware_reports_this_hosts_route():
+    """The console script says what the inventory the optimizer plans with finds (NVML): no
+    GPU -> the CPU route; GPUs -> each one listed with its memory, and no CPU-route line."""
+    from tests.hostfacts import inventory
+
     out = _run("hardware", "--json")
     assert out.returncode == 0, out.stderr
     hw = json.loads(out.stdout)
-    assert hw["gpus"] == [] and "NVML" in hw["gpu_probe"]
+    assert "NVML" in hw["gpu_probe"]
     assert hw["host_memory_bandwidth"]["median_bytes_per_s"] > 1e8  # measured, plausible
+    gpus = inventory().gpus
+    assert [(g["index"], g["name"], g["memory_total_bytes"]) for g in hw["gpus"]] == [
+        (g.index, g.name, g.memory_total_bytes) for g in gpus]
     text = _run("hardware", "--no-measure").stdout
-    assert "This is the CPU route" in text
+    assert ("This is the CPU route" in text) == (not gpus), text
+    for g in gpus:
+        assert f"GPU {g.index}: {g.name}" in text

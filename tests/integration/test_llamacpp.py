@@ -22,6 +22,8 @@ from infopt.loadgen.tokens import engine_counter
 from infopt.specs.base import EngineStartError, EngineUnavailableError, InputError
 from infopt.specs.serving import LlamaCppConfig
 from infopt.specs.workload import fixed_levels
+from tests.hostfacts import nvidia_gpus
+from tests.procs import end_process
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 
@@ -50,7 +52,11 @@ def test_started_on_localhost_with_version_and_log(server):
 # fields fails them: tests/unit/test_contract_probes.py). Tools: this model's chat template has
 # none, so no tool_calls come back, even when required or named (the text merely describes
 # the weather); the tool-result turn is answered. Responses: text.format json_schema is not
-# applied (a ```json fence comes back) and tool_choice required gives no function_call.
+# applied (a ```json fence comes back) and tool_choice required gives no function_call; the
+# stream fails as openai's client.responses.stream() reads it: no event carries
+# sequence_number, and output_index/content_index are missing (llama.cpp issue #20607, open:
+# https://github.com/ggml-org/llama.cpp/issues/20607; PR #24957 would add them), so the helper
+# raises TypeError on the first output_text delta, though raw iteration survives.
 # Anthropic Messages: all but tool use; count_tokens equals the billed prompt tokens once the
 # prompt-cache reads are added (llama-server reports cache hits as cache_read_input_tokens).
 LLAMACPP_0_3_36 = {
@@ -59,7 +65,7 @@ LLAMACPP_0_3_36 = {
     "tools_auto": "fail", "tools_required": "fail", "tools_named": "fail",
     "tools_parallel": "fail", "tools_second_turn": "pass",
     "auth": "unsupported", "error_bad_request": "pass", "error_beyond_context": "pass",
-    "responses_create": "pass", "responses_stream": "pass", "responses_tools": "fail",
+    "responses_create": "pass", "responses_stream": "fail", "responses_tools": "fail",
     "responses_json_schema": "fail",
     "messages_create": "pass", "messages_stream": "pass", "messages_system": "pass",
     "messages_multi_turn": "pass", "messages_tools": "fail", "messages_count_tokens": "pass",
@@ -81,6 +87,12 @@ def test_contract_of_this_llama_server_version(server, tmp_path):
     assert "exceeds the available context size" in by["error_beyond_context"].detail
     assert "not checked: no API key" in by["auth"].detail
     assert "the chat template has no thinking marker" in by["reasoning"].detail
+    assert by["responses_stream"].detail.startswith(
+        "client.responses.stream() raises TypeError"), by["responses_stream"].detail
+    assert "response.output_item.added event #2 lacks output_index" in \
+        by["responses_stream"].detail
+    assert "client.chat.completions.stream() reads it to the end" in by["stream"].detail
+    assert "client.messages.stream() reads it to the end" in by["messages_stream"].detail
 
 
 @contextmanager
@@ -102,8 +114,7 @@ def _own_server(llama_server, gguf_model, *flags: str) -> Iterator[str]:
                 time.sleep(0.1)
         yield base
     finally:
-        proc.terminate()
-        proc.wait(10)
+        end_process(proc, 10)
 
 
 def test_auth_401_without_the_key_and_200_with_it(llama_server, gguf_model, tmp_path):
@@ -175,8 +186,10 @@ def test_benchmark_forces_lengths_and_runs_concurrently(server):
         # The client watched its own event loop, and the engine's CPU/RSS were sampled.
         assert lvl.client_loop_lag_p99_s is not None and lvl.client_saturated is not None
         assert lvl.engine_rss_peak_bytes and lvl.engine_rss_peak_bytes > 50 * 2**20
-        assert lvl.engine_cpu_percent_mean and lvl.engine_cpu_percent_mean > 10
-        assert lvl.gpu_util_percent_mean is None  # no GPU here: nothing invented
+        # Sampled (how busy it was is the machine's speed: `make bench-verdicts` checks a floor).
+        assert lvl.engine_cpu_percent_mean is not None and lvl.engine_cpu_percent_mean >= 0
+        # GPU utilization only where NVML sees a GPU (infopt's own inventory): nothing invented.
+        assert (lvl.gpu_util_percent_mean is None) == (nvidia_gpus() == 0)
 
 
 def test_occupied_port_is_a_clear_input_error(llama_server, gguf_model, tmp_path):
