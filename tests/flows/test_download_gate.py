@@ -13,7 +13,7 @@ import pytest
 from infopt.specs.request import ModelTarget, OptimizeRequest
 from tests.hubserver import FakeHub
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
 
 REPO = "community-quants/SmolLM2-135M-Instruct-GGUF"
 

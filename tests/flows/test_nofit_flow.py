@@ -15,7 +15,7 @@ import pytest
 from infopt.specs.request import ModelTarget, OptimizeRequest
 from tests.fixture_data import MODEL_CONFIGS
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
 
 WEIGHTS_BYTES = 141_107_412_992  # 70.55B parameters x 2 bytes (bf16)
 

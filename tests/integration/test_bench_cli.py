@@ -14,7 +14,7 @@ import pytest
 from infopt.engines import llamacpp, process
 from infopt.specs.serving import LlamaCppConfig
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
 INFOPT = str(Path(os.sys.executable).parent / "infopt")
 
 

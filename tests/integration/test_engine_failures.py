@@ -15,7 +15,7 @@ from infopt.specs.diagnosis import FailureCategory
 from infopt.specs.serving import LlamaCppConfig
 from infopt.troubleshoot.diagnose import contract_preserving_remedy, diagnose_file
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
 
 
 def _llama_direct(server, args, log: Path, timeout=30) -> Path:

@@ -21,7 +21,7 @@ from infopt.specs.request import OptimizeRequest
 from infopt.specs.request_file import parse_request
 from infopt.specs.serving import LlamaCppConfig
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
 
 KEY = "expose-test-key-5bd1f0"
 

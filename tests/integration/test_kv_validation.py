@@ -22,7 +22,7 @@ from infopt.specs.serving import LlamaCppConfig, VllmConfig
 from infopt.troubleshoot.diagnose import diagnose_file
 from infopt.tuning.search import runnable_candidates
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
 
 HOST = DeviceBudget(name="this host", memory_bytes=16 * 2**30, bandwidth_bytes_per_s=None,
                     dense_flops_per_s={}, source="test")

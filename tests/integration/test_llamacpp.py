@@ -25,7 +25,7 @@ from infopt.specs.workload import fixed_levels
 from tests.hostfacts import nvidia_gpus
 from tests.procs import end_process
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
 
 
 @pytest.fixture(scope="module")

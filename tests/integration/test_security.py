@@ -20,7 +20,7 @@ from infopt.engines import llamacpp, process
 from infopt.specs.serving import LlamaCppConfig
 from tests.githubserver import FakeGitHub
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
 
 INFOPT = str(Path(sys.executable).with_name("infopt"))
 

@@ -13,7 +13,7 @@ import pytest
 from infopt.contract.openai_chat import CHAT_FEATURES
 from infopt.engines import endpoint_for, process, vllm
 
-pytestmark = [pytest.mark.integration, pytest.mark.vllm, pytest.mark.timeout(600)]
+pytestmark = [pytest.mark.integration, pytest.mark.vllm, pytest.mark.timeout(900)]
 
 
 def test_streamed_chat_completion_through_openai_sdk(vllm_server):
