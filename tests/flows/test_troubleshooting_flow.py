@@ -38,7 +38,12 @@ def test_quantized_v_cache_without_flash_attn_is_remedied(prefect_api, gguf, tmp
         budgets=Budgets(repeats=1),
         tune=TuneOverride(knob="cache_type_v", values=["f16", "q8_0"],
                           base_overrides={"flash_attn": "off"}),
-        quality_task_items=0, scenarios=[])  # not this test's subject (full context takes minutes)
+        quality_task_items=0, scenarios=[],  # not this test's subject (full context: minutes)
+        # The baseline runs flash attention off to provoke the failure: against the control's
+        # reference (flash attention on) that moves ~4% of this small model's near-tie tokens
+        # (96.0% over 477 tokens on an AVX-512 EPYC, 2026-12-03), which the default 2%
+        # tolerance rightly fails. Quality is not this test's subject.
+        quality_tolerance=0.1)
     with FakeGitHub() as gh:
         report = optimize(request=request.model_copy(update={"github_url": gh.url}),
                           runs_dir=str(tmp_path))
@@ -53,7 +58,9 @@ def test_quantized_v_cache_without_flash_attn_is_remedied(prefect_api, gguf, tmp
     if q8.quality.passed:
         assert q8.failed is None and q8.benchmark is not None
     else:
-        assert q8.failed.startswith("rejected by the quality gate") and q8.benchmark is None
+        assert q8.failed.startswith(("rejected by the quality gate",
+                                     "undecided by the quality gate")), q8.failed
+        assert q8.benchmark is None
     md = (tmp_path / report.run_id / "report.md").read_text()
     assert "Start failures (issue-first troubleshooting)" in md
     assert report.workload.objective.value == "goodput" and "SLOs of the winner" in md
