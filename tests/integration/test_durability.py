@@ -28,6 +28,9 @@ workload: {{name: durability, input_lengths: {{kind: fixed, tokens: 32}},
 objective: throughput
 scenarios: []
 quality_task_items: 0
+# The gate's smallest prompt budget: the reference and its scores stay the size the full-disk
+# test's 320 KiB tmpfs was sized for (32 prompts write ~4x as much before the first trial).
+quality_max_prompts: 8
 budgets: {{repeats: {repeats}{budgets}}}
 dimensions: [scheduling]  # one active user: one slot already serves it, nothing to climb
 engines: [llamacpp]  # the bundled model's HF copy would bring vLLM as comparator
