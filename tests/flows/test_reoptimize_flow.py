@@ -22,7 +22,7 @@ from infopt.specs.reoptimize import ReoptimizeReport, ReoptimizeRequest
 from tests.indexserver import FakeIndex
 from tests.procs import end_process
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(1800)]
 
 ROOT = Path(__file__).resolve().parents[2]
 PREFECT = str(Path(sys.executable).with_name("prefect"))
