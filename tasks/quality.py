@@ -296,7 +296,7 @@ def judge_quality(running: RunningEngine, config, reference_path: str, key: str,
         return scores[:n]
 
     incumbent = _load_scores(_scores_file(ref_path, incumbent_key)) if incumbent_key else None
-    verdict, _ = sequential_verdict(reference, floor, settings, score_first, incumbent or None,
+    verdict = sequential_verdict(reference, floor, settings, score_first, incumbent or None,
                                     incumbent_key if incumbent else None, endpoint.base_url)
     if origin is not None:
         verdict = verdict.model_copy(update={"made_by": origin})

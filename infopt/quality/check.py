@@ -15,7 +15,7 @@ from infopt.engines import endpoint_for, identify_engine
 from infopt.report.rundir import atomic_write
 from infopt.specs.base import InputError
 from infopt.specs.endpoint import Endpoint
-from infopt.specs.quality import QualityVerdict, ReferenceSet
+from infopt.specs.quality import QualityVerdict, ReferenceSet, ScoredSequence
 
 from .gate import quality_verdict
 from .lmeval import metric_verdicts, run_lm_eval
@@ -129,14 +129,14 @@ def check_quality(reference: Endpoint, candidate: Endpoint, *, floor: Endpoint |
     floor_result = (score_candidate(floor, ref, api_key=api_key, progress=progress,
                                     label="floor", concurrency=2)
                     if floor else None)
-    scored: list = []
+    scored: list[ScoredSequence] = []  # scored so far, in the reference's order
 
     def score_first(n: int):
         scored.extend(score_sequences(candidate, ref, ref.sequences[len(scored):n],
                                       api_key=api_key, progress=progress))
         return scored[:n]
 
-    tokens_verdict, _ = sequential_verdict(ref, floor_result,
+    tokens_verdict = sequential_verdict(ref, floor_result,
                                            GateSettings(tolerance, max_prompts), score_first,
                                            endpoint=candidate.base_url)
     if not (task_items or extra):

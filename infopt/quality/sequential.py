@@ -154,8 +154,8 @@ def sequential_verdict(reference: ReferenceSet, floor: FidelityResult | None,
                        settings: GateSettings, score_first: ScoreMore,
                        incumbent: list[ScoredSequence] | None = None,
                        incumbent_key: str | None = None, endpoint: str = "candidate"
-                       ) -> tuple[QualityVerdict, list[ScoredSequence]]:
-    """Look after look until decided; returns the verdict and the scores it used. The pairing
+                       ) -> QualityVerdict:
+    """Look after look until decided (`score_first` keeps what it scored). The pairing
     uses the prompts the incumbent has scores for; past them only question (b) can decide."""
     budget = min(settings.budget, len(reference.sequences))
     plan = looks(budget)
@@ -172,4 +172,4 @@ def sequential_verdict(reference: ReferenceSet, floor: FidelityResult | None,
         verdict = verdict.model_copy(update={"summary": verdict.summary + (
             f"; still undecided after {budget} prompts (the request's quality_max_prompts): "
             "not accepted")})
-    return verdict.model_copy(update={"looks": done, "prompt_budget": budget}), scores
+    return verdict.model_copy(update={"looks": done, "prompt_budget": budget})

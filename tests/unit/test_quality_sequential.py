@@ -106,7 +106,7 @@ def _run(ref, wrong, incumbent_wrong=None, budget=32, tolerance=0.02):
         return scores[:n]
 
     inc = _scores(ref, incumbent_wrong) if incumbent_wrong is not None else None
-    v, _ = sequential_verdict(ref, _floor(ref), GateSettings(tolerance, budget), score_first,
+    v = sequential_verdict(ref, _floor(ref), GateSettings(tolerance, budget), score_first,
                               inc, "inc-key" if inc else None)
     return v, calls
 
