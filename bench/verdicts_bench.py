@@ -69,16 +69,11 @@ def reproduce_band(report, scratch: Path) -> dict[str, Any]:
     """The report's by-hand commands, as a reader would paste them, on a free port."""
     from infopt.specs.results import BenchmarkResult, BenchResult
     from infopt.tuning.search import objective_value
-    from tests.procs import end_process
+    from tests.procs import end_process, pasted_command
 
     r = report.reproduce
     port = _free_port()
-    argv, env = shlex.split(r.command), dict(os.environ)
-    while "=" in argv[0] and not argv[0].startswith("/"):
-        key, _, value = argv.pop(0).partition("=")
-        env[key] = value
-    old = argv[argv.index("--port") + 1]
-    argv[argv.index("--port") + 1] = str(port)
+    argv, env, old = pasted_command(r.command, port)
     with (scratch / "reproduce-engine.log").open("w") as log:
         proc = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT,
                                 start_new_session=True)

@@ -36,3 +36,17 @@ def end_process(proc: subprocess.Popen, grace_s: float = 30.0) -> int:
     if own_group:  # what the leader left behind in its group (a worker's flow-run child)
         send(signal.SIGKILL)
     return code
+
+
+def pasted_command(command: str, port: int) -> tuple[list[str], dict[str, str], str]:
+    """A report's engine command as a reader pastes it, moved to `port`: (argv without the
+    leading VAR=value assignments, the environment with them, the port it named)."""
+    import shlex
+
+    argv, env = shlex.split(command), dict(os.environ)
+    while "=" in argv[0] and not argv[0].startswith("/"):  # leading VAR=value assignments
+        key, _, value = argv.pop(0).partition("=")
+        env[key] = value
+    old = argv[argv.index("--port") + 1]
+    argv[argv.index("--port") + 1] = str(port)
+    return argv, env, old

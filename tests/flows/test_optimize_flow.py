@@ -503,7 +503,7 @@ def test_re_running_the_winners_command_by_hand_reproduces_its_objective(report_
 
     from infopt.specs.results import BenchmarkResult, BenchResult
     from infopt.tuning.search import objective_value
-    from tests.procs import end_process
+    from tests.procs import end_process, pasted_command
 
     report, run_dir = report_and_dir
     r = report.reproduce
@@ -513,13 +513,7 @@ def test_re_running_the_winners_command_by_hand_reproduces_its_objective(report_
     with socket.socket() as s:  # any free port, as the report says
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    argv = shlex.split(r.command)
-    env = dict(os.environ)
-    while "=" in argv[0] and not argv[0].startswith("/"):  # leading VAR=value assignments
-        key, _, value = argv.pop(0).partition("=")
-        env[key] = value
-    old = argv[argv.index("--port") + 1]
-    argv[argv.index("--port") + 1] = str(port)
+    argv, env, old = pasted_command(r.command, port)
     with (tmp_path / "engine.log").open("w") as log:
         proc = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT,
                                 start_new_session=True)
