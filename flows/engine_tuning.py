@@ -35,7 +35,7 @@ from infopt.specs.ladder import Dimension, LadderOutcome
 from infopt.specs.model import ModelProfile
 from infopt.specs.request import OptimizeRequest
 from infopt.specs.results import Trial
-from infopt.specs.serving import EngineName, with_knob
+from infopt.specs.serving import EngineName, engine_knobs, with_knob
 from infopt.specs.trial import trial_key
 from infopt.specs.workload import Workload
 from infopt.tuning.hub_weights import reference_weights
@@ -233,11 +233,14 @@ def base_overrides(request: OptimizeRequest) -> dict[str, Any]:
 def check_overrides(request: OptimizeRequest, engines: list[EngineName]) -> None:
     """Every base override must be a knob of at least one engine this run tunes (each engine
     takes the ones it has: a vLLM-only knob does not stop llama.cpp's tuning)."""
-    known = {k for e in engines for k in adapter_for(e).config_type.model_fields}
+    known = engine_knobs(engines)
+    names = " or ".join(e.value for e in engines)
     if unknown := sorted(set(base_overrides(request)) - known):
-        raise InfoptError(
-            f"base_overrides {unknown}: not a knob of {' or '.join(e.value for e in engines)}; "
-            "their knobs: " + ", ".join(sorted(known - {"engine", "host", "port"})))
+        raise InfoptError(f"base_overrides {unknown}: not a knob of {names}; their knobs: "
+                          + ", ".join(sorted(known)))
+    if request.tune and request.tune.knob not in known:
+        raise InfoptError(f"tune.knob {request.tune.knob!r}: not a knob of {names}; its knobs: "
+                          + ", ".join(sorted(known)))
 
 
 def _superseded(before: list[Trial], after: list[Trial]) -> list[Trial]:

@@ -12,6 +12,7 @@ left by a SIGKILLed optimizer is reaped when the next run starts (infopt.engines
 
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 
@@ -39,11 +40,12 @@ from infopt.engines import adapter_for, process, registry, serves
 from infopt.engines.render import render_deployment
 from infopt.engines.routing import comparator_for, route, select_available
 from infopt.report.rundir import atomic_write, new_run_id, runs_root
-from infopt.specs.base import InfoptError
+from infopt.specs.base import EngineUnavailableError, InfoptError
 from infopt.specs.contract import ContractOutcome
 from infopt.specs.ladder import EngineResult
 from infopt.specs.model import ModelProfile
 from infopt.specs.request import OptimizeRequest
+from infopt.specs.serving import EngineName
 from infopt.specs.results import OptimizationReport, Trial
 from infopt.specs.scenarios import ScenarioName
 from infopt.specs.workload import check_fits_context
@@ -226,6 +228,8 @@ def _tune_all(request: OptimizeRequest, plans, hw, workload, run_dir: Path, t_st
                              id_prefix="" if role == "routed" else f"{engine.value}-",
                              shortlist=shortlist)
         except InfoptError as exc:  # a baseline that fails its start, contract or quality
+            if role == "routed" and _user_named(engine, exc):
+                raise  # the engine the user pointed at is broken: no quiet switch to another
             get_run_logger().warning("%s (%s) produced no result: %s", engine.value, role,
                                      str(exc).splitlines()[0])
             first_error = first_error or exc
@@ -241,3 +245,11 @@ def _tune_all(request: OptimizeRequest, plans, hw, workload, run_dir: Path, t_st
     if not tunings:
         raise first_error
     return tunings, results
+
+
+def _user_named(engine: EngineName, exc: InfoptError) -> bool:
+    """Whether the routed engine's failure must end the run instead of leaving the comparator:
+    its executable is not the engine (a bad override), or the user chose the executable
+    ($INFOPT_LLAMA_SERVER and the like) and it did not start."""
+    env = adapter_for(engine).executable_env
+    return isinstance(exc, EngineUnavailableError) or bool(env and os.environ.get(env))

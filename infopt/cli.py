@@ -265,6 +265,9 @@ def optimize(
                 f"`infopt approve`, or pre-authorize with --authorize {','.join(asks)}")
         # Pre-flight, before Prefect starts: a bad model, a busy port or a missing engine is
         # reported in one paragraph here instead of as a failed flow run.
+        from infopt.console import check_prefect_api
+
+        check_prefect_api("the run")
         if request.port is not None:
             check_port_free("127.0.0.1", request.port)
         if request.credentials_block:  # a missing block: one paragraph now, not mid-run
@@ -283,10 +286,13 @@ def optimize(
                                what=profile.name)
             for other in request.model.other_formats:
                 profile_model(other)  # a bad path is reported here, not mid-run
-            select_available(route(inventory(), profile,
-                                   request.workload.peak_active_generations),
-                             request.engines, lambda n: adapter_for(n).locate(),
-                             lambda n: serves(n, profile.format))
+            chosen, _ = select_available(route(inventory(), profile,
+                                               request.workload.peak_active_generations),
+                                         request.engines, lambda n: adapter_for(n).locate(),
+                                         lambda n: serves(n, profile.format))
+            # Its own version report: an executable that hangs or is not the engine is one
+            # paragraph now, not a traceback or a quiet switch to another engine mid-run.
+            adapter_for(chosen).detect_version(adapter_for(chosen).locate())
         from flows.optimize import optimize as optimize_flow
         from infopt.console import hide_user_error_traces
 

@@ -18,6 +18,9 @@ def _server() -> None:
                          "server the paused run uses (e.g. export PREFECT_API_URL="
                          "http://127.0.0.1:4200/api after `prefect server start`); a run on "
                          "a temporary server cannot be answered from another process")
+    from infopt.console import check_prefect_api
+
+    check_prefect_api("answering a gate", temporary_ok=False)
 
 
 def register(app: typer.Typer, fail) -> None:

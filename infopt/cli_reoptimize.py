@@ -115,7 +115,9 @@ def register(app: typer.Typer, fail) -> None:
                                authorize=["promote"] if authorize_promote else None)
             _preflight(request, runs_dir)
             from flows.reoptimize import reoptimize as reoptimize_flow
-            from infopt.console import hide_user_error_traces
+            from infopt.console import check_prefect_api, hide_user_error_traces
+
+            check_prefect_api("the re-measurement")
 
             hide_user_error_traces()  # the flow's InfoptError is printed as one paragraph
 

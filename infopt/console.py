@@ -33,3 +33,30 @@ def hide_user_error_traces() -> None:
             if console and not any(isinstance(f, _UserErrorTraceFilter)
                                    for f in handler.filters):
                 handler.addFilter(_UserErrorTraceFilter())
+
+
+def check_prefect_api(what: str, temporary_ok: bool = True) -> None:
+    """When PREFECT_API_URL names a server, that it answers: a server that is down would
+    otherwise surface as Prefect's `Failed to reach API` traceback once the flow starts (or an
+    httpx ConnectError from the approvals client). `what` says what needed it; `temporary_ok`:
+    a temporary local server would do instead (not for answering another run's gate)."""
+    import os
+
+    import httpx
+
+    from infopt.specs.base import InputError
+
+    url = os.environ.get("PREFECT_API_URL")
+    if not url:
+        return
+    try:
+        answer = httpx.get(url.rstrip("/") + "/health", timeout=5.0)
+        problem = None if answer.status_code == 200 else f"HTTP {answer.status_code}"
+    except httpx.HTTPError as exc:
+        problem = f"{type(exc).__name__}: {exc}"
+    if problem:
+        raise InputError(
+            f"PREFECT_API_URL is {url}, but no Prefect server answers there ({problem}), and "
+            f"{what} needs it. Start it (`prefect server start`) or point PREFECT_API_URL at the "
+            "running one" + ("; or unset PREFECT_API_URL to run on a temporary local server"
+                             if temporary_ok else ""))

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import os
 import shlex
+import signal
+import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,7 +26,7 @@ def locate_executable(env_var: str, default: Path | None, *, missing: str, inval
     """The engine's executable (or interpreter): `$env_var` if set, else `default`. `missing`
     says how to install it (no override, no default); `invalid` how to fix a bad path. Both end
     up in an EngineUnavailableError the CLI prints as one paragraph."""
-    from infopt.specs.base import EngineUnavailableError
+    from infopt.specs.base import EngineOverrideError, EngineUnavailableError
 
     override = os.environ.get(env_var)
     path = Path(override) if override else default
@@ -32,9 +34,47 @@ def locate_executable(env_var: str, default: Path | None, *, missing: str, inval
         raise EngineUnavailableError(missing)
     ok = path.is_file() and (not executable or os.access(path, os.X_OK))
     if not ok:
-        where = f"${env_var} points at {path}" if override else f"expected at {path}"
-        raise EngineUnavailableError(f"{invalid} ({where})")
+        if override:
+            raise EngineOverrideError(f"{invalid} (${env_var} points at {path})")
+        raise EngineUnavailableError(f"{invalid} (expected at {path})")
     return str(path)
+
+
+def version_report(argv: list[str], *, engine: str, env_var: str,
+                   timeout_s: float) -> tuple[int, str]:
+    """(exit status, stdout + stderr) of the engine's own version report. A program that hangs,
+    cannot run, or exits printing nothing is not the engine: an error naming the executable
+    and what it did, instead of a traceback, or an "unknown" version that fails minutes later."""
+    fix = (f"point ${env_var} at {engine}, or unset it to use the one "
+           "`make engines` built")
+    try:  # its own process group: a hung program's children are ended with it
+        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                stdin=subprocess.DEVNULL, start_new_session=True)
+    except OSError as exc:
+        raise probe_error(env_var)(
+            f"`{shlex.join(argv)}` could not run ({exc.strerror or exc}); {fix}") from None
+    try:
+        stdout, stderr = proc.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        raise probe_error(env_var)(
+            f"`{shlex.join(argv)}` did not answer within {timeout_s:.0f} s: {argv[0]} does not "
+            f"behave like {engine} (its version report returns at once); {fix}") from None
+    text = stdout + stderr
+    if not text.strip():
+        raise probe_error(env_var)(
+            f"`{shlex.join(argv)}` exited with status {proc.returncode} and printed nothing: "
+            f"{argv[0]} is not {engine}; {fix}")
+    return proc.returncode, text
+
+
+def probe_error(env_var: str) -> type:
+    """A bad executable the user named stops the run; the default one is skipped like a missing
+    engine."""
+    from infopt.specs.base import EngineOverrideError, EngineUnavailableError
+
+    return EngineOverrideError if os.environ.get(env_var) else EngineUnavailableError
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,6 @@ tools/server/README.md): -m, --host, --port, -c, -np/--parallel, -t, -fa on|off|
 from __future__ import annotations
 
 import re
-import subprocess
 from pathlib import Path
 from functools import cache
 
@@ -21,6 +20,8 @@ from infopt.costmodel.allocation import (
     LLAMACPP_CTX_PAD,
 )
 from infopt.engines.base import (
+    probe_error,
+    version_report,
     EngineAdapter,
     Launch,
     MemoryShape,
@@ -125,8 +126,15 @@ def parse_version(text: str) -> str:
 
 @cache
 def detect_version(executable: str) -> str:
-    out = subprocess.run([executable, "--version"], capture_output=True, text=True, timeout=30)
-    return parse_version(out.stdout + out.stderr)
+    _, text = version_report([executable, "--version"], engine="llama.cpp's llama-server",
+                             env_var=ENV_OVERRIDE, timeout_s=30)
+    if (version := parse_version(text)) == "unknown":  # every llama-server prints a version line
+        first = text.strip().splitlines()[0][:80]
+        raise probe_error(ENV_OVERRIDE)(
+            f"`{executable} --version` printed no 'version:' line (its first line: {first!r}): "
+            f"it is not llama.cpp's llama-server; point ${ENV_OVERRIDE} at one, or unset it to "
+            "use the one `make engines` built")
+    return version
 
 
 def readiness_timeout_s(weights_bytes: int, cfg: LlamaCppConfig) -> float:

@@ -25,7 +25,6 @@ MLX needs Apple silicon; it is not installed on the optimizer's Linux machines.
 from __future__ import annotations
 
 import re
-import subprocess
 from functools import cache
 
 from infopt.specs.inspection import ModelInspection
@@ -34,6 +33,7 @@ from infopt.costmodel.allocation import (
     KvBudget,
 )
 from infopt.engines.base import (
+    version_report,
     EngineAdapter,
     Launch,
     MemoryShape,
@@ -93,9 +93,10 @@ def parse_version(text: str) -> str:
 
 @cache
 def detect_version(python: str) -> str:
-    out = subprocess.run([python, "-m", "mlx_lm", "--version"], capture_output=True, text=True,
-                         timeout=60)
-    return parse_version(out.stdout) if out.returncode == 0 else "unknown"
+    status, text = version_report([python, "-m", "mlx_lm", "--version"],
+                                  engine="the python of an MLX-LM environment",
+                                  env_var=ENV_OVERRIDE, timeout_s=60)
+    return parse_version(text) if status == 0 else "unknown"
 
 
 def readiness_timeout_s(weights_bytes: int, cfg: MlxConfig) -> float:

@@ -78,7 +78,7 @@ def select_available(routes: list[RouteChoice], allowed: EngineName | list[Engin
     """The first routed (or allowed, in the user's order) engine that serves the checkpoint
     (`serves(name)`: None, or why not) and that `is_available(name)` accepts, with the reasons
     the others were skipped. `is_available` raises EngineUnavailableError with what to do."""
-    from infopt.specs.base import EngineUnavailableError
+    from infopt.specs.base import EngineOverrideError, EngineUnavailableError
 
     if isinstance(allowed, (str, EngineName)):
         allowed = [EngineName(allowed)]
@@ -91,6 +91,8 @@ def select_available(routes: list[RouteChoice], allowed: EngineName | list[Engin
         try:
             is_available(name)
             return EngineName(name), skipped
+        except EngineOverrideError:
+            raise  # the executable the user named: no quiet switch to another engine
         except EngineUnavailableError as exc:
             skipped.append(f"{name}: {exc}")
     raise EngineUnavailableError("no usable engine: " + " ".join(skipped))

@@ -24,7 +24,6 @@ and startup-log lines quoted from upstream threads.
 from __future__ import annotations
 
 import re
-import subprocess
 from functools import cache
 
 from infopt.costmodel.allocation import (
@@ -34,6 +33,7 @@ from infopt.costmodel.allocation import (
     NCCL_BYTES,
 )
 from infopt.engines.base import (
+    version_report,
     CONTINUOUS_USAGE,
     CpuKernelRequirement,
     EngineAdapter,
@@ -156,10 +156,10 @@ def parse_version(text: str) -> str:
 
 @cache
 def detect_version(python: str) -> str:
-    out = subprocess.run(
+    status, text = version_report(
         [python, "-c", "import importlib.metadata as m; print(m.version('sglang'))"],
-        capture_output=True, text=True, timeout=60)
-    return parse_version(out.stdout) if out.returncode == 0 else "unknown"
+        engine="the python of an SGLang environment", env_var=ENV_OVERRIDE, timeout_s=60)
+    return parse_version(text) if status == 0 else "unknown"
 
 
 def readiness_timeout_s(weights_bytes: int, cfg: SglangConfig) -> float:

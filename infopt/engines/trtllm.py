@@ -30,7 +30,6 @@ from __future__ import annotations
 import hashlib
 import re
 import shutil
-import subprocess
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -45,6 +44,7 @@ from infopt.costmodel.allocation import (
     activation_peak_bytes,
 )
 from infopt.engines.base import (
+    version_report,
     CONTINUOUS_USAGE,
     EngineAdapter,
     Launch,
@@ -152,8 +152,9 @@ def parse_version(text: str) -> str:
 
 @cache
 def detect_version(executable: str) -> str:
-    out = subprocess.run([executable, "--help"], capture_output=True, text=True, timeout=180)
-    return parse_version(out.stdout + out.stderr)
+    _, text = version_report([executable, "--help"], engine="TensorRT-LLM's trtllm-serve",
+                             env_var=ENV_OVERRIDE, timeout_s=180)
+    return parse_version(text)
 
 
 def readiness_timeout_s(weights_bytes: int, cfg: TrtllmConfig) -> float:

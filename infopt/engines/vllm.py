@@ -10,7 +10,6 @@ module entry point, as the project's engine notes (notes/engines.md) record.
 from __future__ import annotations
 
 import re
-import subprocess
 from functools import cache
 
 from infopt.bootstrap import default_paths
@@ -25,6 +24,7 @@ from infopt.costmodel.allocation import (
     vllm_default_batched_tokens,
 )
 from infopt.engines.base import (
+    version_report,
     CONTINUOUS_USAGE,
     CpuKernelRequirement,
     EngineAdapter,
@@ -157,10 +157,11 @@ else:
 
 @cache
 def detect_version(python: str) -> str:
-    out = subprocess.run([python, "-c", _VERSION_SCRIPT],
-                         capture_output=True, text=True, timeout=120)
-    lines = out.stdout.strip().splitlines()
-    return lines[-1] if out.returncode == 0 and lines else "unknown"
+    status, text = version_report([python, "-c", _VERSION_SCRIPT],
+                                  engine="the python of a vLLM environment",
+                                  env_var=ENV_OVERRIDE, timeout_s=120)
+    lines = text.strip().splitlines()
+    return lines[-1] if status == 0 and lines else "unknown"
 
 
 def readiness_timeout_s(weights_bytes: int, cfg: VllmConfig) -> float:

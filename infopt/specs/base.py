@@ -30,6 +30,11 @@ class EngineUnavailableError(InfoptError):
     """An engine binary or environment is missing."""
 
 
+class EngineOverrideError(EngineUnavailableError):
+    """The executable the user named for an engine ($INFOPT_LLAMA_SERVER and the like) is not
+    usable: the run stops instead of moving on to another engine."""
+
+
 class ExposureError(InfoptError):
     """A non-loopback bind without an approved or pre-authorized expose gate."""
 

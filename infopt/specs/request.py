@@ -13,7 +13,7 @@ from pydantic import Field, ValidationError, model_validator
 from .approval import ExposeRequest
 from .ladder import Dimension
 from .base import HttpUrlText, Spec
-from .serving import EngineName, KnobValue
+from .serving import EngineName, KnobValue, engine_knobs
 from .traffic import RouteName, TrafficSpec
 from .workload import Objective, Workload, default_objective, interactive_traffic
 
@@ -117,6 +117,10 @@ class TuneOverride(Spec):
             raise ValueError("tune: `host` is not a tuning knob; to serve beyond 127.0.0.1 ask "
                              "for it with `expose: {address: ...}`, which waits for the expose "
                              "gate and requires an API key")
+        known = engine_knobs()
+        if unknown := sorted({self.knob, *self.base_overrides} - known):
+            raise ValueError(f"{unknown} is not a knob of any engine; the knobs: "
+                             + ", ".join(sorted(known)))
         return self
 
 

@@ -282,6 +282,14 @@ class MlxConfig(_Common):
 
 AnyServingConfig = LlamaCppConfig | VllmConfig | SglangConfig | TrtllmConfig | MlxConfig
 ServingConfig = Annotated[AnyServingConfig, Field(discriminator="engine")]
+
+
+def engine_knobs(engines: list[EngineName] | None = None) -> set[str]:
+    """The tunable knobs (config fields) of these engines (None: of any engine)."""
+    configs = {c.model_fields["engine"].default: c for c in
+               (LlamaCppConfig, VllmConfig, SglangConfig, TrtllmConfig, MlxConfig)}
+    return {k for e, c in configs.items() if engines is None or e in engines
+            for k in c.model_fields} - {"engine", "host", "port"}
 _SERVING_ADAPTER: TypeAdapter[Any] = TypeAdapter(ServingConfig)
 
 

@@ -47,6 +47,35 @@ def test_engine_binary_missing(tmp_path, gguf_model):
     _assert_clean_error(out, "llama-server binary is missing", "make engines")
 
 
+def test_an_engine_override_that_is_not_the_engine_stops_the_run(tmp_path, gguf_model):
+    """`INFOPT_LLAMA_SERVER=/bin/true`: one paragraph naming the program and what it printed,
+    before Prefect starts; no quiet switch to vLLM."""
+    out = _run("optimize", "--runs-dir", str(tmp_path), env={"INFOPT_LLAMA_SERVER": "/bin/true"})
+    _assert_clean_error(out, "/bin/true --version", "not llama.cpp's llama-server",
+                        "INFOPT_LLAMA_SERVER")
+    assert "vllm" not in out.stderr.lower() and not any(tmp_path.iterdir())
+
+
+def test_a_prefect_api_that_is_down_is_one_paragraph(tmp_path, gguf_model):
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{s.getsockname()[1]}/api"
+    down = {"PREFECT_API_URL": url}
+    _assert_clean_error(_run("optimize", "--runs-dir", str(tmp_path), env=down),
+                        f"PREFECT_API_URL is {url}", "no Prefect server answers there",
+                        "prefect server start")
+    _assert_clean_error(_run("approvals", env=down), f"PREFECT_API_URL is {url}",
+                        "answering a gate")
+    assert not any(tmp_path.iterdir())
+
+
+def test_a_tune_knob_no_engine_has_is_refused_where_the_file_is_read(tmp_path):
+    target = tmp_path / "t.yaml"
+    target.write_text("tune: {knob: warp_factor, values: [1, 2]}\n")
+    _assert_clean_error(_run("optimize", "--target", str(target), "--runs-dir", str(tmp_path)),
+                        "warp_factor", "is not a knob of any engine", "parallel_slots")
+
+
 def test_unknown_engine_name(tmp_path):
     out = _run("optimize", "--engine", "ollama", "--runs-dir", str(tmp_path))
     _assert_clean_error(out, "engines[0]: 'ollama' is not allowed; allowed: vllm")
