@@ -29,7 +29,7 @@ from infopt.specs.approval import (
 from infopt.specs.request import OptimizeRequest
 from infopt.specs.results import Trial
 from infopt.specs.serving import with_knob
-from tasks.engine import start_engine, stop_engine
+from tasks.engine import engine_session
 
 KEY_BLOCK = "infopt-engine-api-key"
 
@@ -85,14 +85,12 @@ def expose_winner(request: OptimizeRequest, winner: Trial, weights_bytes: int,
     config = with_knob(winner.config, "host", expose.address)
     if request.port is not None:
         config = with_knob(config, "port", request.port)
-    running = start_engine(config, str(trial_dir(run_dir, "t-exposed") / "engine.log"),
-                           weights_bytes, exposure=grant)
-    try:
+    with engine_session(config, trial_dir(run_dir, "t-exposed") / "engine.log", weights_bytes,
+                        exposure=grant) as started:
+        running = started.running
         [auth] = verify_endpoint(endpoint_for(running.engine, running.base_url,
                                               config.served_model_name, running.pid),
                                  features=("auth",), api_key=key.get_secret_value())
-    finally:
-        stop_engine(running)
     get_run_logger().info("exposed %s: listening on %s; auth %s", config.engine,
                           ", ".join(running.bind_addresses), auth.status.value)
     return ExposureOutcome(

@@ -37,6 +37,7 @@ from infopt.bootstrap import default_paths
 from infopt.contract.remedies import contract_gaps
 from infopt.contract.verify import PROBES as CONTRACT_PROBES
 from infopt.engines import adapter_for, process, registry, serves
+from infopt.engines.base import launch_for
 from infopt.engines.render import render_deployment
 from infopt.engines.routing import comparator_for, route, select_available
 from infopt.report.rundir import atomic_write, new_run_id, runs_root
@@ -72,7 +73,7 @@ def _check_scenarios(names: list[str]) -> None:
 def _control_command(trials: list[Trial], adapter, control) -> str:
     """The command the control trial ran; rendered on a placeholder port if none started."""
     ran = next((t.engine.command for t in trials if t.role == "control" and t.engine), None)
-    return ran or adapter.build_launch(control, adapter.locate(), 8000).command
+    return ran or launch_for(adapter, control, adapter.locate(), 8000).command
 
 
 def _other_formats(request: OptimizeRequest, model: ModelProfile) -> list[ModelProfile]:

@@ -21,7 +21,7 @@ from infopt.specs.serving import ServingConfig
 from infopt.specs.workload import Workload
 from flows.ladder import Incumbent
 from tasks.benchmark import benchmark_scenarios
-from tasks.engine import start_engine, stop_engine
+from tasks.engine import engine_session
 from tasks.quality import quality_key, reference_task_sets, task_sets
 
 
@@ -76,9 +76,9 @@ def confirm_winner(history: list[Incumbent], wc: WinnerContext) -> Decision:
             wc.reference_sets = reference_task_sets(
                 wc.control, str(wc.run_dir / "quality"), wc.model.file_bytes,
                 wc.reference_key, wc.items)
-        running = start_engine(winner.config, str(trial_dir(wc.run_dir, "t-scenarios") /
-                                                  "engine.log"), wc.model.file_bytes)
-        try:
+        with engine_session(winner.config, trial_dir(wc.run_dir, "t-scenarios") / "engine.log",
+                            wc.model.file_bytes) as started:
+            running = started.running
             tasks = _tasks(running, winner, wc, excluded) if wc.items else None
             if tasks is not None and not tasks.passed and inc is not history[0]:
                 why = "; ".join(v.why for v in tasks.verdicts if not v.passed)
@@ -87,8 +87,6 @@ def confirm_winner(history: list[Incumbent], wc: WinnerContext) -> Decision:
                 excluded.append(f"{inc.winner_label}: {why}")
                 continue
             return Decision(inc, winner, tasks, _scenarios(running, winner, wc))
-        finally:
-            stop_engine(running)
     raise AssertionError("the baseline is never excluded")
 
 

@@ -24,6 +24,7 @@ from infopt.engines import adapter_for, endpoint_for
 from infopt.report.rundir import atomic_write
 from infopt.specs.contract import ContractCheck
 from infopt.specs.results import RunningEngine
+from infopt.specs.serving import config_identity
 from infopt.contract.verify import verify_endpoint
 
 _CHECKS = TypeAdapter(list[ContractCheck])
@@ -41,7 +42,7 @@ def contract_key(config, engine_version: str, model_digest: str,
     """What the API surface depends on: engine, version, model, the knobs that can change it
     (an adapter that names none: every knob but where it listens), and the probes asked."""
     knobs = adapter_for(config.engine).api_surface_knobs
-    dump = config.model_dump(mode="json", exclude={"port", "host", "served_model_name"})
+    dump = config_identity(config, {"port", "host", "served_model_name"})
     surface = dump if knobs is None else {k: dump[k] for k in knobs}
     payload = {"engine": str(config.engine), "engine_version": engine_version,
                "model": model_digest, "surface": surface, "features": list(features),

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 from prefect import get_run_logger, task
@@ -10,15 +13,13 @@ from prefect.cache_policies import NO_CACHE
 from infopt.engines import adapter_for
 from infopt.engines import process
 from infopt.specs.approval import ExposureGrant
-from infopt.specs.base import EngineStartError
-from infopt.specs.diagnosis import Diagnosis
-from infopt.troubleshoot.diagnose import diagnose_file
+from infopt.engines.session import apply_remedy
+from infopt.specs.base import EngineStartError, PortTaken, ReadinessTimeout
+from infopt.specs.diagnosis import Diagnosis, Remedy
+from infopt.troubleshoot.diagnose import contract_preserving_remedy, diagnose_file
 from blocks.credentials import github_token
 from infopt.specs.results import RunningEngine
 from infopt.specs.serving import AnyServingConfig
-
-
-_TRANSIENT = ("address already in use", "couldn't bind", "did not answer")
 
 
 def _is_transient(task, task_run, state) -> bool:
@@ -26,8 +27,8 @@ def _is_transient(task, task_run, state) -> bool:
     start slower than the readiness timeout. Deterministic failures go to diagnosis instead."""
     try:
         state.result()
-    except EngineStartError as exc:
-        return any(t in str(exc).lower() for t in _TRANSIENT) and task_run.run_count <= 2
+    except (PortTaken, ReadinessTimeout):
+        return task_run.run_count <= 2
     except Exception:  # noqa: BLE001 - anything else is deterministic: no retry
         return False
     return False
@@ -36,14 +37,13 @@ def _is_transient(task, task_run, state) -> bool:
 @task(name="start-engine", cache_policy=NO_CACHE, retries=2, retry_delay_seconds=1,
       retry_condition_fn=_is_transient)
 def start_engine(config: AnyServingConfig, log_path: str, weights_bytes: int,
-                 extra_env: dict[str, str] | None = None,
                  exposure: ExposureGrant | None = None) -> RunningEngine:
     adapter = adapter_for(config.engine)
     executable = adapter.locate()
     logger = get_run_logger()
     logger.info("starting %s: log %s", adapter.display_name, log_path)
     running = process.start(adapter, config, executable, Path(log_path), weights_bytes,
-                            extra_env=extra_env, exposure=exposure)
+                            exposure=exposure)
     logger.info("%s %s ready at %s in %.1f s", adapter.display_name, running.version,
                 running.base_url, running.startup_s)
     return running
@@ -68,3 +68,75 @@ def diagnose_start(log_path: str, engine: str, search: bool, github_url: str | N
         logger.info("  upstream [%s %.2f]: %s %s", m.source, m.score, m.title, m.url)
     logger.info("  search: %s", d.search)
     return d
+
+
+@dataclass(frozen=True)
+class Troubleshooting:
+    """How a failed start is looked into: the known-failure catalog always; upstream issue
+    search when `search` (its host, and the credentials block holding the GitHub token)."""
+
+    search: bool = False
+    github_url: str | None = None
+    credentials_block: str | None = None
+    token_to_url: bool = False
+
+
+@dataclass(frozen=True)
+class Started:
+    """What an engine session started: the engine, the configuration it runs (a remedy
+    applied), and the failed first start's diagnosis and the remedy, when there was one."""
+
+    running: RunningEngine
+    config: AnyServingConfig
+    diagnosis: Diagnosis | None = None
+    remedy: Remedy | None = None
+
+
+class StartFailed(EngineStartError):
+    """The start failed, after its one contract-preserving remedy where the catalog had one:
+    the last diagnosis, the configuration last tried and the remedy applied."""
+
+    def __init__(self, cause: EngineStartError, diagnosis: Diagnosis,
+                 config: AnyServingConfig, remedy: Remedy | None):
+        super().__init__(str(cause), cause.log_path)
+        self.diagnosis, self.config, self.remedy = diagnosis, config, remedy
+
+
+@contextmanager
+def engine_session(config: AnyServingConfig, log_path: str | Path, weights_bytes: int, *,
+                   troubleshoot: Troubleshooting = Troubleshooting(),
+                   exposure: ExposureGrant | None = None) -> Iterator[Started]:
+    """The one way infopt runs an engine: start it; on a failed start, diagnose the log
+    (issue-first), apply the first remedy that keeps the API contract (its knobs and
+    environment, `infopt.engines.session.apply_remedy`) and start once more; yield what
+    started; always stop it. Raises StartFailed when no start succeeded."""
+    log = Path(log_path)
+    try:
+        started = Started(start_engine(config, str(log), weights_bytes, exposure), config)
+    except EngineStartError as exc:
+        started = _remedied(config, log, weights_bytes, exc, troubleshoot, exposure)
+    try:
+        yield started
+    finally:
+        stop_engine(started.running)
+
+
+def _remedied(config: AnyServingConfig, log: Path, weights_bytes: int, exc: EngineStartError,
+              ts: Troubleshooting, exposure: ExposureGrant | None) -> Started:
+    logger = get_run_logger()
+    logger.warning("start failed: %s", str(exc).splitlines()[0])
+    diag = diagnose_start(exc.log_path or str(log), str(config.engine), ts.search,
+                          ts.github_url, ts.credentials_block, ts.token_to_url)
+    remedy = contract_preserving_remedy(diag)
+    fixed = apply_remedy(config, remedy) if remedy is not None else None
+    if fixed is None:
+        raise StartFailed(exc, diag, config, None) from exc
+    logger.info("applying remedy (keeps the contract): %s", remedy.change)
+    retry_log = log.with_name(f"{log.stem}.remedied{log.suffix}")
+    try:
+        return Started(start_engine(fixed, str(retry_log), weights_bytes, exposure), fixed,
+                       diag, remedy)
+    except EngineStartError as again:
+        raise StartFailed(again, diagnose_start(
+            str(retry_log), str(config.engine), ts.search, ts.github_url, ts.credentials_block,
+            ts.token_to_url), fixed, remedy) from again

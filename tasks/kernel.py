@@ -16,7 +16,7 @@ from infopt.report.rundir import trial_dir
 from infopt.specs.base import EngineStartError
 from infopt.specs.results import KernelPath, Trial
 from infopt.specs.serving import with_knob
-from tasks.engine import start_engine, stop_engine
+from tasks.engine import engine_session
 
 
 @task(name="kernel-path", cache_policy=NO_CACHE)
@@ -35,7 +35,8 @@ def kernel_path_task(winner: Trial, run_dir: str, weights_bytes: int) -> KernelP
         log = trial_dir(Path(run_dir), "t-kernel") / "engine.log"
         log.parent.mkdir(parents=True, exist_ok=True)
         try:
-            stop_engine(start_engine(config, str(log), weights_bytes))
+            with engine_session(config, log, weights_bytes):
+                pass  # the start is what writes the kernel lines
         except EngineStartError as exc:
             return KernelPath(engine=engine, log=None, notes=[
                 f"not read: the winner did not start with "

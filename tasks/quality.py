@@ -51,9 +51,8 @@ from infopt.specs.quality import (
     VerdictOrigin,
 )
 from infopt.specs.results import RunningEngine
-from infopt.specs.serving import with_knob
-from infopt.troubleshoot.diagnose import contract_preserving_remedy, diagnose_file
-from tasks.engine import start_engine, stop_engine
+from infopt.specs.serving import config_identity, with_knob
+from tasks.engine import engine_session
 
 # The gate's default prompt budget (the request's quality_max_prompts): the reference and the
 # floor cover that many prompts of the pool; a candidate is scored on 8, then 16, then 32 until
@@ -91,7 +90,7 @@ def quality_key(config, engine_version: str, model_digest: str,
                 prompts: int = DEFAULT_MAX_PROMPTS) -> str:
     """What a configuration's scores depend on; the port and the served name do not. For a
     reference, `prompts` is how many prompts of the pool it covers."""
-    payload = {"config": config.model_dump(mode="json", exclude={"port", "served_model_name"}),
+    payload = {"config": config_identity(config, {"port", "served_model_name"}),
                "engine_version": engine_version, "model": model_digest,
                "prompts": pool_prefix(min(prompts, len(PROMPT_POOL))), "tokens": DEFAULT_TOKENS,
                "top_k": DEFAULT_TOP_K, "code": scoring_digest(), "machine": machine_numerics()}
@@ -179,44 +178,24 @@ def quality_reference(config, quality_dir: str, weights_bytes: int, key: str,
     return str(ref_path), what
 
 
-def _start_or_remedy(config, log: Path, weights_bytes: int):
-    """(running, config, remedy): the reference configuration started. When it does not start
-    and the catalog knows the failure with a contract-preserving knob remedy (memory knobs such
-    as an explicit CPU KV space: the numerics stay the control's), that remedy is applied once;
-    a start that still fails raises."""
-    try:
-        return start_engine(config, str(log), weights_bytes), config, None
-    except EngineStartError as exc:
-        diag = diagnose_file(exc.log_path or str(log), str(config.engine), search=False)
-        remedy = contract_preserving_remedy(diag)
-        if remedy is None or remedy.env_changes or not remedy.knob_changes:
-            raise
-    get_run_logger().warning("quality reference: the defaults did not start (%s); applying "
-                             "%s", diag.root_error[:160], remedy.change)
-    for knob, value in remedy.knob_changes.items():
-        config = with_knob(config, knob, value)
-    return (start_engine(config, str(log.with_name(log.stem + ".remedied.log")),
-                         weights_bytes), config, remedy)
-
-
 def _build(config, d: Path, key: str, weights_bytes: int, prompts: int):
-    running, config, remedy = _start_or_remedy(config, d / f"reference-{key}.log",
-                                               weights_bytes)
-    try:
-        return build_reference(_endpoint(running, config), prompts=pool_prefix(prompts),
-                               progress=get_run_logger().info), config, remedy
-    finally:
-        stop_engine(running)
+    """(reference, the configuration that ran it, the remedy it needed): when the defaults do
+    not start and the catalog knows the failure with a contract-preserving remedy (memory
+    knobs such as an explicit CPU KV space: the numerics stay the control's), the session
+    applies it once."""
+    with engine_session(config, d / f"reference-{key}.log", weights_bytes) as s:
+        if s.remedy is not None:
+            get_run_logger().warning("quality reference: the defaults did not start (%s); "
+                                     "applied %s", s.diagnosis.root_error[:160],
+                                     s.remedy.change)
+        return build_reference(_endpoint(s.running, s.config), prompts=pool_prefix(prompts),
+                               progress=get_run_logger().info), s.config, s.remedy
 
 
 def _floor(config, reference, d: Path, key: str, weights_bytes: int) -> FidelityResult:
-    cfg = _floor_config(config)
-    running = start_engine(cfg, str(d / f"floor-{key}.log"), weights_bytes)
-    try:
-        return score_candidate(_endpoint(running, cfg), reference, concurrency=2,
+    with engine_session(_floor_config(config), d / f"floor-{key}.log", weights_bytes) as s:
+        return score_candidate(_endpoint(s.running, s.config), reference, concurrency=2,
                                label="floor")
-    finally:
-        stop_engine(running)
 
 
 def _endpoint(running: RunningEngine, config):
@@ -341,11 +320,8 @@ def reference_task_sets(config, quality_dir: str, weights_bytes: int, key: str,
     out = _sets_file(quality_dir, key, items_per_set)
     if (kept := _kept_sets(out)) is not None:
         return kept
-    running = start_engine(config, str(Path(quality_dir) / f"tasks-{key}.log"), weights_bytes)
-    try:
-        return _run_sets(_endpoint(running, config), out, items_per_set)
-    finally:
-        stop_engine(running)
+    with engine_session(config, Path(quality_dir) / f"tasks-{key}.log", weights_bytes) as s:
+        return _run_sets(_endpoint(s.running, s.config), out, items_per_set)
 
 
 @task(name="task-sets", cache_policy=NO_CACHE)

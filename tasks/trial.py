@@ -8,8 +8,6 @@ its diagnosis: the run goes on.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -17,7 +15,6 @@ import httpx
 from prefect import get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 from prefect.exceptions import MissingContextError
-from pydantic import ValidationError
 
 from infopt.analysis.records import ErrorKind
 from infopt.engines import process
@@ -27,17 +24,16 @@ from infopt.specs.hardware import HardwareInventory
 from infopt.specs.model import ModelProfile
 from infopt.specs.plan import MemoryFit
 from infopt.specs.results import RunningEngine, Trial
-from infopt.specs.serving import with_knob
 from infopt.specs.trial import TrialRole, TrialSpec
 from infopt.tuning.level_steps import mean_context
 from infopt.specs.workload import Workload
-from infopt.troubleshoot.diagnose import contract_preserving_remedy, diagnose_file
+from infopt.troubleshoot.diagnose import diagnose_file
 from infopt.tuning.search import objective_value
 from infopt.contract.openai_chat import BASE_REQUIRED
 from infopt.contract.verify import FEATURES
 from tasks.benchmark import benchmark
 from tasks.contract import contract_key, verify_contract
-from tasks.engine import diagnose_start, start_engine, stop_engine
+from tasks.engine import StartFailed, Troubleshooting, engine_session
 from tasks.plan import label_ceilings
 from tasks.quality import judge_quality, quality_key, verdict_origin
 
@@ -76,51 +72,6 @@ def _log() -> logging.Logger | logging.LoggerAdapter:
         return logging.getLogger("infopt.tasks.trial")
 
 
-def _remedied(config, remedy):
-    """The config with the remedy's knob changes; None when a knob does not exist here."""
-    try:
-        for knob, value in remedy.knob_changes.items():
-            config = with_knob(config, knob, value)
-    except (ValueError, ValidationError):
-        return None
-    return config
-
-
-def _start(spec: TrialSpec, log: Path, ctx: TrialContext):
-    """Start; on a deterministic failure diagnose the log and, if a known failure has a remedy
-    that keeps the contract, apply its knob and environment changes once.
-    Returns (running | None, config, diagnosis, remedy)."""
-    config, size = spec.config, ctx.model.file_bytes
-    try:
-        return start_engine(config, str(log), size), config, None, None
-    except EngineStartError as exc:
-        _log().warning("%s: start failed: %s", spec.trial_id, str(exc).splitlines()[0])
-        diag = diagnose_start(exc.log_path or str(log), str(config.engine), ctx.github_search,
-                              ctx.github_url, ctx.credentials_block, ctx.github_token_to_url)
-    remedy = contract_preserving_remedy(diag)
-    fixed = _remedied(config, remedy) if remedy is not None else None
-    if fixed is None:
-        return None, config, diag, None
-    _log().info("%s: applying remedy (keeps the contract): %s", spec.trial_id, remedy.change)
-    retry_log = log.with_name("engine.remedied.log")
-    try:
-        return (start_engine(fixed, str(retry_log), size, remedy.env_changes or None), fixed,
-                diag, remedy)
-    except EngineStartError:
-        return None, fixed, diagnose_start(str(retry_log), str(config.engine),
-                                           ctx.github_search, ctx.github_url,
-                                           ctx.credentials_block,
-                                           ctx.github_token_to_url), remedy
-
-
-@contextmanager
-def _engine(running: RunningEngine) -> Iterator[RunningEngine]:
-    try:
-        yield running
-    finally:
-        stop_engine(running)
-
-
 def _died(running: RunningEngine) -> tuple[str, int | None] | None:
     """(why the engine is gone, the signal that ended it), if it exited while we were
     measuring."""
@@ -133,7 +84,7 @@ def _died(running: RunningEngine) -> tuple[str, int | None] | None:
 
 def _hung(running: RunningEngine, bench, ctx: TrialContext) -> str | None:
     """Why the trial is void when a request got nothing from a live engine for the stall
-    timeout (the engine is ended on leaving `_engine`), else None."""
+    timeout (the engine is ended when its session ends), else None."""
     stalled = sum(s.errors_by_kind.get(ErrorKind.TIMEOUT.value, 0)
                   for s in (bench.scenarios if bench is not None else []))
     if not stalled:
@@ -198,34 +149,38 @@ def run_trial(spec: TrialSpec, key: str, fit: MemoryFit | None, ctx: TrialContex
                     spec.trial_id, key)
         return done
     log = trial_dir(run_dir, key) / "engine.log"
-    running, config, diag, remedy = _start(spec, log, ctx)
     common = dict(trial_id=spec.trial_id, role=spec.role.value, dimension=spec.dimension,
-                  value=spec.value, repeat=spec.repeat, config=config, fit=fit,
-                  diagnosis=diag, remedy=remedy, key=key, changes=spec.changes,
-                  approvals=spec.approvals)
-    if running is None:
-        trial = Trial(**common, engine=None, benchmark=None, objective_value=None,
+                  value=spec.value, repeat=spec.repeat, fit=fit, key=key,
+                  changes=spec.changes, approvals=spec.approvals)
+    checks, verdict, bench, error, rejected = [], None, None, None, None
+    try:
+        with engine_session(spec.config, log, ctx.model.file_bytes,
+                            troubleshoot=troubleshooting(ctx)) as started:
+            running, config = started.running, started.config
+            try:
+                checks, verdict, rejected = _gates(running, spec, config, ctx, key)
+                if rejected is None:
+                    bench = benchmark(running, config.served_model_name, ctx.workload,
+                                      str(run_dir), key,
+                                      max_input_tokens=ctx.model.native_context_tokens,
+                                      tokenizer_path=ctx.tokenizer_path,
+                                      stall_timeout_s=ctx.stall_timeout_s)
+            # The engine stopped answering (a probe reports an unreachable endpoint as
+            # InputError); a dead engine makes a failed trial below, a live one re-raises.
+            except (httpx.HTTPError, OSError, InputError) as exc:
+                error = exc
+            died = _died(running)
+            hung = _hung(running, bench, ctx) if died is None else None
+    except StartFailed as failed:
+        diag = failed.diagnosis
+        trial = Trial(**common, config=failed.config, diagnosis=diag, remedy=failed.remedy,
+                      engine=None, benchmark=None, objective_value=None,
                       failed=f"{diag.category.value}: {diag.root_error[:300]}")
         write_trial(run_dir, key, trial)
         return trial
-    checks, verdict, bench, error, rejected = [], None, None, None, None
-    with _engine(running):
-        try:
-            checks, verdict, rejected = _gates(running, spec, config, ctx, key)
-            if rejected is None:
-                bench = benchmark(running, config.served_model_name, ctx.workload,
-                                  str(run_dir), key,
-                                  max_input_tokens=ctx.model.native_context_tokens,
-                                  tokenizer_path=ctx.tokenizer_path,
-                                  stall_timeout_s=ctx.stall_timeout_s)
-        # The engine stopped answering (a probe reports an unreachable endpoint as InputError);
-        # a dead engine makes a failed trial below, a live one re-raises.
-        except (httpx.HTTPError, OSError, InputError) as exc:
-            error = exc
-        died = _died(running)
-        hung = _hung(running, bench, ctx) if died is None else None
     if error is not None and died is None:
         raise error
+    common.update(config=config, diagnosis=started.diagnosis, remedy=started.remedy)
     common.update(engine=running, benchmark=bench, contract=checks, quality=verdict)
     if died is None and rejected is not None:
         trial = Trial(**common, objective_value=None, failed=rejected[:600])
@@ -268,3 +223,9 @@ def run_attempts(spec: TrialSpec, key: str, fit: MemoryFit | None, ctx: TrialCon
         attempts.append(run_trial(again, f"{key}-retry{n}", fit, ctx))
     return attempts
 
+
+def troubleshooting(ctx: TrialContext) -> Troubleshooting:
+    """The run's issue-search settings, for every engine session of its trials."""
+    return Troubleshooting(search=ctx.github_search, github_url=ctx.github_url,
+                           credentials_block=ctx.credentials_block,
+                           token_to_url=ctx.github_token_to_url)

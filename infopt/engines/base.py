@@ -9,7 +9,7 @@ import shlex
 import signal
 import subprocess
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -273,3 +273,12 @@ class EngineAdapter:
         values = sorted({v for v in _CAP_STEPS if v < target_concurrency} | {target_concurrency})
         return TuningDimension(knob=self.concurrency_knob, values=values,
                                why=self.concurrency_knob_why)
+
+
+def launch_for(adapter: EngineAdapter, config: Any, executable: str, port: int) -> Launch:
+    """The adapter's launch of `config`, with the configuration's own environment (a remedy's
+    variables) on top of what the adapter sets: every start and every rendering goes through
+    here, so what ran is what is printed and deployed."""
+    launch = adapter.build_launch(config, executable, port)
+    env = getattr(config, "env", None)
+    return replace(launch, env={**launch.env, **env}) if env else launch

@@ -8,7 +8,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from infopt.costmodel.fit import FitRequest
-from infopt.engines.base import ServingTarget
+from infopt.engines.base import ServingTarget, launch_for
 from infopt.specs.hardware import HardwareInventory
 from infopt.specs.plan import Layout, LayoutMatrix
 
@@ -52,7 +52,7 @@ def layout_command(engine: str, target: ServingTarget, changes: dict[str, Any]) 
     for knob, value in changes.items():
         cfg = with_knob(cfg, knob, value)
     executable = adapter.container_executable or engine
-    return adapter.build_launch(cfg, executable, 8000).command
+    return launch_for(adapter, cfg, executable, 8000).command
 
 
 def matrix_for(r: FitRequest, model_ref: str, hw: HardwareInventory | None) -> LayoutMatrix:

@@ -10,22 +10,28 @@ from __future__ import annotations
 import atexit
 import errno
 import os
+import re
 import signal
 import socket
 import subprocess
 import threading
 import time
-from dataclasses import replace
 from pathlib import Path
 
 import httpx
 
 from infopt.engines import registry
-from infopt.engines.base import EngineAdapter
+from infopt.engines.base import EngineAdapter, launch_for
 from infopt.engines.render import write_launch_files
 from infopt.environ import scrubbed
 from infopt.specs.approval import ExposureGrant, is_loopback
-from infopt.specs.base import EngineStartError, ExposureError, InputError
+from infopt.specs.base import (
+    EngineStartError,
+    ExposureError,
+    InputError,
+    PortTaken,
+    ReadinessTimeout,
+)
 from infopt.specs.results import RunningEngine
 
 _LIVE: dict[int, subprocess.Popen[bytes]] = {}
@@ -114,19 +120,16 @@ def listening(pid: int) -> list[str]:
 
 def start(adapter: EngineAdapter, config, executable: str, log_path: Path,
           weights_bytes: int, *, poll_interval_s: float = 0.25,
-          extra_env: dict[str, str] | None = None,
           exposure: ExposureGrant | None = None) -> RunningEngine:
-    """Launch `config` with `adapter` and block until its health route answers 200.
-    `extra_env`: environment on top of the adapter's (a troubleshooting remedy's env_changes).
+    """Launch `config` with `adapter` (its `env` on top of the adapter's) and block until its
+    health route answers 200.
     `exposure`: the grant a non-loopback `config.host` needs (its key goes to the engine's
     environment only: not in the printed command, the log or the returned record)."""
     secret_env = _secret_env(adapter, config, exposure)
     port = config.port if config.port is not None else free_port(config.host)
     if config.port is not None:
         check_port_free(config.host, port)
-    launch = adapter.build_launch(config, executable, port)
-    if extra_env:
-        launch = replace(launch, env={**launch.env, **extra_env})
+    launch = launch_for(adapter, config, executable, port)
     write_launch_files(launch)  # side files the argv points at (TensorRT-LLM's options YAML)
     version = adapter.detect_version(executable)
     log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -160,6 +163,9 @@ def start(adapter: EngineAdapter, config, executable: str, log_path: Path,
         api_key_source=exposure.key_source if secret_env and exposure else None)
 
 
+_PORT_TAKEN = re.compile(r"address already in use|couldn't bind", re.IGNORECASE)
+
+
 def _wait_ready(proc: subprocess.Popen[bytes], health_url: str, timeout_s: float,
                 poll_interval_s: float, log_path: Path, name: str) -> None:
     deadline = time.perf_counter() + timeout_s
@@ -167,16 +173,19 @@ def _wait_ready(proc: subprocess.Popen[bytes], health_url: str, timeout_s: float
         while True:
             code = proc.poll()
             if code is not None:
-                raise EngineStartError(
-                    f"{name} exited with code {code} before becoming ready. Engine log: "
-                    f"{log_path}\nLast lines:\n{tail(log_path)}", log_path=str(log_path))
+                last = tail(log_path)
+                # Its own words for a port taken under it (llama.cpp: "couldn't bind HTTP server
+                # socket"; uvicorn, so vLLM and SGLang: "[Errno 98] ... address already in use").
+                error = PortTaken if _PORT_TAKEN.search(last) else EngineStartError
+                raise error(f"{name} exited with code {code} before becoming ready. Engine "
+                            f"log: {log_path}\nLast lines:\n{last}", log_path=str(log_path))
             try:
                 if client.get(health_url).status_code == 200:
                     return
             except httpx.TransportError:
                 pass  # not listening yet
             if time.perf_counter() > deadline:
-                raise EngineStartError(
+                raise ReadinessTimeout(
                     f"{name} did not answer {health_url} within {timeout_s:.0f} s. Engine log: "
                     f"{log_path}\nLast lines:\n{tail(log_path)}", log_path=str(log_path))
             time.sleep(poll_interval_s)

@@ -23,7 +23,7 @@ from typing import Any
 
 from infopt.engines import ENGINES
 from infopt.report.rundir import atomic_write
-from infopt.engines.base import Launch
+from infopt.engines.base import Launch, launch_for
 from infopt.specs.base import InputError
 from infopt.specs.results import DeploymentRendering
 from infopt.specs.serving import EngineName
@@ -203,7 +203,7 @@ def render_deployment(config, port: int, gpus: int, name: str, cpus: int = 1,
     if not adapter.container_image or not adapter.container_executable:
         return None
     image = adapter.container_image
-    launch = adapter.build_launch(config, adapter.container_executable, port)
+    launch = launch_for(adapter, config, adapter.container_executable, port)
     cmd = container_command(launch, image, gpus, name=name)
     manifest = kubernetes_manifest(launch, name=name, image=image, gpus=gpus)
     notes = [f"image `{image}` by tag only: its digest is not known here (no registry "

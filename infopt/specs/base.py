@@ -47,6 +47,16 @@ class EngineStartError(InfoptError):
         self.log_path = log_path
 
 
+class PortTaken(EngineStartError):
+    """The engine could not bind its port (another process took it between infopt's pick and
+    the engine's bind): transient, retried on another free port."""
+
+
+class ReadinessTimeout(EngineStartError):
+    """The engine did not answer its health route within the readiness timeout: retried once
+    (a slow machine), then diagnosed."""
+
+
 def http_url(value: str) -> str:
     parts = urlsplit(value)
     if parts.scheme not in ("http", "https") or not parts.hostname:

@@ -8,6 +8,8 @@ module docstring names the source each was checked against.
 
 from __future__ import annotations
 
+import re
+
 from enum import StrEnum
 from typing import Annotated, Any, Literal
 
@@ -36,6 +38,23 @@ class _Common(Spec):
     # 127.0.0.1 unless exposure was approved (approval gate comes with a later issue).
     host: str = "127.0.0.1"
     port: int | None = Field(None, ge=1, le=65535, description="None: a free port is picked")
+    # Environment variables the engine needs on top of infopt's (a troubleshooting remedy's,
+    # e.g. vLLM's VLLM_CPU_KVCACHE_SPACE): part of the configuration, so they are carried into
+    # later trials, covered by the trial key and rendered into every deployment artifact.
+    env: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("env")
+    @classmethod
+    def _no_secrets(cls, env: dict[str, str]) -> dict[str, str]:
+        from infopt.environ import is_secret_name
+
+        if secret := sorted(k for k in env if is_secret_name(k)):
+            raise ValueError(f"env {secret}: a configuration is printed in reports and "
+                             "manifests; credentials come from Prefect Secret blocks or the "
+                             "environment, never from a serving configuration")
+        if bad := sorted(k for k in env if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", k)):
+            raise ValueError(f"env {bad}: not an environment variable name")
+        return env
 
 
 class LlamaCppConfig(_Common):
@@ -284,6 +303,16 @@ AnyServingConfig = LlamaCppConfig | VllmConfig | SglangConfig | TrtllmConfig | M
 ServingConfig = Annotated[AnyServingConfig, Field(discriminator="engine")]
 
 
+def config_identity(config: AnyServingConfig, exclude: set[str] | frozenset[str] = frozenset({"port"})
+                    ) -> dict[str, Any]:
+    """The configuration as content keys hash it: JSON, without `exclude` (where it listens),
+    and without an empty `env` (keys made before configurations carried one stay valid)."""
+    dump = config.model_dump(mode="json", exclude=set(exclude))
+    if not dump.get("env"):
+        dump.pop("env", None)
+    return dump
+
+
 def engine_knobs(engines: list[EngineName] | None = None) -> set[str]:
     """The tunable knobs (config fields) of these engines (None: of any engine)."""
     configs = {c.model_fields["engine"].default: c for c in
@@ -294,8 +323,16 @@ _SERVING_ADAPTER: TypeAdapter[Any] = TypeAdapter(ServingConfig)
 
 
 def with_knob(config: AnyServingConfig, knob: str, value: Any) -> AnyServingConfig:
-    """A copy of `config` with one knob changed, re-validated (unknown knob -> ValidationError)."""
+    """A copy of `config` with one knob changed, re-validated (unknown knob -> ValidationError).
+    `env.NAME` sets the environment variable NAME (None: unsets it)."""
     data = config.model_dump()
+    if knob.startswith("env."):
+        name, env = knob.removeprefix("env."), dict(data["env"])
+        if value is None:
+            env.pop(name, None)
+        else:
+            env[name] = str(value)
+        return _SERVING_ADAPTER.validate_python({**data, "env": env})
     if knob not in data:
         raise ValueError(f"engine {config.engine} has no knob '{knob}'; knobs: "
                          f"{sorted(k for k in data if k not in _Common.model_fields)}")

@@ -14,7 +14,7 @@ from pydantic import Field
 
 from .approval import GateAnswer
 from .base import Spec
-from .serving import KnobValue, ServingConfig
+from .serving import KnobValue, ServingConfig, config_identity
 from .workload import Workload
 
 
@@ -64,9 +64,13 @@ def changes_from(control: Any, config: Any) -> list[KnobChange]:
     if a.get("engine") != b.get("engine"):
         raise ValueError(f"a change is relative to a control of the same engine "
                          f"({a.get('engine')} vs {b.get('engine')})")
-    skip = {"engine", "model_path", "served_model_name", "host", "port"}
-    return [KnobChange(knob=k, control=a[k], value=b[k]) for k in b
-            if k not in skip and a.get(k) != b[k]]
+    skip = {"engine", "model_path", "served_model_name", "host", "port", "env"}
+    knobs = [KnobChange(knob=k, control=a[k], value=b[k]) for k in b
+             if k not in skip and a.get(k) != b[k]]
+    # An environment variable is a change of its own: `env.NAME` (None: not set).
+    env_a, env_b = a.get("env") or {}, b.get("env") or {}
+    return knobs + [KnobChange(knob=f"env.{k}", control=env_a.get(k), value=env_b.get(k))
+                    for k in sorted(env_a.keys() | env_b.keys()) if env_a.get(k) != env_b.get(k)]
 
 
 def trial_key(spec: TrialSpec, workload: Workload, engine_version: str,
@@ -75,11 +79,11 @@ def trial_key(spec: TrialSpec, workload: Workload, engine_version: str,
     everything that could change the measurement, so a resumed run reuses a trial only when
     the same trial would be run again; the port is left out (a free one is picked anyway).
     `gate`: what the trial's quality gate compares against (reference key and tolerance)."""
-    config = spec.config.model_dump(mode="json", exclude={"port"})
+    config = config_identity(spec.config)
     payload = {"config": config, "workload": workload.model_dump(mode="json"),
                "engine_version": engine_version, "model": model_digest, "seed": spec.seed,
                "repeat": spec.repeat, "contract": spec.with_contract, "gate": gate}
     if spec.incumbent is not None:  # the quality verdict is paired against it
-        payload["incumbent"] = spec.incumbent.model_dump(mode="json", exclude={"port"})
+        payload["incumbent"] = config_identity(spec.incumbent)
     digest = hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:12]
     return f"{spec.trial_id}-{digest}"

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from infopt.specs.results import OptimizationReport, Trial
+from infopt.specs.serving import config_identity
 from infopt.tuning.pareto import config_label
 from infopt.tuning.search import higher_is_better
 
@@ -28,7 +29,7 @@ class Pick:
 
 
 def config_id(config: Any) -> str:
-    return json.dumps(config.model_dump(mode="json", exclude={"port"}), sort_keys=True)
+    return json.dumps(config_identity(config), sort_keys=True)
 
 
 def measured_groups(report: OptimizationReport) -> dict[str, list[Trial]]:

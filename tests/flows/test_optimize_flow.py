@@ -548,7 +548,7 @@ def test_a_rerun_with_the_same_run_id_runs_no_trial_again(report_and_dir, monkey
 
     report, run_dir = report_and_dir
     started = []
-    monkeypatch.setattr(trial_task, "start_engine",
+    monkeypatch.setattr(trial_task, "engine_session",
                         lambda *a, **k: started.append(a) or pytest.fail("engine started"))
     request = OptimizeRequest.model_validate_json((run_dir / "request.json").read_text())
     offline = request.model.model_copy(update={"hub_id": None, "hub_endpoint": None})

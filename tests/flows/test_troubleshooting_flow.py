@@ -98,3 +98,68 @@ def test_failure_without_remedy_is_recorded_not_raised(prefect_api, gguf, tmp_pa
                                         FailureCategory.MODEL_NOT_FOUND)
     assert trial.remedy is None
     assert (tmp_path / "trials" / "t99-bogus-0" / "trial.json").is_file()  # failed, but durable
+
+
+def test_an_env_only_remedy_is_carried_into_later_trials_and_the_manifests(
+        prefect_api, gguf, tmp_path, monkeypatch):
+    """A start that a known failure's environment-only remedy fixes: the variable becomes part
+    of the configuration, so the next trial built from it starts at once (no failed first
+    start, no second diagnosis), its key differs, and the rendered container, Kubernetes and
+    Helm artifacts carry it. The engine is the real llama-server behind a wrapper that stands
+    in for a start needing the variable: without it, it prints the real PyTorch message of
+    the catalog's torch-cuda-oom-load-or-profile failure (vllm#11251) and exits."""
+    from prefect import flow
+
+    from infopt.engines import adapter_for, llamacpp
+    from infopt.engines.render import render_deployment
+    from infopt.hardware.host import inventory
+    from infopt.model.profile import profile_model
+    from infopt.specs.serving import with_knob
+    from infopt.specs.trial import TrialRole, TrialSpec, changes_from
+    from tasks.trial import TrialContext, run_trial
+
+    real = adapter_for("llamacpp").locate()
+    wrapper = tmp_path / "bin" / "llama-server"
+    wrapper.parent.mkdir()
+    wrapper.write_text(f"""#!/bin/sh
+if [ "$1" != "--version" ] && [ -z "$PYTORCH_CUDA_ALLOC_CONF" ]; then
+  echo "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a \
+total capacity of 79.15 GiB of which 1.20 GiB is free. (simulated by the test's wrapper)" >&2
+  exit 1
+fi
+exec "{real}" "$@"
+""")
+    wrapper.chmod(0o755)
+    monkeypatch.setenv(llamacpp.ENV_OVERRIDE, str(wrapper))
+    monkeypatch.delenv("PYTORCH_CUDA_ALLOC_CONF", raising=False)
+    wl = fixed_levels(input_tokens=16, output_tokens=4, levels=[1], target=1, requests=2)
+    ctx = TrialContext(run_dir=str(tmp_path), model=profile_model(str(gguf)),
+                       hw=inventory(measure_bandwidth=False), workload=wl,
+                       tokenizer_path=None, github_search=False, github_url=None)
+    control = LlamaCppConfig(model_path=str(gguf), ctx_per_slot_tokens=512)
+
+    @flow
+    def two_trials():
+        first = run_trial(TrialSpec(trial_id="t1", role=TrialRole.BASELINE, config=control,
+                                    changes=[]), "t1-key", None, ctx)
+        nxt = with_knob(first.config, "parallel_slots", 2)  # what the climb builds from it
+        second = run_trial(TrialSpec(trial_id="t2", role=TrialRole.TUNING, config=nxt,
+                                     changes=changes_from(control, nxt)), "t2-key", None, ctx)
+        return first, second
+
+    first, second = two_trials()
+    env = {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"}
+    assert first.failed is None and first.remedy is not None and not first.remedy.knob_changes
+    assert first.diagnosis.known_failure_ids[0] == "torch-cuda-oom-load-or-profile"
+    assert first.config.env == env and first.benchmark is not None
+    assert second.failed is None and second.diagnosis is None and second.remedy is None
+    assert second.config.env == env and second.engine.env_overrides == env
+    assert "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True" in second.engine.command
+    assert "env.PYTORCH_CUDA_ALLOC_CONF" in {c.knob for c in changes_from(control,
+                                                                            second.config)}
+    assert not (tmp_path / "trials" / "t2-key" / "engine.remedied.log").exists()
+    out = render_deployment(second.config, port=8000, gpus=0, cpus=2, model_bytes=10**8,
+                            name="winner")
+    assert "-e PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True" in out.container_command
+    assert "name: PYTORCH_CUDA_ALLOC_CONF" in out.kubernetes_yaml
+    assert process.live_pids() == []

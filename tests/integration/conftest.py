@@ -73,22 +73,22 @@ def vllm_failed_starts(vllm_python, hf_model, tmp_path_factory) -> dict[str, str
 
     base = VllmConfig(model_path=str(hf_model), served_model_name="smollm2", max_model_len=2048,
                       enforce_eager=True, cpu_kvcache_space_gib=1)
-    cases = {  # name: (config, extra environment)
+    cases = {  # name: the config (its env: what the engine gets on top of infopt's)
         # 100,000 tokens of KV need 2.15 GiB at 23,040 B/token; 1 GiB is given.
-        "context_beyond_kv": (base.model_copy(update={"max_model_len": 100_000}),
-                              {"VLLM_ALLOW_LONG_MAX_MODEL_LEN": "1"}),
-        "above_native": (base.model_copy(update={"max_model_len": 100_000}), {}),
+        "context_beyond_kv": base.model_copy(update={
+            "max_model_len": 100_000, "env": {"VLLM_ALLOW_LONG_MAX_MODEL_LEN": "1"}}),
+        "above_native": base.model_copy(update={"max_model_len": 100_000}),
     }
     fp8 = base.model_copy(update={"kv_cache_dtype": "fp8", "cpu_kvcache_space_gib": 2})
     if unsupported_config(fp8, probe_host().isa_features):  # else it starts: tested there
-        cases["fp8_kv"] = (fp8, {})
+        cases["fp8_kv"] = fp8
     root = tmp_path_factory.mktemp("vllm-failures")
 
     def attempt(name: str) -> Path:
-        cfg, env = cases[name]
+        cfg = cases[name]
         try:
             running = process.start(vllm.ADAPTER, cfg, str(vllm_python), root / f"{name}.log",
-                                    3 * 10**8, extra_env=env)
+                                    3 * 10**8)
         except EngineStartError as e:
             return e.log_path
         process.stop(running.pid)

@@ -6,7 +6,9 @@ here; the real run: tests/flows/test_optimize_flow.py.)"""
 from __future__ import annotations
 
 import logging
+from contextlib import contextmanager
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -39,9 +41,13 @@ def world(monkeypatch):
     """Each value's answers on the sets (right out of 12; the reference gets 12)."""
     right: dict[int, int] = {}
     started: list[int] = []
-    monkeypatch.setattr(winner_mod, "start_engine",
-                        lambda cfg, log, b: started.append(cfg.parallel_slots) or cfg)
-    monkeypatch.setattr(winner_mod, "stop_engine", lambda running: None)
+
+    @contextmanager
+    def session(cfg, log, weights_bytes):  # the "engine" is its config: nothing runs
+        started.append(cfg.parallel_slots)
+        yield SimpleNamespace(running=cfg, config=cfg)
+
+    monkeypatch.setattr(winner_mod, "engine_session", session)
     monkeypatch.setattr(winner_mod, "get_run_logger", lambda: logging.getLogger("winner"))
     monkeypatch.setattr(winner_mod, "reference_task_sets", lambda *a: _sets(12))
     monkeypatch.setattr(winner_mod, "task_sets",
