@@ -68,7 +68,7 @@ def _free_port() -> int:
 def reproduce_band(report, scratch: Path) -> dict[str, Any]:
     """The report's by-hand commands, as a reader would paste them, on a free port."""
     from infopt.specs.results import BenchmarkResult, BenchResult
-    from infopt.tuning.search import objective_value
+    from infopt.tuning.control import objective_value
     from tests.procs import end_process, pasted_command
 
     r = report.reproduce
@@ -155,7 +155,7 @@ def planted_slowdown(root: Path, scratch: Path) -> dict[str, Any]:
 def main() -> int:
     from prefect.testing.utilities import prefect_test_harness
 
-    from infopt.report.accepted import accept
+    from infopt.runs.accepted import accept
 
     out = Path(os.environ.get("INFOPT_BENCH_OUT", "/tmp/infopt-bench")) / "verdicts_bench.json"
     out.parent.mkdir(parents=True, exist_ok=True)

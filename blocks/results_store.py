@@ -5,7 +5,7 @@ Options that are not secret (endpoint_url, region, config_kwargs...) go in `stor
 credentials go in the SecretStr fields `key`, `secret` and `token`, which Prefect stores
 encrypted and prints as ********** (repr, logs, `model_dump_json`). With none given, the
 backend finds credentials itself (e.g. $AWS_ACCESS_KEY_ID or an instance role for S3).
-The store logic is plain Python: infopt.report.store.RunStore.
+The store logic is plain Python: infopt.runs.store.RunStore.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Any
 from prefect.blocks.core import Block
 from pydantic import Field, SecretStr, field_validator
 
-from infopt.report.store import RunStore
+from infopt.runs.store import RunStore
 
 # Option names that carry credentials in fsspec backends (s3fs, gcsfs, adlfs...): refused in
 # the plain `storage_options`, where they would be saved and shown unencrypted.

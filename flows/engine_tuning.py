@@ -25,7 +25,7 @@ from infopt.contract.verify import required_for
 from infopt.engines import adapter_for
 from infopt.engines.ladder import WeightVariant
 from infopt.model.digest import model_digest
-from infopt.report.rundir import atomic_write, trial_dir
+from infopt.runs.rundir import atomic_write, trial_dir
 from infopt.specs.approval import GateAnswer
 from infopt.specs.base import EngineStartError, InfoptError
 from infopt.specs.checkpoint import Shortlist
@@ -41,7 +41,7 @@ from infopt.specs.workload import Workload
 from infopt.tuning.hub_weights import reference_weights
 from infopt.tuning.climb import ClimbPlan
 from infopt.tuning.ladder import climbs, ladder_facts, rules_for
-from infopt.tuning.search import (
+from infopt.tuning.control import (
     baseline_config,
     control_config,
     higher_is_better,
@@ -49,7 +49,7 @@ from infopt.tuning.search import (
     why_pruned,
 )
 from infopt.tuning.weights import BITS_PER_WEIGHT
-from tasks.plan import fit_candidates
+from tasks.fit import fit_candidates
 from tasks.quality import quality_key, quality_reference
 from tasks.trial import TrialContext
 

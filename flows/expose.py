@@ -17,7 +17,7 @@ from pydantic import SecretStr
 from flows.gate import ask
 from infopt.contract.verify import verify_endpoint
 from infopt.engines import adapter_for, endpoint_for
-from infopt.report.rundir import trial_dir
+from infopt.runs.rundir import trial_dir
 from infopt.specs.approval import (
     ExposeRequest,
     ExposureGrant,

@@ -22,8 +22,8 @@ from prefect.client.orchestration import get_client
 from prefect.deployments import run_deployment
 
 from flows.store import open_results_store, restore_run
-from infopt.report.rundir import load_trial
-from infopt.specs.plan import MemoryFit
+from infopt.runs.rundir import load_trial
+from infopt.specs.fit import MemoryFit
 from infopt.specs.results import Trial
 from infopt.specs.trial import TrialSpec
 from tasks.trial import TrialContext, run_trial

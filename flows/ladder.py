@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from infopt.specs.approval import GateAnswer
-from infopt.specs.plan import MemoryFit
+from infopt.specs.fit import MemoryFit
 from infopt.specs.results import Trial
 from infopt.specs.trial import TrialSpec
 from infopt.tuning.climb import ClimbOutcome, ClimbPlan, Incumbent, climb, drive

@@ -40,7 +40,7 @@ from infopt.engines import adapter_for, process, registry, serves
 from infopt.engines.base import launch_for
 from infopt.engines.render import render_deployment
 from infopt.engines.routing import comparator_for, route, select_available
-from infopt.report.rundir import atomic_write, new_run_id, runs_root
+from infopt.runs.rundir import atomic_write, new_run_id, runs_root
 from infopt.specs.base import EngineUnavailableError, InfoptError
 from infopt.specs.contract import ContractOutcome
 from infopt.specs.ladder import EngineResult
@@ -53,7 +53,7 @@ from infopt.specs.workload import check_fits_context
 from infopt.tuning.hub_weights import check_checkpoints
 from infopt.tuning.ladder import engine_choice, median as lad_median
 from infopt.tuning.pareto import closest_to_ceiling, config_label, points as pareto_points
-from infopt.tuning.search import control_gain, control_recommendation, higher_is_better
+from infopt.tuning.control import control_gain, control_recommendation, higher_is_better
 from tasks.kernel import kernel_path_task
 from tasks.report import write_report_task
 from tasks.target import inventory_host, profile_model_task, shortlist_task

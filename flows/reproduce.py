@@ -8,7 +8,7 @@ from pathlib import Path
 
 import yaml
 
-from infopt.report.rundir import atomic_write
+from infopt.runs.rundir import atomic_write
 from infopt.model.digest import model_digest
 from infopt.specs.results import Reproduction, Trial, WeightsIdentity
 from infopt.specs.workload import OBJECTIVE_UNIT, Workload

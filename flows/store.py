@@ -19,8 +19,8 @@ from blocks.cluster import ClusterTarget
 from blocks.loading import load_named
 from blocks.results_store import ResultsStore
 from blocks.runtime import EngineRuntime
-from infopt.report.rundir import attach_store
-from infopt.report.store import RunStore
+from infopt.runs.rundir import attach_store
+from infopt.runs.store import RunStore
 
 
 def load_results_store(name: str) -> RunStore:

@@ -12,7 +12,7 @@ from prefect import get_run_logger
 from flows.engine_tuning import fit_of, start_configs
 from infopt.report.nofit_text import nofit_markdown
 from infopt.report.provenance import rules
-from infopt.report.rundir import write_report
+from infopt.runs.rundir import write_report
 from infopt.specs.results import EngineFit, NoFitReport
 from infopt.tuning.nofit import NothingFits, binding, nothing_fits_message, smallest_gap
 

@@ -12,7 +12,7 @@ from prefect import get_run_logger
 
 from infopt.quality.taskrun import taskset_verdicts
 from infopt.specs.base import EngineStartError
-from infopt.report.rundir import trial_dir
+from infopt.runs.rundir import trial_dir
 from infopt.specs.quality import TaskSetOutcome, TaskSetResult
 from infopt.specs.model import ModelProfile
 from infopt.specs.request import OptimizeRequest

@@ -121,7 +121,7 @@ def _set(tree: dict, dotted: str, value) -> None:
 def _request_data(target: str | None, resume: str | None, runs_dir: str | None) -> tuple[dict, str]:
     """The request fields before CLI overrides: a target file, a resumed run's request, or
     nothing (every default: the demo)."""
-    from infopt.report.rundir import runs_root
+    from infopt.runs.rundir import runs_root
     from infopt.specs.request_file import read_request_data
 
     # An empty value is a mistake, not "no value": it must not start the demo instead.
@@ -215,7 +215,7 @@ def optimize(
         from infopt.engines.routing import route, select_available
         from infopt.hardware.host import inventory
         from infopt.model.profile import profile_model
-        from infopt.report.rundir import runs_root
+        from infopt.runs.rundir import runs_root
         from infopt.specs.request_file import parse_request
         from infopt.specs.traffic import RouteName
         from infopt.specs.workload import check_fits_context
@@ -302,7 +302,7 @@ def optimize(
     except InfoptError as exc:
         _fail(exc)
         return
-    from infopt.report.rundir import runs_root
+    from infopt.runs.rundir import runs_root
 
     run_dir = runs_root(runs_dir) / report.run_id
     gain = report.gain_vs_control
@@ -859,7 +859,7 @@ def bench(
     """Benchmark any OpenAI-compatible endpoint with a workload file (standalone); exit 1 when
     it ran but its numbers are not evidence (every request failed, or the records failed
     validation), 2 for bad input or a URL that is no OpenAI-compatible server."""
-    from infopt.loadgen.standalone import run_workload_file
+    from infopt.loadgen.bench_command import run_workload_file
     from infopt.report.bench_text import bench_failure, render_bench
 
     bar = None

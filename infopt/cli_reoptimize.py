@@ -35,8 +35,8 @@ def _preflight(request, runs_dir: str | None) -> None:
     no flow run and write nothing)."""
     import os
 
-    from infopt.report.accepted import accepted, load_optimization
-    from infopt.report.rundir import runs_root
+    from infopt.runs.accepted import accepted, load_optimization
+    from infopt.runs.rundir import runs_root
     from infopt.specs.base import InputError
 
     if request.executable and not os.access(request.executable, os.X_OK):
@@ -68,8 +68,8 @@ def register(app: typer.Typer, fail) -> None:
                                                      "$INFOPT_RUNS_DIR or ./runs")] = None,
     ) -> None:
         """Make RUN_ID the accepted run: the one `infopt reoptimize` re-measures."""
-        from infopt.report.accepted import accept as accept_run
-        from infopt.report.rundir import runs_root
+        from infopt.runs.accepted import accept as accept_run
+        from infopt.runs.rundir import runs_root
 
         try:
             acc = accept_run(runs_root(runs_dir), run_id, by="infopt accept")
@@ -121,7 +121,7 @@ def register(app: typer.Typer, fail) -> None:
 
             hide_user_error_traces()  # the flow's InfoptError is printed as one paragraph
 
-            from infopt.report.rundir import runs_root
+            from infopt.runs.rundir import runs_root
 
             state = reoptimize_flow(request=request, runs_dir=runs_dir, return_state=True)
             result = _result(state)

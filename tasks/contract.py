@@ -21,7 +21,7 @@ import infopt.contract as contract_pkg
 from infopt.bootstrap import cache_root
 from infopt.contract.openai_chat import BASE_REQUIRED
 from infopt.engines import adapter_for, endpoint_for
-from infopt.report.rundir import atomic_write
+from infopt.runs.rundir import atomic_write
 from infopt.specs.contract import ContractCheck
 from infopt.specs.results import RunningEngine
 from infopt.specs.serving import config_identity

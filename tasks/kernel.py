@@ -12,7 +12,7 @@ from prefect.cache_policies import NO_CACHE
 
 from infopt.engines import adapter_for
 from infopt.engines.kernel_log import read_kernel_lines, unlogged_notes
-from infopt.report.rundir import trial_dir
+from infopt.runs.rundir import trial_dir
 from infopt.specs.base import EngineStartError
 from infopt.specs.results import KernelPath, Trial
 from infopt.specs.serving import with_knob

@@ -41,7 +41,7 @@ from infopt.quality.teacher import (
     score_candidate,
     score_sequences,
 )
-from infopt.report.rundir import atomic_write
+from infopt.runs.rundir import atomic_write
 from infopt.specs.base import EngineStartError
 from infopt.specs.quality import (
     FidelityResult,

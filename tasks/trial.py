@@ -18,23 +18,23 @@ from prefect.exceptions import MissingContextError
 
 from infopt.analysis.records import ErrorKind
 from infopt.engines import process
-from infopt.report.rundir import load_trial, trial_dir, write_trial
+from infopt.runs.rundir import load_trial, trial_dir, write_trial
 from infopt.specs.base import EngineStartError, InfoptError, InputError
 from infopt.specs.hardware import HardwareInventory
 from infopt.specs.model import ModelProfile
-from infopt.specs.plan import MemoryFit
+from infopt.specs.fit import MemoryFit
 from infopt.specs.results import RunningEngine, Trial
 from infopt.specs.trial import TrialRole, TrialSpec
 from infopt.tuning.level_steps import mean_context
 from infopt.specs.workload import Workload
 from infopt.troubleshoot.diagnose import diagnose_file
-from infopt.tuning.search import objective_value
+from infopt.tuning.control import objective_value
 from infopt.contract.openai_chat import BASE_REQUIRED
 from infopt.contract.verify import FEATURES
 from tasks.benchmark import benchmark
 from tasks.contract import contract_key, verify_contract
 from tasks.engine import StartFailed, Troubleshooting, engine_session
-from tasks.plan import label_ceilings
+from tasks.fit import label_ceilings
 from tasks.quality import judge_quality, quality_key, verdict_origin
 
 

@@ -132,7 +132,7 @@ def records_frame(records: list[RequestRecord]) -> pd.DataFrame:
 
 def save_parquet(df: pd.DataFrame, path: str | Path) -> Path:
     """Write the records frame to Parquet (pyarrow; dtypes kept via pandas metadata)."""
-    from infopt.report.rundir import atomic_path
+    from infopt.runs.rundir import atomic_path
 
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import httpx
 
-from infopt.report.rundir import atomic_write
+from infopt.runs.rundir import atomic_write
 from infopt.specs.base import InputError
 from infopt.specs.contract import ContractCheck
 from infopt.specs.endpoint import Endpoint

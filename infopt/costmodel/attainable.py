@@ -34,7 +34,7 @@ from importlib import resources
 from typing import Any
 
 from infopt.specs.inspection import LayerKind, ModelInspection
-from infopt.specs.plan import AttainableEstimate, CeilingRow
+from infopt.specs.fit import AttainableEstimate, CeilingRow
 
 FIT_FILE = "attainable_fit.json"
 MIN_GROUP_ROWS = 10  # fewer results than this: the family (then global) parameters

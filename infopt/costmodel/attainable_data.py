@@ -18,7 +18,7 @@ from infopt.costmodel.roofline import decode_row, prefill_row
 from infopt.costmodel.weights import BF16, named_path, path_from_quantization
 from infopt.hardware.catalog import lookup_gpu
 from infopt.model.classify import classify_config
-from infopt.specs.plan import Envelope
+from infopt.specs.fit import Envelope
 
 DATA = Path(__file__).parent / "data"
 CSV_FILE = DATA / "published_results.csv"

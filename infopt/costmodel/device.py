@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from infopt.specs.gpu import GpuSpec
 from infopt.specs.hardware import HardwareInventory
-from infopt.specs.plan import DeviceBudget
+from infopt.specs.fit import DeviceBudget
 
 
 def device_from_catalog(spec: GpuSpec, calibrated_bandwidth: float | None = None,

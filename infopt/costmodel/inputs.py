@@ -8,7 +8,7 @@ from infopt.costmodel.device import device_from_catalog, device_from_host
 from infopt.hardware.catalog import lookup_gpu, match_gpu
 from infopt.specs.base import InputError
 from infopt.specs.hardware import HardwareInventory
-from infopt.specs.plan import DeviceBudget
+from infopt.specs.fit import DeviceBudget
 
 
 def resolve_device(gpu: str | None, hw: HardwareInventory | None

@@ -19,7 +19,7 @@ from infopt.costmodel.fit import FitRequest, plan_fit
 from infopt.costmodel.roofline import decode_row
 from infopt.specs.base import InputError
 from infopt.specs.inspection import ModelInspection
-from infopt.specs.plan import Envelope, Layout, LayoutCeiling, LayoutMatrix, LayoutRow
+from infopt.specs.fit import Envelope, Layout, LayoutCeiling, LayoutMatrix, LayoutRow
 
 GIB = 2**30
 

@@ -11,7 +11,7 @@ from infopt.costmodel.attainable import estimate
 from infopt.costmodel.fit import FitRequest, plan_fit
 from infopt.costmodel.roofline import decode_row, prefill_row
 from infopt.costmodel.weights import hypothetical_paths, path_from_quantization
-from infopt.specs.plan import CeilingRow, CeilingTable, DeviceBudget, Envelope, MemoryFit
+from infopt.specs.fit import CeilingRow, CeilingTable, DeviceBudget, Envelope, MemoryFit
 
 
 class PlanResult(MemoryFit):

@@ -28,7 +28,7 @@ from __future__ import annotations
 from infopt.costmodel.kv import kv_bytes_per_token_per_gpu, state_bytes_per_sequence_per_gpu
 from infopt.costmodel.weights import decode_weight_traffic_bytes, executed_linear_params
 from infopt.specs.inspection import AttentionKind, ModelInspection
-from infopt.specs.plan import (
+from infopt.specs.fit import (
     Bound,
     CeilingRatio,
     CeilingRow,

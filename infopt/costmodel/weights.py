@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from infopt.model.quantization import gguf_bits_per_weight
 from infopt.specs.inspection import ModelInspection, QuantizationInfo, QuantMethod
-from infopt.specs.plan import WeightPath
+from infopt.specs.fit import WeightPath
 
 BF16 = WeightPath(label="BF16", bits_per_weight=16.0, math="bf16",
                   source="2 bytes per weight (bfloat16)")

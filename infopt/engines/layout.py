@@ -10,7 +10,7 @@ from typing import Any
 from infopt.costmodel.fit import FitRequest
 from infopt.engines.base import ServingTarget, launch_for
 from infopt.specs.hardware import HardwareInventory
-from infopt.specs.plan import Layout, LayoutMatrix
+from infopt.specs.fit import Layout, LayoutMatrix
 
 
 @dataclass(frozen=True)

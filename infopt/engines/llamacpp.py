@@ -35,7 +35,7 @@ from infopt.engines.llamacpp_ladder import RULES as LADDER
 from infopt.engines.scoring import LLAMACPP_SCORING
 from infopt.specs.contract import ContractRemedy
 from infopt.specs.inspection import ModelInspection
-from infopt.specs.plan import KvObservation
+from infopt.specs.fit import KvObservation
 from infopt.specs.serving import EngineName, LlamaCppConfig
 
 ENV_OVERRIDE = "INFOPT_LLAMA_SERVER"

@@ -22,7 +22,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from infopt.engines import ENGINES
-from infopt.report.rundir import atomic_write
+from infopt.runs.rundir import atomic_write
 from infopt.engines.base import Launch, launch_for
 from infopt.specs.base import InputError
 from infopt.specs.results import DeploymentRendering

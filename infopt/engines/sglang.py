@@ -45,7 +45,7 @@ from infopt.engines.base import (
 )
 from infopt.engines.layout import LayoutKnobs
 from infopt.specs.inspection import ModelInspection
-from infopt.specs.plan import KvObservation
+from infopt.specs.fit import KvObservation
 from infopt.specs.serving import EngineName, SglangConfig
 
 ENV_OVERRIDE = "INFOPT_SGLANG_PYTHON"

@@ -55,7 +55,7 @@ from infopt.engines.base import (
 )
 from infopt.engines.layout import LayoutKnobs
 from infopt.specs.inspection import ModelInspection
-from infopt.specs.plan import KvObservation
+from infopt.specs.fit import KvObservation
 from infopt.specs.serving import EngineName, TrtllmConfig
 
 ENV_OVERRIDE = "INFOPT_TRTLLM_SERVE"

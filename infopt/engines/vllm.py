@@ -40,7 +40,7 @@ from infopt.engines.vllm_ladder import LAYOUT, RULES as LADDER
 from infopt.engines.scoring import PROMPT_LOGPROBS_SCORING
 from infopt.specs.contract import ContractRemedy
 from infopt.specs.inspection import ModelInspection
-from infopt.specs.plan import KvObservation
+from infopt.specs.fit import KvObservation
 from infopt.specs.serving import EngineName, VllmConfig
 
 ENV_OVERRIDE = "INFOPT_VLLM_PYTHON"

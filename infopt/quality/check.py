@@ -12,7 +12,7 @@ import httpx
 from pydantic import ValidationError
 
 from infopt.engines import endpoint_for, identify_engine
-from infopt.report.rundir import atomic_write
+from infopt.runs.rundir import atomic_write
 from infopt.specs.base import InputError
 from infopt.specs.endpoint import Endpoint
 from infopt.specs.quality import QualityVerdict, ReferenceSet, ScoredSequence

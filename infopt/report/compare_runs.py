@@ -90,7 +90,7 @@ def compare_runs(run_a: str, run_b: str, runs_dir: str | None = None,
     _, a = load_run(run_a, runs_dir)
     _, b = load_run(run_b, runs_dir)
     _same_workload(a, b)
-    from infopt.tuning.search import higher_is_better
+    from infopt.tuning.control import higher_is_better
 
     higher = higher_is_better(a.workload.objective)
     c = a.workload.target_concurrency

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from infopt.specs.plan import Envelope, LayoutMatrix, LayoutRow
+from infopt.specs.fit import Envelope, LayoutMatrix, LayoutRow
 
 GIB = 2**30
 

@@ -19,7 +19,7 @@ from pydantic import Field
 
 from infopt.specs.base import Spec
 from infopt.specs.results import OptimizationReport, PlotRef, Trial
-from infopt.report.rundir import atomic_path
+from infopt.runs.rundir import atomic_path
 from infopt.tuning.pareto import config_label
 
 META_KEY = "infopt-plot"

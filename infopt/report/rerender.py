@@ -12,7 +12,7 @@ from infopt.report.markdown import render_markdown
 from infopt.report.nofit_text import nofit_markdown
 from infopt.report.plots import write_plots
 from infopt.report.provenance import rules
-from infopt.report.rundir import runs_root, write_report
+from infopt.runs.rundir import runs_root, write_report
 from infopt.specs.base import InputError
 from infopt.specs.results import NoFitReport, OptimizationReport
 

@@ -14,7 +14,7 @@ from .checkpoint import Shortlist
 from .comparison import Comparison
 from .contract import ContractCheck, ContractOutcome
 from .diagnosis import Diagnosis, Remedy
-from .plan import CeilingRatio, MemoryFit
+from .fit import CeilingRatio, MemoryFit
 from .quality import QualityVerdict, TaskSetOutcome
 from .hardware import HardwareInventory
 from .ladder import CeilingPick, EngineChoice, LadderOutcome, ParetoPoint

@@ -313,6 +313,13 @@ def config_identity(config: AnyServingConfig, exclude: set[str] | frozenset[str]
     return dump
 
 
+def same_config(a: AnyServingConfig, b: AnyServingConfig) -> bool:
+    """Whether two configurations are the same serving configuration (where they listen
+    aside): when the control and the baseline are (vLLM: its defaults already serve the native
+    context), the baseline's trials stand for the control and no separate control trial runs."""
+    return config_identity(a) == config_identity(b)
+
+
 def engine_knobs(engines: list[EngineName] | None = None) -> set[str]:
     """The tunable knobs (config fields) of these engines (None: of any engine)."""
     configs = {c.model_fields["engine"].default: c for c in

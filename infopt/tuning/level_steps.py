@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from infopt.costmodel.roofline import decode_row, prefill_row
 from infopt.costmodel.weights import path_from_quantization
 from infopt.engines import adapter_for
-from infopt.specs.plan import CeilingRow, DeviceBudget, Envelope, WeightPath
+from infopt.specs.fit import CeilingRow, DeviceBudget, Envelope, WeightPath
 from infopt.specs.results import BenchmarkResult
 from infopt.specs.serving import AnyServingConfig as Config
 

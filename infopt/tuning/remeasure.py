@@ -16,7 +16,7 @@ from typing import Any
 from infopt.specs.results import OptimizationReport, Trial
 from infopt.specs.serving import config_identity
 from infopt.tuning.pareto import config_label
-from infopt.tuning.search import higher_is_better
+from infopt.tuning.control import higher_is_better
 
 
 @dataclass(frozen=True)

@@ -502,7 +502,7 @@ def test_re_running_the_winners_command_by_hand_reproduces_its_objective(report_
     import httpx
 
     from infopt.specs.results import BenchmarkResult, BenchResult
-    from infopt.tuning.search import objective_value
+    from infopt.tuning.control import objective_value
     from tests.procs import end_process, pasted_command
 
     report, run_dir = report_and_dir

@@ -311,7 +311,7 @@ def test_a_retune_is_promoted_only_through_its_gate(prefect_api, accepted, tmp_p
     from prefect import flow
 
     from flows.reoptimize import promote
-    from infopt.report.accepted import accept
+    from infopt.runs.accepted import accept
 
     stored, root = accepted
     retuned = stored.model_copy(update={"run_id": "retune-test"})

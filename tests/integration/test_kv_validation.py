@@ -17,10 +17,10 @@ from infopt.hardware.host import probe_host
 from infopt.model.local import inspect_local
 from infopt.specs.base import InputError
 from infopt.specs.diagnosis import FailureCategory
-from infopt.specs.plan import DeviceBudget
+from infopt.specs.fit import DeviceBudget
 from infopt.specs.serving import LlamaCppConfig, VllmConfig
 from infopt.troubleshoot.diagnose import diagnose_file
-from infopt.tuning.search import runnable_candidates
+from infopt.tuning.control import runnable_candidates
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
 

@@ -17,7 +17,7 @@ from types import SimpleNamespace
 import httpx
 import pytest
 
-from infopt.report.rundir import (
+from infopt.runs.rundir import (
     atomic_write,
     attach_store,
     detach_store,
@@ -25,7 +25,7 @@ from infopt.report.rundir import (
     write_report,
     write_trial,
 )
-from infopt.report.store import RunStore, StoreError
+from infopt.runs.store import RunStore, StoreError
 from infopt.specs.results import Trial
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -165,7 +165,7 @@ def test_a_local_store_leaves_no_partial_file_when_a_write_fails(tmp_path, monke
         def full(*_):
             raise OSError("disk full")
 
-        monkeypatch.setattr("infopt.report.store.os", SimpleNamespace(replace=full))
+        monkeypatch.setattr("infopt.runs.store.os", SimpleNamespace(replace=full))
         with pytest.raises(StoreError, match=f"results store {tmp_path / 'store'}: could not "
                                              f"write {RUN_ID}/trials/{key}/trial.json.*disk full"):
             write_trial(run_dir, key, trial.model_copy(update={"objective_value": 1.0}))

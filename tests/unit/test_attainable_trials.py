@@ -16,7 +16,7 @@ import pytest
 
 from infopt.costmodel.attainable_fit import build
 from infopt.tuning.attainable_trials import trial_cases
-from infopt.specs.plan import Envelope
+from infopt.specs.fit import Envelope
 from infopt.specs.results import OptimizationReport
 from infopt.tuning.candidates import level_ceilings
 from tests.fake_nvml import recorded_inventory

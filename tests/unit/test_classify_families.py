@@ -22,7 +22,7 @@ from infopt.model.layers import ffn_mult_to_intermediate
 from infopt.model.modules import Component, not_converted
 from infopt.specs.base import InputError
 from infopt.specs.inspection import LayerKind, MlpKind
-from infopt.specs.plan import DeviceBudget, Envelope
+from infopt.specs.fit import DeviceBudget, Envelope
 from tests.fixture_data import MODEL_CONFIGS, require
 
 CONFIGS = require(MODEL_CONFIGS)

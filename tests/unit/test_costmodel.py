@@ -15,7 +15,7 @@ from infopt.engines.support import kv_options
 from infopt.costmodel.weights import BF16, expected_experts_touched, named_path, weights_bytes
 from infopt.model.classify import classify_config
 from infopt.specs.base import InputError
-from infopt.specs.plan import Bound, DeviceBudget, Envelope
+from infopt.specs.fit import Bound, DeviceBudget, Envelope
 from tests.fixture_data import MODEL_CONFIGS
 
 GIB = 2**30

@@ -19,9 +19,9 @@ from infopt.engines.support import kv_options, unsupported_config, unsupported_k
 from infopt.hardware.host import parse_cpuinfo
 from infopt.model.classify import classify_config
 from infopt.specs.base import InputError
-from infopt.specs.plan import DeviceBudget
+from infopt.specs.fit import DeviceBudget
 from infopt.specs.serving import LlamaCppConfig, SglangConfig, VllmConfig
-from infopt.tuning.search import runnable_candidates
+from infopt.tuning.control import runnable_candidates
 from tests.fixture_data import FIXTURES, MODEL_CONFIGS
 
 CPUINFO = FIXTURES / "cpuinfo"

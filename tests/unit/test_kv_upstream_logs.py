@@ -26,7 +26,7 @@ from infopt.costmodel.kv import kv_bytes_per_token_per_gpu
 from infopt.costmodel.weights import path_from_quantization, weights_bytes
 from infopt.hardware.catalog import match_gpu
 from infopt.model.classify import classify_config
-from infopt.specs.plan import DeviceBudget
+from infopt.specs.fit import DeviceBudget
 from tests.fixture_data import MODEL_CONFIGS
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "kv_logs"

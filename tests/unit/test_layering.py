@@ -7,7 +7,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
-MODULES = ("infopt.loadgen.runner", "infopt.loadgen.summary", "infopt.loadgen.standalone",
+MODULES = ("infopt.loadgen.runner", "infopt.loadgen.summary", "infopt.loadgen.bench_command",
            "infopt.loadgen.measure", "infopt.analysis.slo", "infopt.costmodel.allocation",
            "infopt.loadgen.tokens", "infopt.contract.openai_chat", "infopt.costmodel.fit",
            "infopt.costmodel.plan", "infopt.costmodel.roofline", "infopt.costmodel.attainable",
@@ -41,7 +41,7 @@ def test_a_fit_without_the_engines_rule_says_where_to_get_it():
     from infopt.costmodel.weights import BF16
     from infopt.model.classify import classify_config
     from infopt.specs.base import InputError
-    from infopt.specs.plan import DeviceBudget
+    from infopt.specs.fit import DeviceBudget
     from tests.fixture_data import MODEL_CONFIGS
     import json
 

@@ -22,7 +22,7 @@ from infopt.engines.support import kv_options
 from infopt.model.classify import classify_config
 from infopt.specs.hardware import HardwareInventory
 from infopt.specs.ladder import Dimension
-from infopt.specs.plan import Envelope, Layout
+from infopt.specs.fit import Envelope, Layout
 from infopt.tuning import ladder as lad
 from tests.fake_nvml import recorded_inventory as recorded
 from tests.fixture_data import MODEL_CONFIGS

@@ -11,7 +11,7 @@ import pytest
 
 from infopt.engines import adapter_for
 from infopt.engines.releases import check_release
-from infopt.report.accepted import accept, accepted, load_optimization
+from infopt.runs.accepted import accept, accepted, load_optimization
 from infopt.report.reoptimize_text import render_reoptimize, summary
 from infopt.specs.base import InputError
 from infopt.specs.reoptimize import (

@@ -59,7 +59,7 @@ def test_baseline_and_dimension_for_every_engine():
     from infopt.specs.model import ModelFormat, ModelProfile
     from infopt.specs.serving import EngineName
     from infopt.engines import adapter_for
-    from infopt.tuning.search import baseline_config, control_config, serving_target
+    from infopt.tuning.control import baseline_config, control_config, serving_target
     from tests.fixture_data import MODEL_CONFIGS
 
     cfg = json.loads((MODEL_CONFIGS / "Qwen__Qwen3-8B.json").read_text())
@@ -137,7 +137,7 @@ def _scenario(name: str, conc: int, gap_s: float, wall_s: float, slos=()):
 def test_the_objective_is_read_from_its_target_scenario(objective, expected):
     from infopt.specs.results import BenchmarkResult
     from infopt.specs.traffic import Slo
-    from infopt.tuning.search import objective_value
+    from infopt.tuning.control import objective_value
 
     from infopt.specs.workload import Workload
 
@@ -152,7 +152,7 @@ def test_the_objective_is_read_from_its_target_scenario(objective, expected):
 def test_when_the_defaults_win_the_recommendation_names_what_they_trade():
     from infopt.specs.comparison import Comparison
     from infopt.specs.results import ControlGain
-    from infopt.tuning.search import control_recommendation
+    from infopt.tuning.control import control_recommendation
 
     def gain(verdict):
         c = Comparison(stat="median", a_value=50.0, b_value=43.0, diff=-7.0, rel_diff=-0.14,

@@ -2,7 +2,7 @@
 trial (engine log, per-request records). The root is `--runs-dir`, else $INFOPT_RUNS_DIR, else
 ./runs (ignored by git).
 
-A run folder may have a results store attached (`attach_store`, infopt.report.store): then every
+A run folder may have a results store attached (`attach_store`, infopt.runs.store): then every
 file written here through `atomic_write` (trials, reports, request.json, contract and quality
 verdicts, per-request records) is also written to the store, once complete locally, so a run
 whose disk goes away resumes elsewhere. The attachment lives in this process (the flow's tasks
@@ -22,7 +22,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from infopt.report.store import RunStore
+from infopt.runs.store import RunStore
 from infopt.specs.base import InfoptError
 from infopt.specs.results import NoFitReport, OptimizationReport, RequestRecord, Trial
 

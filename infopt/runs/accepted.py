@@ -10,7 +10,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from infopt.report.rundir import atomic_write
+from infopt.runs.rundir import atomic_write
 from infopt.specs.base import InputError, Spec
 from infopt.specs.request import OptimizeRequest
 from infopt.specs.results import OptimizationReport

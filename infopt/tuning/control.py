@@ -12,7 +12,7 @@ from infopt.engines.base import ServingTarget
 from infopt.engines.support import unsupported_config
 from infopt.analysis.stats import median_and_spread
 from infopt.specs.hardware import HardwareInventory
-from infopt.specs.plan import MemoryFit
+from infopt.specs.fit import MemoryFit
 from infopt.specs.model import ModelProfile
 from infopt.specs.results import BenchmarkResult, ControlGain
 from infopt.specs.serving import AnyServingConfig, EngineName
@@ -118,3 +118,4 @@ def control_gain(control: list[float], winner: list[float], objective: Objective
                        ratio=w_med / c_med if c_med and w_med is not None else None,
                        comparison=comparison, control_is_baseline=control_is_baseline,
                        note=note)
+

@@ -8,7 +8,7 @@ from prefect import get_run_logger, task
 from infopt.tuning.candidates import fit_config, level_ceilings
 from infopt.specs.hardware import HardwareInventory
 from infopt.specs.model import ModelProfile
-from infopt.specs.plan import CeilingRatio, MemoryFit
+from infopt.specs.fit import CeilingRatio, MemoryFit
 from infopt.specs.results import BenchmarkResult
 from infopt.specs.serving import AnyServingConfig
 
