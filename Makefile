@@ -39,7 +39,12 @@ lm-eval: $(STAMP)
 browser: $(STAMP)
 	@$(PIP_ENV) $(PY) -m infopt.bootstrap browser
 
-test: engines lm-eval browser
+# Lint first (seconds): imports, pyflakes, pycodestyle, bugbear, complexity (pyproject.toml).
+.PHONY: lint
+lint: $(STAMP)
+	@$(PY) -m ruff check infopt flows tasks blocks bench tests
+
+test: lint engines lm-eval browser
 	@$(PY) -m pytest -q -ra --durations=25
 
 # Benchmarks of infopt itself (speed goals are checked here, not by timed unit tests).

@@ -36,6 +36,7 @@ import statistics
 import sys
 import time
 from collections.abc import Awaitable, Callable
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -179,7 +180,7 @@ def _timing_run(server: FastServer, concurrency: int, n: int, tag: str) -> dict[
         for gap in rec.itl_s:
             recv_s.append(recv_s[-1] + gap)
         latency += [r - s for r, s in zip(recv_s, send_s, strict=True)]
-        server_gaps = [b - a for a, b in zip(send_s, send_s[1:])]
+        server_gaps = [b - a for a, b in pairwise(send_s)]
         itl_err += [c - s for c, s in zip(rec.itl_s, server_gaps, strict=True)]
         itl_err_nominal += [c - TIMING_ITL_S for c in rec.itl_s]
         server_jitter += [s - TIMING_ITL_S for s in server_gaps]

@@ -49,8 +49,8 @@ from infopt.specs.trial import TrialSpec, trial_key
 from infopt.specs.workload import Workload, fixed_levels
 from infopt.tuning.blackbox import SearchSpace, grid_search, random_search, tpe_search
 from infopt.tuning.climb import ClimbOutcome, ClimbPlan, climb, drive
-from infopt.tuning.ladder import ladder_facts, rules_for
 from infopt.tuning.control import baseline_config, control_config, serving_target
+from infopt.tuning.ladder import ladder_facts, rules_for
 
 QUALITY_BOUND, LAUNCH_BOUND = 0.95, 0.35
 KV_Q8 = {"cache_type_k": "q8_0", "cache_type_v": "q8_0", "flash_attn": "on"}

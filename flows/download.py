@@ -9,9 +9,9 @@ from pathlib import Path
 from prefect import get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
+from blocks.credentials import hf_token
 from flows.gate import ask
 from infopt.model.download import download_gate, fetch, select_files
-from blocks.credentials import hf_token
 from infopt.model.hub import default_cache_dir, fetch_model_facts
 from infopt.specs.approval import GateAnswer
 from infopt.specs.base import InputError

@@ -38,9 +38,7 @@ from infopt.specs.results import Trial
 from infopt.specs.serving import EngineName, engine_knobs, with_knob
 from infopt.specs.trial import trial_key
 from infopt.specs.workload import Workload
-from infopt.tuning.hub_weights import reference_weights
 from infopt.tuning.climb import ClimbPlan
-from infopt.tuning.ladder import climbs, ladder_facts, rules_for
 from infopt.tuning.control import (
     baseline_config,
     control_config,
@@ -48,6 +46,8 @@ from infopt.tuning.control import (
     serving_target,
     why_pruned,
 )
+from infopt.tuning.hub_weights import reference_weights
+from infopt.tuning.ladder import climbs, ladder_facts, rules_for
 from infopt.tuning.weights import BITS_PER_WEIGHT
 from tasks.fit import fit_candidates
 from tasks.quality import quality_key, quality_reference
@@ -143,7 +143,9 @@ def tune_engine(request: OptimizeRequest, engine: EngineName, model: ModelProfil
                        model_digest=digest, credentials_block=request.credentials_block,
                        github_token_to_url=request.github_token_to_url,
                        stall_timeout_s=request.budgets.stall_timeout_s)
-    fit = (lambda c: fit_of(model, hw, c, workload.target_concurrency))
+    def fit(c):
+        return fit_of(model, hw, c, workload.target_concurrency)
+
     plan = ClimbPlan(
         control=control, baseline=baseline, engine=adapter.name.value,
         rules=rules_for(adapter, request.dimensions, request.tune),
@@ -205,8 +207,10 @@ def reference_config(control, model: ModelProfile, hw: HardwareInventory, worklo
     control): the control, or the control on a downloaded checkpoint of higher precision that
     fits (infopt.tuning.hub_weights.reference_weights)."""
     served = BITS_PER_WEIGHT.get(current_type(model) or "")
-    fits = (lambda path: fit_of(model, hw, with_knob(control, "model_path", path),
-                                workload.target_concurrency).fits)
+    def fits(path: str) -> bool:
+        return fit_of(model, hw, with_knob(control, "model_path", path),
+                      workload.target_concurrency).fits
+
     better = reference_weights(served, weights.variants, fits)
     if better is None:
         return control, digest, None

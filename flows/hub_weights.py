@@ -8,11 +8,11 @@ from pathlib import Path
 
 from prefect import get_run_logger
 
+from blocks.credentials import hf_token
 from flows.download import download_task
 from flows.gate import ask
 from infopt.engines.ladder import WeightVariant
 from infopt.model.download import download_gate
-from blocks.credentials import hf_token
 from infopt.model.hub import default_cache_dir, fetch_model_facts
 from infopt.specs.approval import GateAnswer
 from infopt.specs.checkpoint import Shortlist

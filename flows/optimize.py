@@ -46,14 +46,16 @@ from infopt.specs.contract import ContractOutcome
 from infopt.specs.ladder import EngineResult
 from infopt.specs.model import ModelProfile
 from infopt.specs.request import OptimizeRequest
-from infopt.specs.serving import EngineName
 from infopt.specs.results import OptimizationReport, Trial
 from infopt.specs.scenarios import ScenarioName
+from infopt.specs.serving import EngineName
 from infopt.specs.workload import check_fits_context
-from infopt.tuning.hub_weights import check_checkpoints
-from infopt.tuning.ladder import engine_choice, median as lad_median
-from infopt.tuning.pareto import closest_to_ceiling, config_label, points as pareto_points
 from infopt.tuning.control import control_gain, control_recommendation, higher_is_better
+from infopt.tuning.hub_weights import check_checkpoints
+from infopt.tuning.ladder import engine_choice
+from infopt.tuning.ladder import median as lad_median
+from infopt.tuning.pareto import closest_to_ceiling, config_label
+from infopt.tuning.pareto import points as pareto_points
 from tasks.kernel import kernel_path_task
 from tasks.report import write_report_task
 from tasks.target import inventory_host, profile_model_task, shortlist_task

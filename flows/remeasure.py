@@ -20,9 +20,9 @@ from infopt.specs.reoptimize import RegressionCheck, ReoptimizeRequest, Reoptimi
 from infopt.specs.request import OptimizeRequest
 from infopt.specs.results import OptimizationReport, Trial
 from infopt.specs.trial import TrialRole, TrialSpec, changes_from, trial_key
+from infopt.tuning.control import higher_is_better
 from infopt.tuning.regression import judge, needs_another_round
 from infopt.tuning.remeasure import Pick, stored_spread_groups
-from infopt.tuning.control import higher_is_better
 from tasks.quality import quality_key
 from tasks.trial import TrialContext, run_trial
 

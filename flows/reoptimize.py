@@ -29,15 +29,15 @@ from flows.remeasure import Remeasure, rounds
 from flows.store import load_engine_runtime, open_results_store, restore_run
 from infopt.engines import adapter_for, process, registry
 from infopt.engines.releases import check_release
-from infopt.runs.accepted import accept, accepted, load_optimization
 from infopt.report.reoptimize_text import render_reoptimize, summary
+from infopt.runs.accepted import accept, accepted, load_optimization
 from infopt.runs.rundir import atomic_write, new_run_id, runs_root
 from infopt.specs.approval import GateKind, GateRequest
 from infopt.specs.base import InputError
 from infopt.specs.reoptimize import ReoptimizeReport, ReoptimizeRequest
+from infopt.tuning.control import higher_is_better
 from infopt.tuning.regression import outcome
 from infopt.tuning.remeasure import picks
-from infopt.tuning.control import higher_is_better
 
 
 def _stop_engines_hook(flow, flow_run, state) -> None:

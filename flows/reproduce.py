@@ -8,8 +8,8 @@ from pathlib import Path
 
 import yaml
 
-from infopt.runs.rundir import atomic_write
 from infopt.model.digest import model_digest
+from infopt.runs.rundir import atomic_write
 from infopt.specs.results import Reproduction, Trial, WeightsIdentity
 from infopt.specs.workload import OBJECTIVE_UNIT, Workload
 from infopt.tuning.pareto import config_label

@@ -25,7 +25,7 @@ def viable_plans(request, plans: list, hw, workload, run_dir: Path, run_id: str
         _, baseline = start_configs(request, engine, model, hw)
         fits.append(EngineFit(engine=engine.value, config=baseline,
                               fit=fit_of(model, hw, baseline, workload.target_concurrency)))
-    kept = [p for p, f in zip(plans, fits) if f.fit.fits]
+    kept = [p for p, f in zip(plans, fits, strict=True) if f.fit.fits]
     notes = [f"{f.engine} not tuned: its baseline does not fit ({binding(f)})"
              for f in fits if not f.fit.fits]
     if kept:

@@ -10,16 +10,16 @@ from pathlib import Path
 
 from prefect import get_run_logger
 
+from flows.ladder import Incumbent
 from infopt.quality.taskrun import taskset_verdicts
-from infopt.specs.base import EngineStartError
 from infopt.runs.rundir import trial_dir
-from infopt.specs.quality import TaskSetOutcome, TaskSetResult
+from infopt.specs.base import EngineStartError
 from infopt.specs.model import ModelProfile
+from infopt.specs.quality import TaskSetOutcome, TaskSetResult
 from infopt.specs.request import OptimizeRequest
 from infopt.specs.results import ScenarioResult, Trial
 from infopt.specs.serving import ServingConfig
 from infopt.specs.workload import Workload
-from flows.ladder import Incumbent
 from tasks.benchmark import benchmark_scenarios
 from tasks.engine import engine_session
 from tasks.quality import quality_key, reference_task_sets, task_sets

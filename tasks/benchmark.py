@@ -13,10 +13,10 @@ from infopt.engines import endpoint_for
 from infopt.loadgen.measure import STALL_TIMEOUT_S, measure, measure_workload
 from infopt.loadgen.summary import every_quarter
 from infopt.loadgen.tokens import prompt_counter
-from infopt.specs.scenarios import standard_scenarios
 from infopt.runs.rundir import trial_dir, write_records
 from infopt.specs.base import InputError
 from infopt.specs.results import BenchmarkResult, RunningEngine, ScenarioResult
+from infopt.specs.scenarios import standard_scenarios
 from infopt.specs.workload import Workload
 
 

@@ -20,12 +20,12 @@ from pydantic import TypeAdapter
 import infopt.contract as contract_pkg
 from infopt.bootstrap import cache_root
 from infopt.contract.openai_chat import BASE_REQUIRED
+from infopt.contract.verify import verify_endpoint
 from infopt.engines import adapter_for, endpoint_for
 from infopt.runs.rundir import atomic_write
 from infopt.specs.contract import ContractCheck
 from infopt.specs.results import RunningEngine
 from infopt.specs.serving import config_identity
-from infopt.contract.verify import verify_endpoint
 
 _CHECKS = TypeAdapter(list[ContractCheck])
 

@@ -10,16 +10,15 @@ from pathlib import Path
 from prefect import get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
-from infopt.engines import adapter_for
-from infopt.engines import process
-from infopt.specs.approval import ExposureGrant
+from blocks.credentials import github_token
+from infopt.engines import adapter_for, process
 from infopt.engines.session import apply_remedy
+from infopt.specs.approval import ExposureGrant
 from infopt.specs.base import EngineStartError, PortTaken, ReadinessTimeout
 from infopt.specs.diagnosis import Diagnosis, Remedy
-from infopt.troubleshoot.diagnose import contract_preserving_remedy, diagnose_file
-from blocks.credentials import github_token
 from infopt.specs.results import RunningEngine
 from infopt.specs.serving import AnyServingConfig
+from infopt.troubleshoot.diagnose import contract_preserving_remedy, diagnose_file
 
 
 def _is_transient(task, task_run, state) -> bool:

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from prefect import get_run_logger, task
 
-from infopt.tuning.candidates import fit_config, level_ceilings
+from infopt.specs.fit import CeilingRatio, MemoryFit
 from infopt.specs.hardware import HardwareInventory
 from infopt.specs.model import ModelProfile
-from infopt.specs.fit import CeilingRatio, MemoryFit
 from infopt.specs.results import BenchmarkResult
 from infopt.specs.serving import AnyServingConfig
+from infopt.tuning.candidates import fit_config, level_ceilings
 
 
 @task(name="fit-candidates")
@@ -18,7 +18,7 @@ def fit_candidates(model: ModelProfile, hw: HardwareInventory,
                    configs: list[AnyServingConfig], target_concurrency: int
                    ) -> list[MemoryFit]:
     fits = [fit_config(model, hw, c, target_concurrency) for c in configs]
-    for c, f in zip(configs, fits):
+    for c, f in zip(configs, fits, strict=True):
         get_run_logger().info(
             "fit %s: %s (KV %.2f GiB needed of %.2f GiB budget)", c.engine,
             "fits" if f.fits else f"does not fit, {f.gap_bytes / 2**30:.2f} GiB short",

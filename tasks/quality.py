@@ -26,8 +26,7 @@ from prefect.exceptions import MissingContextError
 
 import infopt.quality as quality_pkg
 from infopt.bootstrap import cache_root
-from infopt.engines import scoring
-from infopt.engines import adapter_for, endpoint_for
+from infopt.engines import adapter_for, endpoint_for, scoring
 from infopt.hardware.host import parse_cpuinfo
 from infopt.quality.check import load_reference, save_reference
 from infopt.quality.prompts import PROMPT_POOL, pool_prefix

@@ -13,9 +13,9 @@ from prefect.artifacts import (
 )
 
 from infopt.report.markdown import render_markdown
-from infopt.report.trial_table import trial_rows
 from infopt.report.plots import write_plots
 from infopt.report.provenance import rules
+from infopt.report.trial_table import trial_rows
 from infopt.runs.rundir import write_report
 from infopt.specs.results import OptimizationReport
 

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from prefect import get_run_logger, task
 
-from infopt.hardware.host import inventory
 from blocks.credentials import hf_token
+from infopt.hardware.host import inventory
 from infopt.model.hub import default_cache_dir
-from infopt.model.shortlist import build_shortlist, device_from_inventory
 from infopt.model.profile import profile_model
+from infopt.model.shortlist import build_shortlist, device_from_inventory
 from infopt.specs.checkpoint import Shortlist
 from infopt.specs.hardware import HardwareInventory
 from infopt.specs.model import ModelProfile

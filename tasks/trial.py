@@ -17,20 +17,20 @@ from prefect.cache_policies import NO_CACHE
 from prefect.exceptions import MissingContextError
 
 from infopt.analysis.records import ErrorKind
+from infopt.contract.openai_chat import BASE_REQUIRED
+from infopt.contract.verify import FEATURES
 from infopt.engines import process
 from infopt.runs.rundir import load_trial, trial_dir, write_trial
-from infopt.specs.base import EngineStartError, InfoptError, InputError
+from infopt.specs.base import InfoptError, InputError
+from infopt.specs.fit import MemoryFit
 from infopt.specs.hardware import HardwareInventory
 from infopt.specs.model import ModelProfile
-from infopt.specs.fit import MemoryFit
 from infopt.specs.results import RunningEngine, Trial
 from infopt.specs.trial import TrialRole, TrialSpec
-from infopt.tuning.level_steps import mean_context
 from infopt.specs.workload import Workload
 from infopt.troubleshoot.diagnose import diagnose_file
 from infopt.tuning.control import objective_value
-from infopt.contract.openai_chat import BASE_REQUIRED
-from infopt.contract.verify import FEATURES
+from infopt.tuning.level_steps import mean_context
 from tasks.benchmark import benchmark
 from tasks.contract import contract_key, verify_contract
 from tasks.engine import StartFailed, Troubleshooting, engine_session

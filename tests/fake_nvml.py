@@ -21,7 +21,6 @@ from infopt.hardware.nvml import (
 )
 from infopt.specs.gpu import TopologyLevel
 
-
 FIXTURES = Path(__file__).parent / "fixtures" / "nvml"
 MIB = 1 << 20
 GIB = 1 << 30

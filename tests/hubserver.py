@@ -140,7 +140,7 @@ def safetensors_files(config: dict, scheme: dict, shards: int) -> dict[str, byte
         acc += size
     out: dict = {}
     weight_map = {}
-    for name, members in zip(names, groups):
+    for name, members in zip(names, groups, strict=False):
         header: dict = {"__metadata__": {"format": scheme.get("metadata_format", "pt")}}
         offset = 0
         for idx in members:

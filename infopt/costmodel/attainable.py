@@ -33,8 +33,8 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
-from infopt.specs.inspection import LayerKind, ModelInspection
 from infopt.specs.fit import AttainableEstimate, CeilingRow
+from infopt.specs.inspection import LayerKind, ModelInspection
 
 FIT_FILE = "attainable_fit.json"
 MIN_GROUP_ROWS = 10  # fewer results than this: the family (then global) parameters

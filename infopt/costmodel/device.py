@@ -4,9 +4,9 @@ arbitrary CPU, so its theoretical envelope is reported unavailable, never guesse
 
 from __future__ import annotations
 
+from infopt.specs.fit import DeviceBudget
 from infopt.specs.gpu import GpuSpec
 from infopt.specs.hardware import HardwareInventory
-from infopt.specs.fit import DeviceBudget
 
 
 def device_from_catalog(spec: GpuSpec, calibrated_bandwidth: float | None = None,

@@ -22,8 +22,8 @@ from infopt.costmodel.kv import (
 )
 from infopt.costmodel.weights import weights_bytes
 from infopt.specs.base import InputError
-from infopt.specs.inspection import ModelInspection
 from infopt.specs.fit import DeviceBudget, MemoryFit, WeightPath
+from infopt.specs.inspection import ModelInspection
 
 GIB = 2**30
 

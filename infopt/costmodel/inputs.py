@@ -7,8 +7,8 @@ from __future__ import annotations
 from infopt.costmodel.device import device_from_catalog, device_from_host
 from infopt.hardware.catalog import lookup_gpu, match_gpu
 from infopt.specs.base import InputError
-from infopt.specs.hardware import HardwareInventory
 from infopt.specs.fit import DeviceBudget
+from infopt.specs.hardware import HardwareInventory
 
 
 def resolve_device(gpu: str | None, hw: HardwareInventory | None

@@ -18,8 +18,8 @@ from typing import Any
 from infopt.costmodel.fit import FitRequest, plan_fit
 from infopt.costmodel.roofline import decode_row
 from infopt.specs.base import InputError
-from infopt.specs.inspection import ModelInspection
 from infopt.specs.fit import Envelope, Layout, LayoutCeiling, LayoutMatrix, LayoutRow
+from infopt.specs.inspection import ModelInspection
 
 GIB = 2**30
 

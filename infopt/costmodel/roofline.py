@@ -27,7 +27,6 @@ from __future__ import annotations
 
 from infopt.costmodel.kv import kv_bytes_per_token_per_gpu, state_bytes_per_sequence_per_gpu
 from infopt.costmodel.weights import decode_weight_traffic_bytes, executed_linear_params
-from infopt.specs.inspection import AttentionKind, ModelInspection
 from infopt.specs.fit import (
     Bound,
     CeilingRatio,
@@ -36,6 +35,7 @@ from infopt.specs.fit import (
     Envelope,
     WeightPath,
 )
+from infopt.specs.inspection import AttentionKind, ModelInspection
 
 
 def step_floor(bytes_moved: float, flops: float, comm_bytes: float, bandwidth: float,

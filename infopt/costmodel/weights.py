@@ -11,8 +11,8 @@ MXFP4 = 4 + 8/32 (e8m0 scale per 32) = 4.25; FP8 with per-channel or 128x128 blo
 from __future__ import annotations
 
 from infopt.model.quantization import gguf_bits_per_weight
-from infopt.specs.inspection import ModelInspection, QuantizationInfo, QuantMethod
 from infopt.specs.fit import WeightPath
+from infopt.specs.inspection import ModelInspection, QuantizationInfo, QuantMethod
 
 BF16 = WeightPath(label="BF16", bits_per_weight=16.0, math="bf16",
                   source="2 bytes per weight (bfloat16)")

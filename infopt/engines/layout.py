@@ -9,8 +9,8 @@ from typing import Any
 
 from infopt.costmodel.fit import FitRequest
 from infopt.engines.base import ServingTarget, launch_for
-from infopt.specs.hardware import HardwareInventory
 from infopt.specs.fit import Layout, LayoutMatrix
+from infopt.specs.hardware import HardwareInventory
 
 
 @dataclass(frozen=True)

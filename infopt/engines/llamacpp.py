@@ -8,34 +8,34 @@ tools/server/README.md): -m, --host, --port, -c, -np/--parallel, -t, -fa on|off|
 from __future__ import annotations
 
 import re
-from pathlib import Path
 from functools import cache
+from pathlib import Path
 
 from infopt.bootstrap import default_paths
 from infopt.costmodel.allocation import (
-    EngineKnobs,
     GIB,
-    KvBudget,
     LLAMACPP_COMPUTE_BUFFER_BYTES,
     LLAMACPP_CTX_PAD,
+    EngineKnobs,
+    KvBudget,
 )
 from infopt.engines.base import (
-    probe_error,
-    version_report,
     EngineAdapter,
     Launch,
     MemoryShape,
     ServingTarget,
     StreamCounting,
     locate_executable,
+    probe_error,
+    version_report,
 )
 from infopt.engines.kernel_log import KernelLog
 from infopt.engines.layout import LayoutKnobs
 from infopt.engines.llamacpp_ladder import RULES as LADDER
 from infopt.engines.scoring import LLAMACPP_SCORING
 from infopt.specs.contract import ContractRemedy
-from infopt.specs.inspection import ModelInspection
 from infopt.specs.fit import KvObservation
+from infopt.specs.inspection import ModelInspection
 from infopt.specs.serving import EngineName, LlamaCppConfig
 
 ENV_OVERRIDE = "INFOPT_LLAMA_SERVER"
@@ -207,7 +207,8 @@ ADAPTER = EngineAdapter(
     name=EngineName.LLAMACPP,
     # The knob capping how many requests run at once: the first tuning dimension.
     concurrency_knob="parallel_slots",
-    concurrency_knob_why="llama.cpp batches only across its --parallel slots; each slot keeps the full native context",
+    concurrency_knob_why="llama.cpp batches only across its --parallel slots; each slot keeps "
+                         "the full native context",
     display_name="llama.cpp llama-server",
     config_type=LlamaCppConfig,
     locate=locate,

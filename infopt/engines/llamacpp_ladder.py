@@ -3,8 +3,9 @@ incumbent and the run's facts. Flags as in infopt.engines.llamacpp (llama-server
 
 from __future__ import annotations
 
-from infopt.engines.ladder import LadderFacts, ladder_rules, candidate, powers_below
-from infopt.specs.ladder import Dimension as D, LadderCandidate
+from infopt.engines.ladder import LadderFacts, candidate, ladder_rules, powers_below
+from infopt.specs.ladder import Dimension as D
+from infopt.specs.ladder import LadderCandidate
 from infopt.specs.serving import LlamaCppConfig
 
 # Why each GGUF type is worth measuring (llama.cpp's quantize table and kernel paths).

@@ -27,20 +27,20 @@ from __future__ import annotations
 import re
 from functools import cache
 
-from infopt.specs.inspection import ModelInspection
 from infopt.costmodel.allocation import (
     EngineKnobs,
     KvBudget,
 )
 from infopt.engines.base import (
-    version_report,
     EngineAdapter,
     Launch,
     MemoryShape,
     ServingTarget,
     locate_executable,
+    version_report,
 )
 from infopt.engines.layout import LayoutKnobs
+from infopt.specs.inspection import ModelInspection
 from infopt.specs.serving import EngineName, MlxConfig
 
 ENV_OVERRIDE = "INFOPT_MLX_PYTHON"

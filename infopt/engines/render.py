@@ -22,8 +22,8 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from infopt.engines import ENGINES
-from infopt.runs.rundir import atomic_write
 from infopt.engines.base import Launch, launch_for
+from infopt.runs.rundir import atomic_write
 from infopt.specs.base import InputError
 from infopt.specs.results import DeploymentRendering
 from infopt.specs.serving import EngineName

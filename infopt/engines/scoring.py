@@ -17,6 +17,7 @@ score at chance (lm-evaluation-harness through llama-server, llama.cpp issue 271
 from __future__ import annotations
 
 import math
+from itertools import pairwise
 from typing import Any
 
 import httpx
@@ -45,7 +46,7 @@ def _checked(token_id: int, logprob: float, top: list[TokenLogprob], k: int,
     if not math.isfinite(logprob) or logprob > 1e-4 or len(top) < min(k, 1):
         raise ScoringError(f"{where}: logprob {logprob} for token {token_id} with {len(top)} "
                            f"top entries (asked {k}); the server did not score the token asked")
-    if any(b.logprob > a.logprob + 1e-6 for a, b in zip(top, top[1:])):
+    if any(b.logprob > a.logprob + 1e-6 for a, b in pairwise(top)):
         raise ScoringError(f"{where}: the top-{k} list is not in descending order")
     return PositionScore(token_id=token_id, logprob=logprob, top=top[:k])
 
@@ -126,7 +127,7 @@ def vllm_score(client: httpx.Client, base: str, model: str, prompt: list[int],
         raise ScoringError(f"asked prompt_logprobs for {len(prompt) + len(continuation)} "
                            f"tokens, got {None if rows is None else len(rows)}")
     out = []
-    for i, (tok, row) in enumerate(zip(continuation, rows[len(prompt):])):
+    for i, (tok, row) in enumerate(zip(continuation, rows[len(prompt):], strict=True)):
         entries = {int(t): v for t, v in (row or {}).items()}
         if tok not in entries:
             raise ScoringError(f"prompt_logprobs at position {i} lacks the given token {tok}")

@@ -28,12 +28,11 @@ from functools import cache
 
 from infopt.costmodel.allocation import (
     CUDA_CONTEXT_BYTES,
+    NCCL_BYTES,
     EngineKnobs,
     KvBudget,
-    NCCL_BYTES,
 )
 from infopt.engines.base import (
-    version_report,
     CONTINUOUS_USAGE,
     CpuKernelRequirement,
     EngineAdapter,
@@ -42,10 +41,11 @@ from infopt.engines.base import (
     ServingTarget,
     locate_executable,
     min_tokens_and_ignore_eos,
+    version_report,
 )
 from infopt.engines.layout import LayoutKnobs
-from infopt.specs.inspection import ModelInspection
 from infopt.specs.fit import KvObservation
+from infopt.specs.inspection import ModelInspection
 from infopt.specs.serving import EngineName, SglangConfig
 
 ENV_OVERRIDE = "INFOPT_SGLANG_PYTHON"

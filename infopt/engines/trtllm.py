@@ -38,13 +38,12 @@ import yaml
 
 from infopt.costmodel.allocation import (
     CUDA_CONTEXT_BYTES,
+    NCCL_BYTES,
     EngineKnobs,
     KvBudget,
-    NCCL_BYTES,
     activation_peak_bytes,
 )
 from infopt.engines.base import (
-    version_report,
     CONTINUOUS_USAGE,
     EngineAdapter,
     Launch,
@@ -52,10 +51,11 @@ from infopt.engines.base import (
     ServingTarget,
     locate_executable,
     min_tokens_and_ignore_eos,
+    version_report,
 )
 from infopt.engines.layout import LayoutKnobs
-from infopt.specs.inspection import ModelInspection
 from infopt.specs.fit import KvObservation
+from infopt.specs.inspection import ModelInspection
 from infopt.specs.serving import EngineName, TrtllmConfig
 
 ENV_OVERRIDE = "INFOPT_TRTLLM_SERVE"

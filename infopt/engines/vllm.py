@@ -16,15 +16,14 @@ from infopt.bootstrap import default_paths
 from infopt.costmodel.allocation import (
     CUDA_CONTEXT_BYTES,
     CUDA_GRAPH_BYTES,
-    EngineKnobs,
     GIB,
-    KvBudget,
     NCCL_BYTES,
+    EngineKnobs,
+    KvBudget,
     activation_peak_bytes,
     vllm_default_batched_tokens,
 )
 from infopt.engines.base import (
-    version_report,
     CONTINUOUS_USAGE,
     CpuKernelRequirement,
     EngineAdapter,
@@ -33,14 +32,16 @@ from infopt.engines.base import (
     ServingTarget,
     locate_executable,
     min_tokens_and_ignore_eos,
+    version_report,
 )
 from infopt.engines.helm import VLLM_STACK
 from infopt.engines.kernel_log import KernelLog
-from infopt.engines.vllm_ladder import LAYOUT, RULES as LADDER
 from infopt.engines.scoring import PROMPT_LOGPROBS_SCORING
+from infopt.engines.vllm_ladder import LAYOUT
+from infopt.engines.vllm_ladder import RULES as LADDER
 from infopt.specs.contract import ContractRemedy
-from infopt.specs.inspection import ModelInspection
 from infopt.specs.fit import KvObservation
+from infopt.specs.inspection import ModelInspection
 from infopt.specs.serving import EngineName, VllmConfig
 
 ENV_OVERRIDE = "INFOPT_VLLM_PYTHON"
@@ -54,39 +55,44 @@ def locate() -> str:
         "environment where `import vllm` works")
 
 
-def build_launch(cfg: VllmConfig, python: str, port: int) -> Launch:
-    argv = [
-        python, "-m", "vllm.entrypoints.openai.api_server", "--model", cfg.model_path,
-        "--served-model-name", cfg.served_model_name, "--host", cfg.host, "--port", str(port),
-        "--max-model-len", str(cfg.max_model_len),
-    ]
-    if cfg.max_num_seqs is not None:
-        argv += ["--max-num-seqs", str(cfg.max_num_seqs)]
-    if cfg.max_num_batched_tokens is not None:
-        argv += ["--max-num-batched-tokens", str(cfg.max_num_batched_tokens)]
+# Knobs that map to one `vllm serve` flag taking a value (None: the flag is left off, vLLM's
+# own default), in the order they are printed.
+_VALUE_FLAGS = (("max_num_seqs", "--max-num-seqs"),
+                ("max_num_batched_tokens", "--max-num-batched-tokens"),
+                ("tool_call_parser", "--tool-call-parser"),
+                ("gpu_memory_utilization", "--gpu-memory-utilization"),
+                ("tensor_parallel_size", "--tensor-parallel-size"),
+                ("pipeline_parallel_size", "--pipeline-parallel-size"),
+                ("data_parallel_size", "--data-parallel-size"),
+                ("distributed_executor_backend", "--distributed-executor-backend"))
+
+
+def _flags(cfg: VllmConfig) -> list[str]:
+    argv: list[str] = []
     if cfg.kv_cache_dtype != "auto":
         argv += ["--kv-cache-dtype", cfg.kv_cache_dtype]
     if cfg.enforce_eager:
         argv.append("--enforce-eager")
     if cfg.enable_auto_tool_choice:
         argv.append("--enable-auto-tool-choice")
-    if cfg.tool_call_parser is not None:
-        argv += ["--tool-call-parser", cfg.tool_call_parser]
     if cfg.enable_prefix_caching is not None:
         argv.append("--enable-prefix-caching" if cfg.enable_prefix_caching
                     else "--no-enable-prefix-caching")
-    if cfg.gpu_memory_utilization is not None:
-        argv += ["--gpu-memory-utilization", str(cfg.gpu_memory_utilization)]
-    if cfg.tensor_parallel_size is not None:
-        argv += ["--tensor-parallel-size", str(cfg.tensor_parallel_size)]
-    if cfg.pipeline_parallel_size is not None:
-        argv += ["--pipeline-parallel-size", str(cfg.pipeline_parallel_size)]
-    if cfg.data_parallel_size is not None:
-        argv += ["--data-parallel-size", str(cfg.data_parallel_size)]
     if cfg.enable_expert_parallel:
         argv.append("--enable-expert-parallel")
-    if cfg.distributed_executor_backend is not None:
-        argv += ["--distributed-executor-backend", cfg.distributed_executor_backend]
+    return argv
+
+
+def build_launch(cfg: VllmConfig, python: str, port: int) -> Launch:
+    argv = [
+        python, "-m", "vllm.entrypoints.openai.api_server", "--model", cfg.model_path,
+        "--served-model-name", cfg.served_model_name, "--host", cfg.host, "--port", str(port),
+        "--max-model-len", str(cfg.max_model_len),
+    ]
+    for knob, flag in _VALUE_FLAGS:
+        if (value := getattr(cfg, knob)) is not None:
+            argv += [flag, str(value)]
+    argv += _flags(cfg)
     # Local weights only: the optimizer never lets an engine reach a hub on its own.
     env = {"HF_HUB_OFFLINE": "1"}
     if cfg.cpu_kvcache_space_gib is not None:

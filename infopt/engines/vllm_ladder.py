@@ -3,11 +3,11 @@ incumbent and the run's facts. Flags as in infopt.engines.vllm (vLLM 0.32)."""
 
 from __future__ import annotations
 
-from infopt.engines.ladder import LadderFacts, ladder_rules, candidate
+from infopt.engines.ladder import LadderFacts, candidate, ladder_rules
 from infopt.engines.layout import LayoutKnobs
-from infopt.specs.ladder import Dimension as D, LadderCandidate
+from infopt.specs.ladder import Dimension as D
+from infopt.specs.ladder import LadderCandidate
 from infopt.specs.serving import VllmConfig
-
 
 # How vLLM spells each axis: --tensor-parallel-size, --pipeline-parallel-size,
 # --data-parallel-size, and --enable-expert-parallel over the TP (x DP) ranks.

@@ -18,6 +18,7 @@ import statistics
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from itertools import pairwise
 from pathlib import Path
 
 import numpy as np
@@ -113,7 +114,7 @@ def measure_host_bandwidth(array_bytes: int | None = None, *, max_seconds: float
     src = np.ones(array_bytes, dtype=np.uint8)  # ones, not empty: touch every page before timing
     dst = np.empty_like(src)
     bounds = np.linspace(0, array_bytes, threads + 1, dtype=np.int64)
-    chunks = [(int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:])]
+    chunks = [(int(a), int(b)) for a, b in pairwise(bounds)]
 
     def copy_chunk(span: tuple[int, int]) -> None:
         np.copyto(dst[span[0]:span[1]], src[span[0]:span[1]])

@@ -12,9 +12,9 @@ import httpx
 
 from infopt.contract.verify import require_openai_server
 from infopt.loadgen.measure import measure
-from infopt.specs.endpoint import Endpoint
 from infopt.loadgen.tokens import Counter, hf_counter, prompt_counter
 from infopt.specs.base import InputError
+from infopt.specs.endpoint import Endpoint
 from infopt.specs.results import BenchResult, ScenarioResult
 from infopt.specs.traffic import TrafficSpec, expand_sweep
 from infopt.specs.traffic_file import load_traffic

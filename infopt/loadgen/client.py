@@ -26,8 +26,8 @@ from typing import Any
 import httpx
 from httpx_sse import aconnect_sse
 
-from infopt.specs.endpoint import StreamCounting
 from infopt.loadgen.routes import DRIVERS, Chunk, RouteDriver, request_body
+from infopt.specs.endpoint import StreamCounting
 from infopt.specs.results import RequestRecord
 from infopt.specs.traffic import RouteName
 

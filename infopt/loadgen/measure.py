@@ -13,9 +13,9 @@ from pathlib import Path
 from infopt.analysis.records import errors_by_kind, records_frame, save_parquet
 from infopt.analysis.slo import evaluate_slos
 from infopt.analysis.validation import validate_records
-from infopt.loadgen.summary import every_quarter, summarize_level, with_monitors
 from infopt.loadgen.runner import run_schedule
 from infopt.loadgen.schedule import build_schedule, summarize_schedule
+from infopt.loadgen.summary import every_quarter, summarize_level, with_monitors
 from infopt.loadgen.tokens import Counter
 from infopt.specs.endpoint import Endpoint
 from infopt.specs.results import BenchmarkResult, RequestRecord, ScenarioResult

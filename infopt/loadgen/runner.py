@@ -25,9 +25,8 @@ from typing import Any
 
 import httpx
 
-from infopt.specs.endpoint import Endpoint
-from infopt.loadgen.capacity import ensure_open_files, pool_shards
 from infopt.analysis.records import ErrorKind, classify_error
+from infopt.loadgen.capacity import ensure_open_files, pool_shards
 from infopt.loadgen.client import RequestJob, send_request, unsent_record
 from infopt.loadgen.monitor import (
     ClientHealth,
@@ -39,6 +38,7 @@ from infopt.loadgen.monitor import (
 from infopt.loadgen.routes import DRIVERS, request_body
 from infopt.loadgen.schedule import Phase, PlannedRequest
 from infopt.loadgen.tokens import Counter, approximate_prompt, exact_prompt
+from infopt.specs.endpoint import Endpoint
 from infopt.specs.results import RequestRecord
 from infopt.specs.traffic import RouteName
 
@@ -171,7 +171,7 @@ async def drive(base_url: str, model: str, jobs: list[RequestJob], concurrency: 
                 await one(client, job)
 
             await asyncio.gather(*(at(j, o, clients[i % shards])
-                                   for i, (j, o) in enumerate(zip(jobs, offsets_s))))
+                                   for i, (j, o) in enumerate(zip(jobs, offsets_s, strict=True))))
 
         if probe is None:
             await phase()

@@ -37,7 +37,6 @@ from infopt.specs.traffic import (
     read_length_trace,
 )
 
-
 T = TypeVar("T")
 
 

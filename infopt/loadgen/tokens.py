@@ -14,8 +14,8 @@ from pathlib import Path
 
 import httpx
 
-from infopt.specs.endpoint import Endpoint
 from infopt.specs.base import InputError
+from infopt.specs.endpoint import Endpoint
 
 Counter = Callable[[str], int]
 

@@ -61,7 +61,7 @@ def fetch(facts: HubModelFacts, files: list[HubFile], cache_dir: Path,
     paths = [Path(hf_hub_download(facts.repo_id, f.path, revision=facts.commit_sha,
                                   cache_dir=cache_dir, endpoint=facts.endpoint,
                                   token=token or False)) for f in files]
-    for f, p in zip(files, paths):
+    for f, p in zip(files, paths, strict=True):
         if p.stat().st_size != f.size_bytes:
             raise InputError(f"{facts.repo_id}/{f.path}: downloaded {p.stat().st_size} bytes, "
                              f"the hub lists {f.size_bytes}; delete {p} and retry")

@@ -270,9 +270,9 @@ def read_gguf_header(repo_id: str, filename: str, *, revision: str, endpoint: st
     values: dict[str, Any] = {}
     for nbytes in (512 * 1024, 8 * 1024 * 1024):
         headers = build_hf_headers(token=token or False) | {"range": f"bytes=0-{nbytes - 1}"}
-        response = _call(lambda: get_session().get(url, headers=headers, timeout=timeout_s),
+        response = _call(lambda h=headers: get_session().get(url, headers=h, timeout=timeout_s),
                          repo_id, endpoint, revision, token)
-        _call(lambda: hf_raise_for_status(response), repo_id, endpoint, revision, token)
+        _call(lambda r=response: hf_raise_for_status(r), repo_id, endpoint, revision, token)
         try:
             values, complete = parse_gguf_kv(response.content)
         except ValueError as exc:

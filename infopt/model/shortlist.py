@@ -37,7 +37,6 @@ from infopt.model.support_matrix import kernel_paths, unsupported_reason
 from infopt.specs.base import InputError
 from infopt.specs.checkpoint import (
     CheckpointCandidate,
-    CheckpointFormat as F,
     DeviceKind,
     DeviceTarget,
     HubModelFacts,
@@ -45,8 +44,13 @@ from infopt.specs.checkpoint import (
     KernelTier,
     Provenance,
     RejectedCheckpoint,
-    RejectReason as R,
     Shortlist,
+)
+from infopt.specs.checkpoint import (
+    CheckpointFormat as F,
+)
+from infopt.specs.checkpoint import (
+    RejectReason as R,
 )
 from infopt.specs.hardware import HardwareInventory
 from infopt.specs.inspection import QuantizationInfo, QuantMethod

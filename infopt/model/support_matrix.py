@@ -17,9 +17,15 @@ from __future__ import annotations
 from infopt.specs.base import Spec
 from infopt.specs.checkpoint import (
     CheckpointFormat as F,
+)
+from infopt.specs.checkpoint import (
     DeviceKind as D,
+)
+from infopt.specs.checkpoint import (
     DeviceTarget,
     KernelPath,
+)
+from infopt.specs.checkpoint import (
     KernelTier as T,
 )
 from infopt.specs.serving import EngineName as E

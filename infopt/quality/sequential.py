@@ -105,7 +105,7 @@ def paired_change(reference: ReferenceSet, candidate: list[ScoredSequence],
         raise ValueError("no position both the candidate and the incumbent scored")
     disc = _wilson(b + c, positions, confidence)
     p = _wilson(b, b + c, confidence) if b + c else (0.0, 1.0)
-    lows, highs = zip(_scale(disc, 2 * p[0] - 1), _scale(disc, 2 * p[1] - 1))
+    lows, highs = zip(_scale(disc, 2 * p[0] - 1), _scale(disc, 2 * p[1] - 1), strict=True)
     low, high = min(lows), max(highs)
     return PairedChange(incumbent_key=incumbent_key, prompts=n_prompts, positions=positions,
                         incumbent_only=b, candidate_only=c, drop=(b - c) / positions,

@@ -5,8 +5,9 @@ A set regresses only when the drop is beyond its sampling noise: the items are p
 same prompts on both), so the test is McNemar's exact one-sided test on the discordant items
 (reference right and candidate wrong vs the reverse), p < 0.05, and the rate must also drop by
 more than the tolerance. With a handful of items per set that takes a large drop (0/8 against
-8/8 is p = 0.004; 6/8 against 8/8 is p = 0.25), so on a weak model (SmolLM2-135M) token fidelity stays the decisive
-signal; the sets still run, report their noise, and decide for a real model with more items."""
+8/8 is p = 0.004; 6/8 against 8/8 is p = 0.25), so on a weak model (SmolLM2-135M) token
+fidelity stays the decisive signal; the sets still run, report their noise, and decide for a
+real model with more items."""
 
 from __future__ import annotations
 

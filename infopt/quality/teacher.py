@@ -62,7 +62,8 @@ def build_reference(endpoint: Endpoint, *, tokens: int = DEFAULT_TOKENS,
             for name, text in prompts.items():
                 ids = sc.tokenize(client, base, endpoint.model, text)
                 cont = sc.generate(client, base, endpoint.model, ids, tokens)
-                seqs.append(ScoredSequence(prompt_name=name, prompt_text=text, prompt_ids=ids, continuation=cont,
+                seqs.append(ScoredSequence(prompt_name=name, prompt_text=text, prompt_ids=ids,
+                                           continuation=cont,
                                            positions=sc.score(client, base, endpoint.model,
                                                               ids, cont, top_k)))
                 if progress:

@@ -3,7 +3,6 @@ its sockets, never from a constant), and every gate with its answer."""
 
 from __future__ import annotations
 
-
 from infopt.specs.approval import is_loopback
 from infopt.specs.results import OptimizationReport
 

@@ -113,7 +113,7 @@ def render_comparison(rc: RunComparison) -> str:
     for d in rc.deltas:
         unit = f" {d.unit}" if d.unit else ""
 
-        def cell(v, n):
+        def cell(v, n, unit=unit):
             return "-" if v is None else f"{v:.4g}{unit} ({n})"
         if d.comparison is None:
             interval, verdict = "-", d.note

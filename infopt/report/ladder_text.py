@@ -116,8 +116,10 @@ def _pareto_lines(r: OptimizationReport) -> list[str]:
              "reference).", "",
              "| configuration | out tok/s | TTFT p50 ms | ITL p50 ms | peak RSS MiB | top-1 | "
              "on the front |", "|---|---|---|---|---|---|---|"]
+    def ms(v):
+        return "—" if v is None else f"{v * 1e3:.1f}"
+
     for p in sorted(r.pareto, key=lambda p: -(p.output_tokens_per_s or 0)):
-        ms = (lambda v: "—" if v is None else f"{v * 1e3:.1f}")
         lines.append(
             f"| {p.label} | {_num(p.output_tokens_per_s, '.1f')} | {ms(p.ttft_p50_s)} | "
             f"{ms(p.itl_p50_s)} | "

@@ -3,6 +3,14 @@ bytes become GiB; every number says whether it was measured or read, and from wh
 
 from __future__ import annotations
 
+from infopt.analysis.stats import MIN_SAMPLES_FOR_P95, MIN_SAMPLES_FOR_P99
+from infopt.report.approvals_text import approvals_lines, binding_lines
+from infopt.report.kernel_text import kernel_lines
+from infopt.report.ladder_text import ladder_lines
+from infopt.report.provenance import provenance_lines
+from infopt.report.quality_text import quality_markdown, tasks_markdown
+from infopt.report.reproduce_text import reproduce_lines
+from infopt.report.workload_text import describe_workload
 from infopt.specs.results import (
     LevelResult,
     OptimizationReport,
@@ -10,14 +18,6 @@ from infopt.specs.results import (
     SloResult,
     Trial,
 )
-from infopt.analysis.stats import MIN_SAMPLES_FOR_P95, MIN_SAMPLES_FOR_P99
-from infopt.report.kernel_text import kernel_lines
-from infopt.report.ladder_text import ladder_lines
-from infopt.report.provenance import provenance_lines
-from infopt.report.reproduce_text import reproduce_lines
-from infopt.report.approvals_text import approvals_lines, binding_lines
-from infopt.report.quality_text import quality_markdown, tasks_markdown
-from infopt.report.workload_text import describe_workload
 from infopt.specs.workload import OBJECTIVE_UNIT, Objective
 
 GIB = 2**30

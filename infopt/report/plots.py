@@ -17,9 +17,9 @@ from pathlib import Path
 
 from pydantic import Field
 
+from infopt.runs.rundir import atomic_path
 from infopt.specs.base import Spec
 from infopt.specs.results import OptimizationReport, PlotRef, Trial
-from infopt.runs.rundir import atomic_path
 from infopt.tuning.pareto import config_label
 
 META_KEY = "infopt-plot"

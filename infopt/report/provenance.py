@@ -14,7 +14,8 @@ import re
 from functools import cache
 from typing import Any
 
-from infopt.specs.results import ProvenanceKind as K, ProvenanceRule
+from infopt.specs.results import ProvenanceKind as K
+from infopt.specs.results import ProvenanceRule
 
 _TRIAL = "trial {trial_id}: its records trials/{key}/"
 _BOOT = ("bootstrap (seeded, resampling each side's trials) over the measured trial "

@@ -11,8 +11,8 @@ from typing import Annotated, Literal
 from pydantic import Field, ValidationError, model_validator
 
 from .approval import ExposeRequest
-from .ladder import Dimension
 from .base import HttpUrlText, Spec
+from .ladder import Dimension
 from .serving import EngineName, KnobValue, engine_knobs
 from .traffic import RouteName, TrafficSpec
 from .workload import Objective, Workload, default_objective, interactive_traffic

@@ -8,17 +8,17 @@ from typing import Literal
 
 from pydantic import Field
 
-from .base import Spec
 from .approval import ExposureOutcome, GateAnswer
+from .base import Spec
 from .checkpoint import Shortlist
 from .comparison import Comparison
 from .contract import ContractCheck, ContractOutcome
 from .diagnosis import Diagnosis, Remedy
 from .fit import CeilingRatio, MemoryFit
-from .quality import QualityVerdict, TaskSetOutcome
 from .hardware import HardwareInventory
 from .ladder import CeilingPick, EngineChoice, LadderOutcome, ParetoPoint
 from .model import ModelProfile
+from .quality import QualityVerdict, TaskSetOutcome
 from .serving import ServingConfig
 from .trial import KnobChange
 from .workload import Workload

@@ -11,7 +11,6 @@ from pydantic import Field, field_validator
 from .base import InputError, Spec
 from .traffic import ClosedLoop, FixedLengths, LognormalLengths, TrafficSpec
 
-
 # Output headroom reserved in the full-context case: its prompt is the native context minus this.
 FULL_CONTEXT_OUTPUT_TOKENS = 256
 # 20 measured samples is where infopt.analysis.stats stops flagging p95 as low-sample.

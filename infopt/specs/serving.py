@@ -9,16 +9,13 @@ module docstring names the source each was checked against.
 from __future__ import annotations
 
 import re
-
 from enum import StrEnum
-from typing import Annotated, Any, Literal
-
 from pathlib import PurePosixPath
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, TypeAdapter, field_validator, model_validator
 
 from .base import Spec
-
 
 # A knob's value in a typed change or an override (None: the engine's own default).
 KnobValue = int | float | str | bool | None

@@ -18,6 +18,7 @@ import json
 import math
 import statistics
 from enum import StrEnum
+from itertools import pairwise
 from pathlib import Path
 from typing import Annotated, Any, Literal, Union
 
@@ -104,7 +105,7 @@ class SweepArrival(Spec):
         if any(v > cap for v in values):
             raise ValueError(f"values must each be at most {cap:g} (got {max(values):g}): a "
                              "larger sweep value is a typo, not a load this tool can drive")
-        if any(b <= a for a, b in zip(values, values[1:])):
+        if any(b <= a for a, b in pairwise(values)):
             raise ValueError(f"values must be strictly increasing (a sweep is ordered), got "
                              f"{values}")
         if info.data.get("over") == "concurrency" and any(v != int(v) for v in values):

@@ -12,9 +12,9 @@ from infopt.costmodel.weights import path_from_quantization
 from infopt.engines import adapter_for
 from infopt.engines.support import kv_options
 from infopt.hardware.catalog import match_gpu
+from infopt.specs.fit import CeilingRatio, DeviceBudget, Envelope, MemoryFit
 from infopt.specs.hardware import HardwareInventory
 from infopt.specs.model import ModelProfile
-from infopt.specs.fit import CeilingRatio, DeviceBudget, Envelope, MemoryFit
 from infopt.specs.results import BenchmarkResult
 from infopt.specs.serving import AnyServingConfig as Config
 from infopt.tuning.level_steps import LevelStep, level_steps, mean_lengths

@@ -39,10 +39,9 @@ from infopt.specs.ladder import (
 )
 from infopt.specs.request import Budgets
 from infopt.specs.results import Trial
-from infopt.specs.serving import with_knob
+from infopt.specs.serving import same_config, with_knob
 from infopt.specs.trial import TrialRole, TrialSpec, changes_from
 from infopt.tuning import decide
-from infopt.specs.serving import same_config
 
 if TYPE_CHECKING:  # the adapters' rules and facts arrive as data
     from infopt.engines.ladder import DimensionRule, LadderFacts

@@ -7,12 +7,12 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from infopt.analysis.compare import bootstrap_diff
+from infopt.analysis.stats import median_and_spread
 from infopt.engines import adapter_for
 from infopt.engines.base import ServingTarget
 from infopt.engines.support import unsupported_config
-from infopt.analysis.stats import median_and_spread
-from infopt.specs.hardware import HardwareInventory
 from infopt.specs.fit import MemoryFit
+from infopt.specs.hardware import HardwareInventory
 from infopt.specs.model import ModelProfile
 from infopt.specs.results import BenchmarkResult, ControlGain
 from infopt.specs.serving import AnyServingConfig, EngineName

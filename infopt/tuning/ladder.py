@@ -12,14 +12,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from infopt.engines.base import EngineAdapter
-from infopt.costmodel.layouts import candidate_layouts
 from infopt.costmodel.kv import kv_bytes_per_token_per_gpu
+from infopt.costmodel.layouts import candidate_layouts
+from infopt.engines.base import EngineAdapter
 from infopt.engines.ladder import DimensionRule, LadderFacts, WeightVariant, candidate
 from infopt.specs.hardware import HardwareInventory
-from infopt.specs.model import ModelProfile
-from infopt.specs.results import Trial
-from infopt.specs.workload import Workload
 from infopt.specs.ladder import (
     LADDER_ORDER,
     Dimension,
@@ -27,6 +24,10 @@ from infopt.specs.ladder import (
     EngineResult,
     LadderCandidate,
 )
+from infopt.specs.model import ModelProfile
+from infopt.specs.results import Trial
+from infopt.specs.workload import Workload
+
 # The decisions live beside the climb, free of engine imports; named here for callers.
 from infopt.tuning.decide import (  # noqa: F401
     CONFIRMATIONS_PER_STEP,
@@ -68,18 +69,18 @@ def _not_asked(cfg: Any, f: LadderFacts) -> str:
 
 
 def _user_rule(tune: Any):
-    def derive(cfg: Any, f: LadderFacts) -> list[LadderCandidate]:
+    def user(cfg: Any, f: LadderFacts) -> list[LadderCandidate]:
         return [candidate(Dimension.USER, {tune.knob: v}, why="chosen by the user")
                 for v in tune.values]
-    return derive
+    return user
 
 
 def _cap_rule(adapter: EngineAdapter):
-    def derive(cfg: Any, f: LadderFacts) -> list[LadderCandidate] | str:
+    def cap(cfg: Any, f: LadderFacts) -> list[LadderCandidate] | str:
         dim = adapter.scheduling_dimension(f.target_concurrency)
         return [candidate(Dimension.SCHEDULING, {dim.knob: v}, why=dim.why, series=dim.knob)
                 for v in dim.values if getattr(cfg, dim.knob) != v] or "nothing to try"
-    return derive
+    return cap
 
 
 def ladder_facts(model: ModelProfile, hw: HardwareInventory, workload: Workload,

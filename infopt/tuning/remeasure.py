@@ -15,8 +15,8 @@ from typing import Any
 
 from infopt.specs.results import OptimizationReport, Trial
 from infopt.specs.serving import config_identity
-from infopt.tuning.pareto import config_label
 from infopt.tuning.control import higher_is_better
+from infopt.tuning.pareto import config_label
 
 
 @dataclass(frozen=True)

@@ -205,7 +205,7 @@ def test_the_recommended_configuration_answered_the_task_sets(report_and_dir):
     assert t is not None and t.winner_trial_id == report.winner_trial_id
     names = ["arithmetic", "facts", "json_schema", "needle", "non_english", "code"]
     assert [r.set_name for r in t.reference] == [w.set_name for w in t.winner] == names
-    assert all(r.total == w.total == 2 for r, w in zip(t.reference, t.winner))
+    assert all(r.total == w.total == 2 for r, w in zip(t.reference, t.winner, strict=False))
     assert [v.measure for v in t.verdicts] == [f"task:{n}" for n in names]
     # 2 items cannot reach p < 0.05 (McNemar: at best 0.25), so no set can regress here.
     assert t.passed and t.excluded == []
@@ -423,7 +423,7 @@ def test_the_pictures_show_the_runs_own_numbers(report_and_dir):
     assert ce.x_ticks == sorted(configs) and len(ce.series[0].x) == len(configs)
     ttft = data["winner-ttft"]
     assert len(ttft.series) == len(report.scenarios)
-    for s, sc in zip(ttft.series, report.scenarios):
+    for s, sc in zip(ttft.series, report.scenarios, strict=False):
         rows = load_parquet(sc.records_path)["ttft_s"].dropna()
         assert len(s.x) == len(rows) == sc.level.requests and s.y[-1] == 1.0
         assert s.x == sorted(s.x)
@@ -491,7 +491,6 @@ def test_infopt_compare_sets_two_runs_side_by_side_on_the_same_workload(report_a
 # Last: it re-runs the flow into the same run folder (report.json without scenarios).
 def test_re_running_the_winners_command_by_hand_reproduces_its_objective(report_and_dir,
                                                                           tmp_path):
-    import os
     import shlex
     import socket
     import subprocess

@@ -282,7 +282,7 @@ def test_trials_fan_out_over_a_pool_with_two_workers(prefect_server, prefect_api
             end_process(w)
     trials = state.result()
     assert [t.trial_id for t in trials] == ["fan-r1", "fan-r2"]
-    for t, (_, key, _) in zip(trials, items):  # each written by its child run, read by key
+    for t, (_, key, _) in zip(trials, items, strict=False):  # each written by its child run, read by key
         assert t.failed is None and t.objective_value > 0 and t.key == key, t.failed
         assert (tmp_path / "fan-run" / "trials" / key / "trial.json").is_file()
     with get_client(sync_client=True) as client:

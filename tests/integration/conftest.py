@@ -95,5 +95,5 @@ def vllm_failed_starts(vllm_python, hf_model, tmp_path_factory) -> dict[str, str
         raise AssertionError(f"vLLM started with {name}: {cfg}")
 
     with ThreadPoolExecutor(len(cases)) as pool:
-        logs = dict(zip(cases, pool.map(attempt, cases)))
+        logs = dict(zip(cases, pool.map(attempt, cases), strict=False))
     return logs

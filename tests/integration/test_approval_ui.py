@@ -62,7 +62,6 @@ def _pending(env) -> list[dict]:
 
 
 def test_the_gate_is_answered_in_the_prefect_ui(prefect_server, browser, tmp_path):
-    from selenium.webdriver.common.by import By
 
     out = tmp_path / "action.txt"
     seen = {p["gate_run_id"] for p in _pending(prefect_server)}  # other tests' leftovers

@@ -6,9 +6,9 @@ result and artifact on the server."""
 from __future__ import annotations
 
 import subprocess
-from contextlib import contextmanager
 import sys
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest

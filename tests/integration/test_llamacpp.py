@@ -176,7 +176,7 @@ def test_benchmark_forces_lengths_and_runs_concurrently(server):
     c2 = [r for r in records if r.concurrency == 2]
     # Really concurrent: at concurrency 2, some request starts before another has ended.
     spans = sorted((r.start_offset_s, r.start_offset_s + r.e2e_s) for r in c2)
-    assert any(b_start < a_end for (_, a_end), (b_start, _) in zip(spans, spans[1:]))
+    assert any(b_start < a_end for (_, a_end), (b_start, _) in zip(spans, spans[1:], strict=False))
     for lvl in result.levels:
         mine = [r for r in records if r.concurrency == lvl.concurrency]
         assert lvl.ttft_s.n == 4 and lvl.itl_s.n == sum(len(r.itl_s) for r in mine)

@@ -13,8 +13,11 @@ import pytest
 
 from bench.fast_server import start_server
 from bench.load_bench import run_client
-from infopt.loadgen.monitor import (CLIENT_BOUND_CPU_SHARE, CLIENT_BOUND_LAG_FLOOR_S,
-                                    CLIENT_BOUND_LAG_SHARE_OF_ITL)
+from infopt.loadgen.monitor import (
+    CLIENT_BOUND_CPU_SHARE,
+    CLIENT_BOUND_LAG_FLOOR_S,
+    CLIENT_BOUND_LAG_SHARE_OF_ITL,
+)
 
 pytestmark = pytest.mark.integration
 

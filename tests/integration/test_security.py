@@ -5,7 +5,6 @@ credentials nowhere: not into the run folder, its console output or the Prefect 
 
 from __future__ import annotations
 
-import os
 import secrets
 import socket
 import subprocess

@@ -15,9 +15,9 @@ import sys
 import pytest
 
 from infopt.costmodel.attainable_fit import build
-from infopt.tuning.attainable_trials import trial_cases
 from infopt.specs.fit import Envelope
 from infopt.specs.results import OptimizationReport
+from infopt.tuning.attainable_trials import trial_cases
 from infopt.tuning.candidates import level_ceilings
 from tests.fake_nvml import recorded_inventory
 from tests.fixture_data import FIXTURES, MODEL_CONFIGS, require

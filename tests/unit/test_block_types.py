@@ -13,7 +13,6 @@ from blocks import ClusterTarget, EngineRuntime, ResultsStore
 from infopt.engines import ENGINES
 from infopt.specs.base import InputError
 
-
 # -- EngineRuntime ----------------------------------------------------------------------------
 
 @pytest.mark.parametrize("sources", [{}, {"binary_path": "/b", "image": "img:1"},

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import json
 
-from infopt.tuning.candidates import fit_config, run_device
 from infopt.model.classify import classify_config
 from infopt.specs.hardware import HardwareInventory, HostInfo
 from infopt.specs.model import ModelFormat, ModelProfile
 from infopt.specs.serving import LlamaCppConfig
+from infopt.tuning.candidates import fit_config, run_device
 from tests.fixture_data import MODEL_CONFIGS
 
 GIB = 2**30

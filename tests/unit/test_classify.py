@@ -22,7 +22,6 @@ from infopt.specs.inspection import (
     ModelInspection,
     QuantMethod,
 )
-
 from tests.fixture_data import MODEL_CONFIGS, require
 
 # The fixtures are tests/fixtures/model_configs (see SOURCES.txt there).
@@ -214,7 +213,7 @@ def test_classification(name):
 
 def test_llama_3_1_8b_params_by_hand():
     """Every weight of Llama-3.1-8B written out: the classifier must match it exactly."""
-    H, V, L, I, KV = 4096, 128256, 32, 14336, 8 * 128  # noqa: N806 - the usual symbols
+    H, V, L, I, KV = 4096, 128256, 32, 14336, 8 * 128  # noqa: N806, E741 - the usual symbols
     embed = V * H  # 525,336,576
     per_layer = (
         H * H  # q_proj 4096 x 4096

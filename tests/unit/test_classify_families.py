@@ -21,8 +21,8 @@ from infopt.model.classify import classify_config
 from infopt.model.layers import ffn_mult_to_intermediate
 from infopt.model.modules import Component, not_converted
 from infopt.specs.base import InputError
-from infopt.specs.inspection import LayerKind, MlpKind
 from infopt.specs.fit import DeviceBudget, Envelope
+from infopt.specs.inspection import LayerKind, MlpKind
 from tests.fixture_data import MODEL_CONFIGS, require
 
 CONFIGS = require(MODEL_CONFIGS)
@@ -52,7 +52,7 @@ def test_gemma3_text_config_defaults_come_from_its_class_and_are_named():
 
 
 def test_gemma3_27b_params_by_hand():
-    H, V, L, I = 5376, 262208, 62, 21504  # noqa: N806 - the usual symbols
+    H, V, L, I = 5376, 262208, 62, 21504  # noqa: N806, E741 - the usual symbols
     heads, kv, hd = 32, 16, 128
     attn = H * heads * hd + 2 * H * kv * hd + heads * hd * H + 2 * hd  # + q_norm, k_norm
     mlp = 3 * H * I  # gate (GeGLU), up, down

@@ -7,8 +7,13 @@ from __future__ import annotations
 import pytest
 
 from infopt.loadgen import measure as measure_mod
-from infopt.loadgen.monitor import (CLIENT_BOUND_CPU_SHARE, ClientHealth, EngineUsage,
-                                    client_bound_reason, client_saturated)
+from infopt.loadgen.monitor import (
+    CLIENT_BOUND_CPU_SHARE,
+    ClientHealth,
+    EngineUsage,
+    client_bound_reason,
+    client_saturated,
+)
 from infopt.loadgen.runner import PhaseResult
 from infopt.loadgen.schedule import Phase
 from infopt.loadgen.summary import summarize_level, with_monitors

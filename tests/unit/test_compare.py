@@ -5,7 +5,6 @@ import pytest
 from infopt.analysis.compare import bootstrap_diff, summarize_repeats
 from infopt.specs.base import InputError
 
-
 # --- bootstrap_diff ---------------------------------------------------------------------------
 
 def test_identical_samples_no_difference_and_ci_contains_zero():

@@ -11,8 +11,8 @@ from infopt.costmodel.allocation import EngineKnobs, round_to_blocks
 from infopt.costmodel.fit import FitRequest, plan_fit
 from infopt.costmodel.kv import kv_bytes_per_token_per_gpu, state_bytes_per_sequence_per_gpu
 from infopt.costmodel.roofline import ceiling_ratio, decode_row, step_floor
-from infopt.engines.support import kv_options
 from infopt.costmodel.weights import BF16, expected_experts_touched, named_path, weights_bytes
+from infopt.engines.support import kv_options
 from infopt.model.classify import classify_config
 from infopt.specs.base import InputError
 from infopt.specs.fit import Bound, DeviceBudget, Envelope

@@ -11,8 +11,14 @@ from pydantic import ValidationError
 
 from infopt.engines import ENGINES, mlx, sglang, trtllm, vllm
 from infopt.specs.base import EngineUnavailableError
-from infopt.specs.serving import (EngineName, MlxConfig, SglangConfig, TrtllmConfig, VllmConfig,
-                                  with_knob)
+from infopt.specs.serving import (
+    EngineName,
+    MlxConfig,
+    SglangConfig,
+    TrtllmConfig,
+    VllmConfig,
+    with_knob,
+)
 
 SGLANG_DOC = "https://docs.sglang.io/advanced_features/server_arguments.html"
 TRTLLM_DOC = "https://nvidia.github.io/TensorRT-LLM/commands/trtllm-serve/trtllm-serve.html"

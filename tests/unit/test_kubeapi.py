@@ -128,8 +128,15 @@ def test_a_failing_pod_fails_the_job(tmp_path):
 
 
 def test_discovery_and_a_patched_secret(tmp_path):
-    from kubernetes_asyncio.client import (ApisApi, BatchV1Api, CoreApi, CoreV1Api, V1ObjectMeta,
-                                           V1Secret, VersionApi)
+    from kubernetes_asyncio.client import (
+        ApisApi,
+        BatchV1Api,
+        CoreApi,
+        CoreV1Api,
+        V1ObjectMeta,
+        V1Secret,
+        VersionApi,
+    )
 
     async def scenario():
         async with await _client(kube, tmp_path) as api:

@@ -19,11 +19,11 @@ from pathlib import Path
 
 import pytest
 
-from infopt.engines.support import kv_options
 from infopt.costmodel.allocation import EngineKnobs, round_to_blocks
 from infopt.costmodel.fit import FitRequest, plan_fit
 from infopt.costmodel.kv import kv_bytes_per_token_per_gpu
 from infopt.costmodel.weights import path_from_quantization, weights_bytes
+from infopt.engines.support import kv_options
 from infopt.hardware.catalog import match_gpu
 from infopt.model.classify import classify_config
 from infopt.specs.fit import DeviceBudget

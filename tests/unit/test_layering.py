@@ -35,6 +35,8 @@ def test_every_engine_brings_its_kv_allocation_rule_as_data():
 
 
 def test_a_fit_without_the_engines_rule_says_where_to_get_it():
+    import json
+
     import pytest
 
     from infopt.costmodel.fit import FitRequest, KvOptions, plan_fit
@@ -43,7 +45,6 @@ def test_a_fit_without_the_engines_rule_says_where_to_get_it():
     from infopt.specs.base import InputError
     from infopt.specs.fit import DeviceBudget
     from tests.fixture_data import MODEL_CONFIGS
-    import json
 
     m = classify_config(json.loads((MODEL_CONFIGS / "Qwen__Qwen3-8B.json").read_text()),
                         model="q")

@@ -9,20 +9,20 @@ import json
 import pytest
 
 from infopt.costmodel.allocation import EngineKnobs
+from infopt.costmodel.device import device_from_catalog
 from infopt.costmodel.fit import FitRequest
 from infopt.costmodel.interconnect import link_from_topology
 from infopt.costmodel.layouts import candidate_layouts
 from infopt.costmodel.weights import decode_weight_traffic_bytes, path_from_quantization
-from infopt.costmodel.device import device_from_catalog
 from infopt.engines import adapter_for
 from infopt.engines.ladder import LadderFacts
 from infopt.engines.layout import matrix_for
-from infopt.hardware.catalog import match_gpu
 from infopt.engines.support import kv_options
+from infopt.hardware.catalog import match_gpu
 from infopt.model.classify import classify_config
+from infopt.specs.fit import Envelope, Layout
 from infopt.specs.hardware import HardwareInventory
 from infopt.specs.ladder import Dimension
-from infopt.specs.fit import Envelope, Layout
 from infopt.tuning import ladder as lad
 from tests.fake_nvml import recorded_inventory as recorded
 from tests.fixture_data import MODEL_CONFIGS
@@ -58,16 +58,16 @@ def test_the_recorded_topologies_give_their_links():
 
 
 def test_layouts_come_tp_then_pp_then_dp_with_the_control_first():
-    labels = [l.label for l, _ in candidate_layouts(model("nvidia__Llama-3.1-70B-Instruct-FP8"),
+    labels = [lay.label for lay, _ in candidate_layouts(model("nvidia__Llama-3.1-70B-Instruct-FP8"),
                                                     8)]
     assert labels == ["TP=1", "TP=2", "TP=4", "TP=8", "TP=1 PP=8", "TP=2 PP=4", "TP=4 PP=2",
                       "TP=1 DP=8", "TP=2 DP=4", "TP=4 DP=2"]
     # 28 query heads: TP must divide them, so no TP=8 (nor PP/DP built on it).
-    qwen = [l.label for l, _ in candidate_layouts(model("Qwen__Qwen2.5-7B-Instruct"), 8)]
+    qwen = [lay.label for lay, _ in candidate_layouts(model("Qwen__Qwen2.5-7B-Instruct"), 8)]
     assert "TP=8" not in qwen and "TP=4 DP=2" in qwen and "TP=4 PP=2" in qwen
     # EP only for MoE, over TP ranks the expert count divides.
-    moe = [l for l, _ in candidate_layouts(model("Qwen__Qwen3-30B-A3B"), 8) if l.ep]
-    assert [l.label for l in moe] == ["TP=2 EP=2", "TP=4 EP=4", "TP=8 EP=8"]
+    moe = [lay for lay, _ in candidate_layouts(model("Qwen__Qwen3-30B-A3B"), 8) if lay.ep]
+    assert [lay.label for lay in moe] == ["TP=2 EP=2", "TP=4 EP=4", "TP=8 EP=8"]
 
 
 def test_llama70b_fp8_on_the_recorded_hgx_h100():

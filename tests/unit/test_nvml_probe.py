@@ -25,7 +25,6 @@ from infopt.hardware.nvml import (
     theoretical_bandwidth_bytes_per_s,
 )
 from infopt.specs.gpu import GpuProbe, NvLinkPort, TopologyLevel
-
 from tests.fake_nvml import FIXTURES, GIB, MIB, RecordedBackend, load, probe  # noqa: F401
 
 # --- fixtures are real recordings with their provenance --------------------------------------

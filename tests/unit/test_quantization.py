@@ -16,7 +16,6 @@ from infopt.model.quantization import (
 )
 from infopt.specs.base import InputError
 from infopt.specs.inspection import QuantMethod
-
 from tests.fixture_data import MODEL_CONFIGS, require
 
 CONFIGS = require(MODEL_CONFIGS)

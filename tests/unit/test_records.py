@@ -3,8 +3,15 @@ import math
 import pandas as pd
 import pytest
 
-from infopt.analysis.records import (COLUMNS, ErrorKind, classify_error, errors_by_kind,
-                                     load_parquet, records_frame, save_parquet)
+from infopt.analysis.records import (
+    COLUMNS,
+    ErrorKind,
+    classify_error,
+    errors_by_kind,
+    load_parquet,
+    records_frame,
+    save_parquet,
+)
 from infopt.specs.base import InputError
 from infopt.specs.results import RequestRecord
 

@@ -11,8 +11,8 @@ import pytest
 
 from infopt.engines import adapter_for
 from infopt.engines.releases import check_release
-from infopt.runs.accepted import accept, accepted, load_optimization
 from infopt.report.reoptimize_text import render_reoptimize, summary
+from infopt.runs.accepted import accept, accepted, load_optimization
 from infopt.specs.base import InputError
 from infopt.specs.reoptimize import (
     ReleaseCheck,

@@ -8,13 +8,13 @@ from pydantic import ValidationError
 
 from infopt.loadgen.schedule import Phase, build_schedule, sample_lengths, summarize_schedule
 from infopt.specs.base import InputError
+from infopt.specs.scenarios import standard_scenarios
 from infopt.specs.traffic import (
     LognormalLengths,
     TrafficSpec,
     UniformLengths,
     expand_sweep,
 )
-from infopt.specs.scenarios import standard_scenarios
 
 BIG = 1_000_000  # max_input_tokens that clips nothing
 

@@ -21,12 +21,16 @@ from infopt.model.support_matrix import ROWS, kernel_paths, unsupported_reason
 from infopt.specs.base import InputError
 from infopt.specs.checkpoint import (
     CheckpointCandidate,
-    CheckpointFormat as F,
     DeviceKind,
     DeviceTarget,
     KernelTier,
     Provenance,
     RejectedCheckpoint,
+)
+from infopt.specs.checkpoint import (
+    CheckpointFormat as F,
+)
+from infopt.specs.checkpoint import (
     RejectReason as R,
 )
 from infopt.specs.hardware import GpuDevice, HardwareInventory, HostInfo

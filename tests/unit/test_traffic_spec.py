@@ -7,7 +7,13 @@ import pytest
 from pydantic import ValidationError
 
 from infopt.specs.base import InputError
-from infopt.specs.scenarios import CHAT_INPUT, CHAT_OUTPUT, ScenarioName, ScenarioSet, standard_scenarios
+from infopt.specs.scenarios import (
+    CHAT_INPUT,
+    CHAT_OUTPUT,
+    ScenarioName,
+    ScenarioSet,
+    standard_scenarios,
+)
 from infopt.specs.traffic import (
     Z_P95,
     ClosedLoop,

@@ -6,11 +6,10 @@ import pytest
 
 from infopt.engines import llamacpp, vllm
 from infopt.engines.base import ServingTarget
-from infopt.specs.serving import with_knob
-from infopt.specs.trial import TrialRole, TrialSpec, changes_from, trial_key
 from infopt.specs.request import OptimizeRequest
+from infopt.specs.serving import same_config, with_knob
+from infopt.specs.trial import TrialRole, TrialSpec, changes_from, trial_key
 from infopt.specs.workload import Objective
-from infopt.specs.serving import same_config
 from infopt.tuning.control import control_gain
 
 T = ServingTarget(model_path="/m.gguf", served_model_name="m", native_context_tokens=8192,

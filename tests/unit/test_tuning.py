@@ -54,11 +54,11 @@ def test_scheduling_values_reach_the_target_concurrency():
 def test_baseline_and_dimension_for_every_engine():
     import json
 
+    from infopt.engines import adapter_for
     from infopt.model.classify import classify_config
     from infopt.specs.hardware import HardwareInventory, HostInfo
     from infopt.specs.model import ModelFormat, ModelProfile
     from infopt.specs.serving import EngineName
-    from infopt.engines import adapter_for
     from infopt.tuning.control import baseline_config, control_config, serving_target
     from tests.fixture_data import MODEL_CONFIGS
 
@@ -137,9 +137,8 @@ def _scenario(name: str, conc: int, gap_s: float, wall_s: float, slos=()):
 def test_the_objective_is_read_from_its_target_scenario(objective, expected):
     from infopt.specs.results import BenchmarkResult
     from infopt.specs.traffic import Slo
-    from infopt.tuning.control import objective_value
-
     from infopt.specs.workload import Workload
+    from infopt.tuning.control import objective_value
 
     slo = Slo(metric="itl", percentile=50, max_s=0.1)
     plain = fixed_levels(input_tokens=8, output_tokens=5, levels=[1, 4], target=4, requests=4)

@@ -5,8 +5,12 @@ import numpy as np
 import pytest
 
 from infopt.analysis.records import records_frame
-from infopt.analysis.validation import (CHECKS, RecordValidationError, ValidationReport,
-                                        validate_records)
+from infopt.analysis.validation import (
+    CHECKS,
+    RecordValidationError,
+    ValidationReport,
+    validate_records,
+)
 from infopt.specs.base import InputError
 from infopt.specs.results import RequestRecord
 

@@ -13,11 +13,11 @@ from types import SimpleNamespace
 import pytest
 
 import flows.winner as winner_mod
+from flows.ladder import Incumbent
 from infopt.specs.quality import Interval, TaskSetResult
 from infopt.specs.request import OptimizeRequest
 from infopt.specs.results import Trial
 from infopt.specs.serving import LlamaCppConfig, with_knob
-from flows.ladder import Incumbent
 
 CFG = LlamaCppConfig(model_path="/m.gguf", ctx_per_slot_tokens=8192)
 
