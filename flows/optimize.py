@@ -43,6 +43,7 @@ from infopt.engines.routing import comparator_for, route, select_available
 from infopt.runs.rundir import atomic_write, new_run_id, runs_root
 from infopt.specs.base import EngineUnavailableError, InfoptError
 from infopt.specs.contract import ContractOutcome
+from infopt.specs.hardware import HardwareInventory
 from infopt.specs.ladder import EngineResult
 from infopt.specs.model import ModelProfile
 from infopt.specs.request import OptimizeRequest
@@ -91,12 +92,14 @@ def _other_formats(request: OptimizeRequest, model: ModelProfile) -> list[ModelP
 @flow(name="optimize", on_failure=[_stop_engines_hook], on_crashed=[_stop_engines_hook],
       on_cancellation=[_stop_engines_hook])
 def optimize(request: OptimizeRequest | None = None, run_id: str | None = None,
-             runs_dir: str | None = None, results_store: str | None = None
-             ) -> OptimizationReport:
+             runs_dir: str | None = None, results_store: str | None = None,
+             hardware: HardwareInventory | None = None) -> OptimizationReport:
     """Optimize serving of `request.model` on this machine for `request.workload`. A run id that
     already has completed trials (a resumed or re-run flow) re-runs none of them. With
     `results_store` (a ResultsStore block's name) the run folder is first restored from that
-    store and every trial and report is written there too, so a run resumes on any machine."""
+    store and every trial and report is written there too, so a run resumes on any machine.
+    `hardware`: this machine's inventory when the caller measured it already (the CLI's
+    pre-flight), so a run measures the host once."""
     logger = get_run_logger()
     request = request or OptimizeRequest()
     workload = request.tuning_workload()
@@ -113,7 +116,7 @@ def optimize(request: OptimizeRequest | None = None, run_id: str | None = None,
     t_start = time.monotonic()
 
     # Establish the target.
-    hw = inventory_host()
+    hw = inventory_host(hardware)
     downloaded, download_answers = download_model(request)  # behind the download gate
     model = profile_model_task(downloaded or request.model.path or str(default_paths().gguf))
     # The CLI checks this before the run folder; a deployment run's form has no such step.

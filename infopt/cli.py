@@ -278,6 +278,8 @@ def optimize(
             from flows.store import load_results_store
 
             load_results_store(results_store)
+        # The hardware, measured once for the run (bandwidth, GEMM rate): the flow reuses it.
+        hw = inventory()
         if not request.model.download:  # a model still to download is checked once it is here
             profile = profile_model(request.model.path or str(default_paths().gguf))
             # Before the run folder: a prompt longer than the model's context would be
@@ -286,7 +288,7 @@ def optimize(
                                what=profile.name)
             for other in request.model.other_formats:
                 profile_model(other)  # a bad path is reported here, not mid-run
-            chosen, _ = select_available(route(inventory(), profile,
+            chosen, _ = select_available(route(hw, profile,
                                                request.workload.peak_active_generations),
                                          request.engines, lambda n: adapter_for(n).locate(),
                                          lambda n: serves(n, profile.format))
@@ -298,7 +300,7 @@ def optimize(
 
         hide_user_error_traces()  # the flow's InfoptError is printed below, as one paragraph
         report = optimize_flow(request=request, run_id=resume, runs_dir=runs_dir,
-                               results_store=results_store)
+                               results_store=results_store, hardware=hw)
     except InfoptError as exc:
         _fail(exc)
         return

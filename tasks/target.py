@@ -15,8 +15,9 @@ from infopt.specs.model import ModelProfile
 
 
 @task(name="inventory-host")
-def inventory_host() -> HardwareInventory:
-    hw = inventory()
+def inventory_host(known: HardwareInventory | None = None) -> HardwareInventory:
+    """This machine (`known`: measured already by the caller in this process, not again)."""
+    hw = known or inventory()
     h = hw.host
     get_run_logger().info(
         "host: %s, %d usable CPUs, %.1f GiB RAM; %s", h.cpu_model, h.usable_cpus,

@@ -89,3 +89,24 @@ def test_infopt_report_re_renders_a_no_fit_report(outcome):
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert (run_dir / "report.md").read_text() == original
+
+
+def test_the_cli_establishes_the_target_once(prefect_api, big_model, tmp_path, monkeypatch):
+    """`infopt optimize`: the pre-flight measures this machine (bandwidth, GEMM rate) and the
+    flow reuses that inventory: one measurement per run, not one per stage."""
+    from typer.testing import CliRunner
+
+    from infopt.cli import app
+    from infopt.engines import process
+    from infopt.hardware import host
+
+    measured = []
+    original = host.measure_host_bandwidth
+    monkeypatch.setattr(host, "measure_host_bandwidth",
+                        lambda *a, **k: measured.append(1) or original(*a, **k))
+    monkeypatch.setattr(process, "start", lambda *a, **k: pytest.fail("an engine started"))
+    out = CliRunner().invoke(app, ["optimize", "--model", str(big_model), "--engine", "vllm",
+                                   "--scenarios", "none", "--runs-dir", str(tmp_path)])
+    assert out.exit_code == 2, out.output
+    assert "No allowed engine's configuration fits this machine." in out.output
+    assert measured == [1]
