@@ -39,10 +39,12 @@ lm-eval: $(STAMP)
 browser: $(STAMP)
 	@$(PIP_ENV) $(PY) -m infopt.bootstrap browser
 
-# Lint first (seconds): imports, pyflakes, pycodestyle, bugbear, complexity (pyproject.toml).
+# Lint first (under a minute): ruff (imports, pyflakes, pycodestyle, bugbear, complexity) and
+# mypy over the typed core: specs, tuning, engines (pyproject.toml).
 .PHONY: lint
 lint: $(STAMP)
 	@$(PY) -m ruff check infopt flows tasks blocks bench tests
+	@$(PY) -m mypy infopt/specs infopt/tuning infopt/engines
 
 test: lint engines lm-eval browser
 	@$(PY) -m pytest -q -ra --durations=25

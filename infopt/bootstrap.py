@@ -337,9 +337,9 @@ BROWSER_PACKAGES = ("chromium", "chromium-driver")  # Debian's; the UI test driv
 def ensure_browser(p: EnginePaths) -> Path:
     """Headless Chromium and its WebDriver from Debian (the UI approval test), installed
     with apt when missing and this is root; otherwise the command to run."""
-    have = shutil.which("chromium"), shutil.which("chromedriver")
-    if all(have):
-        return Path(have[0])
+    chromium, driver = shutil.which("chromium"), shutil.which("chromedriver")
+    if chromium and driver:
+        return Path(chromium)
     log = p.logs / "browser.log"
     if os.geteuid() != 0 or not shutil.which("apt-get"):
         raise BootstrapError("step 'browser' needs Chromium and its driver: run `sudo apt-get "

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from infopt.specs.inspection import ModelInspection
+from infopt.specs.inspection import MlpKind, ModelInspection
 
 GIB = 2**30
 
@@ -71,7 +71,7 @@ def activation_peak_bytes(m: ModelInspection, batched_tokens: int, max_num_seqs:
     widths = []
     if m.moe:
         widths.append(m.moe.experts_per_token * m.moe.expert_intermediate_size)
-    dense_layers = m.mlp_kinds.get("dense", 0) if m.mlp_kinds else 0
+    dense_layers = m.mlp_kinds.get(MlpKind.DENSE, 0) if m.mlp_kinds else 0
     if dense_layers and m.params.dense_mlp:
         widths.append(m.params.dense_mlp // (dense_layers * 3 * h))
     inter = max(widths or [4 * h]) / tp

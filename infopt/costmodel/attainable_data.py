@@ -52,7 +52,7 @@ class Case:
     ceiling_tokens_per_s: float
 
 
-def _path(dtype: str, m, cc: str):
+def _path(dtype: str, m, cc: str | None):
     if dtype in ("bf16", "fp16"):
         return BF16
     if dtype == "mxfp4" and m.quantization is not None and m.quantization.method.value == "mxfp4":
@@ -101,5 +101,8 @@ def load_cases(configs: Path, csv_file: Path = CSV_FILE) -> tuple[list[Case], li
     with csv_file.open(newline="", encoding="utf-8") as f:
         for row in csv.DictReader(f):
             got = _case(row, configs, models)
-            (skipped.append if isinstance(got, str) else cases.append)(got)
+            if isinstance(got, str):
+                skipped.append(got)
+            else:
+                cases.append(got)
     return cases, skipped

@@ -35,13 +35,16 @@ def link_from_topology(devices: list[GpuProbe], pairs: list[GpuPair],
                     "direction")
     rates = [pcie_bytes_per_s(d.pcie.gen_max, d.pcie.width_max) if d.pcie else None
              for d in devices]
-    if None in rates or not rates:
+    known = [r for r in rates if r is not None]
+    if len(known) < len(rates) or not rates:
         return None, ("no NVLink on every pair and no PCIe generation/width recorded: "
                       "communication left out of the ceilings")
-    bw = min(rates)
-    d = min(devices, key=lambda x: pcie_bytes_per_s(x.pcie.gen_max, x.pcie.width_max) or 0)
+    bw = min(known)
+    # Every device has a PCIe link here (a missing one left its rate None above).
+    pcie_links = [d.pcie for d in devices if d.pcie is not None]
+    slowest = min(pcie_links, key=lambda x: pcie_bytes_per_s(x.gen_max, x.width_max) or 0)
     no_p2p = any(p.p2p_supported is False for p in pairs)
-    return bw, (f"PCIe gen{d.pcie.gen_max} x{d.pcie.width_max}: {bw / 1e9:.1f} GB/s per "
+    return bw, (f"PCIe gen{slowest.gen_max} x{slowest.width_max}: {bw / 1e9:.1f} GB/s per "
                 "direction nominal (recorded links)" + (
                     "; no peer access between some pairs, so NCCL stages through host "
                     "memory: an upper bound" if no_p2p else ""))

@@ -75,18 +75,19 @@ ChangesFor = Callable[[Layout], "dict[str, Any] | str"]
 def layout_row(r: FitRequest, layout: Layout, why: str, changes_for: ChangesFor,
                command_for: Callable[[dict[str, Any]], str], context_tokens: int) -> LayoutRow:
     per_replica = -(-r.concurrency // layout.dp)
-    base = dict(layout=layout, label=layout.label, why=why, concurrency_per_replica=per_replica)
     try:
         fit = plan_fit(replace(r, tp=layout.tp, pp=layout.pp, gpu_count=layout.tp * layout.pp,
                                concurrency=per_replica), with_alternatives=False)
     except InputError as exc:
-        return LayoutRow(**base, fits=False, refused=str(exc))
+        return LayoutRow(layout=layout, label=layout.label, why=why,
+                         concurrency_per_replica=per_replica, fits=False, refused=str(exc))
     changes = changes_for(layout)
     refused = None if fit.fits else (
         f"does not fit: {fit.gap_bytes / GIB:.2f} GiB per GPU short of {per_replica} "
         f"sequence(s) x {r.context_tokens:,} tokens")
     return LayoutRow(
-        **base, fits=fit.fits, refused=refused,
+        layout=layout, label=layout.label, why=why, concurrency_per_replica=per_replica,
+        fits=fit.fits, refused=refused,
         kv_capacity_tokens_per_replica=fit.kv_capacity_tokens,
         max_concurrency_at_context=fit.max_concurrency_at_context * layout.dp,
         weights_bytes_per_gpu=fit.weights_bytes_per_gpu,

@@ -100,7 +100,7 @@ def _decode_comm(m: ModelInspection, micro: int, tp: int, pp: int, ep: bool) -> 
     ring = 2 * (tp - 1) / tp if tp > 1 else 0.0
     moe_layers = m.moe.num_moe_layers / pp if (ep and m.moe) else 0.0
     comm = (2 * layers - moe_layers) * act * ring
-    if moe_layers and tp > 1:
+    if m.moe and moe_layers and tp > 1:  # moe_layers is 0 without m.moe
         comm += moe_layers * 2 * act * m.moe.experts_per_token * (tp - 1) / tp
     return comm + (act if pp > 1 else 0.0)
 

@@ -10,6 +10,8 @@ MXFP4 = 4 + 8/32 (e8m0 scale per 32) = 4.25; FP8 with per-channel or 128x128 blo
 
 from __future__ import annotations
 
+from typing import Literal
+
 from infopt.model.quantization import gguf_bits_per_weight
 from infopt.specs.fit import WeightPath
 from infopt.specs.inspection import ModelInspection, QuantizationInfo, QuantMethod
@@ -59,7 +61,7 @@ def _scheme_path(q: QuantizationInfo | None, compute_capability: str | None) -> 
     is_fp8 = "e4m3" in (q.format or "").lower() or q.method in (QuantMethod.FP8,
                                                                 QuantMethod.MODELOPT)
     if bits == 8 and is_fp8:
-        math = "fp8" if q.activations_quantized and cc >= 8.9 else "bf16"
+        math: Literal["fp8", "bf16"] = "fp8" if q.activations_quantized and cc >= 8.9 else "bf16"
         return WeightPath(label=f"FP8 {'W8A8' if math == 'fp8' else 'W8A16'}",
                           bits_per_weight=8.0, math=math,
                           source=f"{q.method.value} FP8 weights; math {math} on CC {cc or '?'}")
@@ -173,7 +175,8 @@ def executed_linear_params(m: ModelInspection, path: WeightPath) -> dict[str, in
     kept = _kept(m, path, _EXECUTED)
     converted = sum(getattr(p, f) for f in _EXECUTED) - kept
     sixteen = kept + (head if path.unquantized_bits >= KEPT_BITS else 0)
-    by_math = {path.math: converted + (head if path.unquantized_bits < KEPT_BITS else 0)}
+    by_math: dict[str, int] = {
+        path.math: converted + (head if path.unquantized_bits < KEPT_BITS else 0)}
     if sixteen:
         by_math["bf16"] = by_math.get("bf16", 0) + sixteen
     return by_math

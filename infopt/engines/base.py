@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from infopt.specs.endpoint import StreamCounting
-from infopt.specs.serving import EngineName
+from infopt.specs.serving import EngineName, KnobValue
 from infopt.specs.trial import TuningDimension
 
 # Running-request caps tried below the target: powers of two, then the target itself.
@@ -270,7 +270,9 @@ class EngineAdapter:
     def scheduling_dimension(self, target_concurrency: int) -> TuningDimension:
         """Scheduling/batching, the first dimension on a fixed checkpoint: the running-request
         cap from one stream up to the target load (powers of two, then the target)."""
-        values = sorted({v for v in _CAP_STEPS if v < target_concurrency} | {target_concurrency})
+        # list(): a list[int] is no list[KnobValue] to mypy (lists are invariant).
+        values: list[KnobValue] = list(sorted(
+            {v for v in _CAP_STEPS if v < target_concurrency} | {target_concurrency}))
         return TuningDimension(knob=self.concurrency_knob, values=values,
                                why=self.concurrency_knob_why)
 

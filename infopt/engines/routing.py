@@ -114,7 +114,7 @@ def comparator_for(chosen: EngineName, formats: list[tuple[ModelFormat, list[Rou
         order += [(r.engine, r.reason) for r in routes]
     if allowed is not None:
         order = [(EngineName(e), "allowed by request.engines") for e in allowed]
-    why_not: list[str] = []
+    why_not: list[tuple[EngineName, str]] = []  # (engine, "engine: why not")
     for name, reason in order:
         if name == chosen or any(name == n for n, _ in why_not):
             continue

@@ -190,8 +190,8 @@ def format_validation_error(exc: ValidationError, root: type[BaseModel] = Traffi
         path = _dotted(fields)
         got = f", got {_short(err['input'])}" if "input" in err else ""
         if typ == "extra_forbidden":
-            allowed = _field_names(_walk(root, err["loc"][:-1])[1])
-            msg = f"unknown field {fields[-1]!r}; allowed: {', '.join(allowed)}"
+            names = _field_names(_walk(root, err["loc"][:-1])[1])
+            msg = f"unknown field {fields[-1]!r}; allowed: {', '.join(names)}"
         elif typ in ("union_tag_invalid", "union_tag_not_found"):
             tag = str(ctx.get("discriminator", "kind")).strip("'\"")
             path = _dotted(fields + [tag])

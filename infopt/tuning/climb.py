@@ -179,6 +179,12 @@ class _Broken:
     gaps: list[ContractGap]
 
 
+def _screened_value(t: Trial) -> float:
+    """A screened trial's objective: `_step` screens only trials that measured one."""
+    assert t.objective_value is not None
+    return t.objective_value
+
+
 class _Climber:
     """The climb's state: attempts so far (trial ids count them), the budgets' stop, the
     pruned candidates."""
@@ -223,7 +229,9 @@ class _Climber:
     def run(self) -> Climb:
         p = self.p
         start = yield from self._measure_start(p.baseline, allow_remedy=True)
-        remedy, first_gaps, replanned_after = None, [], 0
+        remedy: ContractRemedy | None = None
+        first_gaps: list[ContractGap] = []
+        replanned_after = 0
         if isinstance(start, _Replan):
             p.log.warning("the baseline lacks required API features; candidate change: %s",
                           start.remedy.change)
@@ -233,15 +241,16 @@ class _Climber:
             for knob, value in remedy.knob_changes.items():
                 baseline = with_knob(baseline, knob, value)
             start = yield from self._measure_start(baseline, allow_remedy=False)
-        common = dict(remedy=remedy, first_gaps=first_gaps, replanned_after=replanned_after)
         if isinstance(start, _Broken):
             return ClimbOutcome(ladder=None, history=[], pruned=self.pruned,
                                 launches=self.launches, broken=start.trial,
-                                broken_gaps=start.gaps, **common)
+                                broken_gaps=start.gaps, remedy=remedy, first_gaps=first_gaps,
+                                replanned_after=replanned_after)
         assert isinstance(start, Incumbent)
         ladder, history = yield from self._climb(start, p.facts(start.trials[0]))
         return ClimbOutcome(ladder=ladder, history=history, pruned=self.pruned,
-                            launches=self.launches, **common)
+                            launches=self.launches, remedy=remedy, first_gaps=first_gaps,
+                            replanned_after=replanned_after)
 
     def _measure_start(self, baseline: Any, allow_remedy: bool):
         """The control and the baseline, interleaved, `repeats` times each. When the control
@@ -316,6 +325,7 @@ class _Climber:
                                                        reason=stopped_series[c.series]))
                 continue
             if not self.budget_left():
+                assert self.stopped is not None  # budget_left() is False only once it is set
                 step.candidates.append(CandidateResult(candidate=c, status="not run",
                                                        reason=self.stopped))
                 continue
@@ -348,10 +358,10 @@ class _Climber:
         incumbent (topped up to as many); the first accepted becomes the new incumbent."""
         p, b = self.p, self.p.budgets
         sign = 1 if p.higher else -1
-        order = sorted(screened, key=lambda ct: -sign * ct[1].objective_value)
+        order = sorted(screened, key=lambda ct: -sign * _screened_value(ct[1]))
         confirmations = 0
         for c, first in order:
-            values = [first.objective_value]
+            values = [_screened_value(first)]
             result = CandidateResult(candidate=c, status="worse", reason="", median=values[0],
                                      trial_ids=[first.trial_id], values=values)
             step.candidates.append(result)

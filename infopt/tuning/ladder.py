@@ -133,10 +133,10 @@ def engine_choice(results: list[EngineResult], higher: bool, seed: int, min_gain
         return EngineChoice(results=results, chosen=comp.engine, comparison=cmp, reason=(
             f"the comparator {comp.engine}'s winner ({comp.winner_label}) "
             + why.replace("the incumbent", f"{routed.engine}'s ({routed.winner_label})")))
-    verb = ("is worse than" if cmp is not None and cmp.verdict == "a_better" else
-            "does not beat")
-    why = why if verb == "does not beat" else (
-        f"95% interval of the difference [{cmp.ci_low:.4g}, {cmp.ci_high:.4g}]")
+    verb = "does not beat"
+    if cmp is not None and cmp.verdict == "a_better":
+        verb = "is worse than"
+        why = f"95% interval of the difference [{cmp.ci_low:.4g}, {cmp.ci_high:.4g}]"
     return EngineChoice(results=results, chosen=routed.engine, comparison=cmp, reason=(
         f"{comp.engine}'s winner ({comp.winner_label}, median {comp.winner_median:.4g}) {verb} "
         f"{routed.engine}'s ({routed.winner_label}, median {routed.winner_median:.4g}) beyond "

@@ -40,7 +40,8 @@ def points(trials: list[Trial], target_concurrency: int,
             groups.setdefault((label_of or _label)(t), []).append(t)
     out = []
     for label, ts in groups.items():
-        lvls = [lv for t in ts for lv in t.benchmark.levels
+        # Every grouped trial has a benchmark (the filter above); the check narrows the type.
+        lvls = [lv for t in ts if t.benchmark is not None for lv in t.benchmark.levels
                 if lv.concurrency == target_concurrency]
         top1 = [t.quality.candidate.top1_agreement for t in ts
                 if t.quality is not None and t.quality.candidate is not None]
@@ -50,7 +51,7 @@ def points(trials: list[Trial], target_concurrency: int,
             output_tokens_per_s=_median([lv.output_tokens_per_s for lv in lvls]),
             ttft_p50_s=_median([lv.ttft_s.p50 for lv in lvls if lv.ttft_s.p50 is not None]),
             itl_p50_s=_median([lv.itl_s.p50 for lv in lvls if lv.itl_s.p50 is not None]),
-            memory_bytes=int(_median(rss)) if rss else None,
+            memory_bytes=int(statistics.median(rss)) if rss else None,
             top1_agreement=_median(top1) if top1 else (
                 1.0 if all(t.role == "control" for t in ts) else None),
             on_front=True))
@@ -99,7 +100,7 @@ def closest_to_ceiling(trials: list[Trial], winner_label: str,
     picks = []
     for (level, env), by_label in sorted(table.items()):
         medians = {k: statistics.median(v) for k, v in by_label.items()}
-        best = max(medians, key=medians.get)
+        best = max(medians, key=medians.__getitem__)
         picks.append(CeilingPick(level=level, envelope=env, label=best, ratio=medians[best],
                                  winner_label=winner_label,
                                  winner_ratio=medians.get(winner_label)))

@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 import statistics
 
-from infopt.specs.reoptimize import RegressionCheck, ReoptimizeRound
+from infopt.specs.reoptimize import RegressionCheck, RegressionVerdict, ReoptimizeRound
 from infopt.tuning.reproduce import pooled_relative_sd
 
 
@@ -36,8 +36,8 @@ def judge(label: str, stored: list[float], fresh: list[float], groups: list[list
     t = float(student_t.ppf(0.5 + confidence / 2, dof))
     half = t * s_rel * math.sqrt(1 / len(stored) + 1 / len(fresh))
     low, high = ratio * math.exp(-half), ratio * math.exp(half)
-    verdict = ("regression" if high < bound else
-               "improvement" if low > 1 / bound else "no change")
+    verdict: RegressionVerdict = ("regression" if high < bound else
+                                  "improvement" if low > 1 / bound else "no change")
     rule = (f"ratio of medians {ratio:.3f} ({'new/old' if higher_is_better else 'old/new'}), "
             f"{confidence:.0%} interval [{low:.3f}, {high:.3f}] = ratio x exp(+/- t({dof} dof) "
             f"x {s_rel:.1%} x sqrt(1/{len(stored)} + 1/{len(fresh)})); a regression needs the "

@@ -44,7 +44,9 @@ def measured_groups(report: OptimizationReport) -> dict[str, list[Trial]]:
 def stored_spread_groups(report: OptimizationReport) -> list[list[float]]:
     """Every stored configuration's objective values: the start-to-start noise (those with one
     trial add nothing to it)."""
-    return [[t.objective_value for t in g] for g in measured_groups(report).values()]
+    # measured_groups keeps measured trials only; the check narrows the type.
+    return [[t.objective_value for t in g if t.objective_value is not None]
+            for g in measured_groups(report).values()]
 
 
 def picks(report: OptimizationReport) -> list[Pick]:
@@ -61,13 +63,14 @@ def picks(report: OptimizationReport) -> list[Pick]:
     def pick(slot: str, cid: str, label: str) -> Pick:
         g = groups[cid]
         return Pick(slot=slot, label=label, config=g[0].config,
-                    stored=[t.objective_value for t in g], stored_trial_ids=[t.trial_id for t in g])
+                    stored=[t.objective_value for t in g if t.objective_value is not None],
+                    stored_trial_ids=[t.trial_id for t in g])
 
     out = [pick("winner", wid, report.winner_label)]
     others = [(cid, g) for cid, g in groups.items() if cid != wid]
     if others:
         sign = 1 if higher else -1
         cid, g = max(others, key=lambda cg: (sign * statistics.median(
-            [t.objective_value for t in cg[1]]), len(cg[1])))
+            [t.objective_value for t in cg[1] if t.objective_value is not None]), len(cg[1])))
         out.append(pick("runner-up", cid, config_label(g[0])))
     return out
