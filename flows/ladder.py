@@ -12,11 +12,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from infopt.specs.approval import GateAnswer
 from infopt.specs.fit import MemoryFit
 from infopt.specs.results import Trial
+from infopt.specs.serving import AnyServingConfig
 from infopt.specs.trial import TrialSpec
 from infopt.tuning.climb import ClimbOutcome, ClimbPlan, Incumbent, climb, drive
 from tasks.trial import TrialContext, run_attempts
@@ -34,7 +34,7 @@ class LadderRun:
 
 
 def run_climb(plan: ClimbPlan, ctx: TrialContext, key: Callable[[TrialSpec], str],
-              fit: Callable[[Any], MemoryFit], retries: int
+              fit: Callable[[AnyServingConfig], MemoryFit], retries: int
               ) -> tuple[ClimbOutcome, list[Trial]]:
     """The climb, each yielded trial run as a task under its persistence key `key(spec)`;
     returns the outcome and every attempt, in order."""

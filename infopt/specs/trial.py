@@ -8,13 +8,12 @@ from __future__ import annotations
 import hashlib
 import json
 from enum import StrEnum
-from typing import Any
 
 from pydantic import Field
 
 from .approval import GateAnswer
 from .base import Spec
-from .serving import KnobValue, ServingConfig, config_identity
+from .serving import AnyServingConfig, KnobValue, ServingConfig, config_identity
 from .workload import Workload
 
 
@@ -58,7 +57,7 @@ class TrialSpec(Spec):
     incumbent: ServingConfig | None = None
 
 
-def changes_from(control: Any, config: Any) -> list[KnobChange]:
+def changes_from(control: AnyServingConfig, config: AnyServingConfig) -> list[KnobChange]:
     """The knobs `config` sets differently from `control` (same engine), in field order."""
     a, b = control.model_dump(), config.model_dump()
     if a.get("engine") != b.get("engine"):

@@ -39,7 +39,7 @@ from infopt.specs.ladder import (
 )
 from infopt.specs.request import Budgets
 from infopt.specs.results import Trial
-from infopt.specs.serving import same_config, with_knob
+from infopt.specs.serving import AnyServingConfig, same_config, with_knob
 from infopt.specs.trial import TrialRole, TrialSpec, changes_from
 from infopt.tuning import decide
 
@@ -52,7 +52,7 @@ LOG = logging.getLogger("infopt.tuning.climb")
 @dataclass
 class Incumbent:
     label: str  # "baseline" or the last accepted candidate's label
-    config: Any
+    config: AnyServingConfig
     trials: list[Trial]
     dimension: str | None = None  # the dimension of its last change
     chain: list[str] = field(default_factory=list)  # accepted labels, in order
@@ -70,7 +70,7 @@ def _no_gaps(trial: Trial) -> list[ContractGap]:
     return []
 
 
-def _runs_anywhere(config: Any) -> str | None:
+def _runs_anywhere(config: AnyServingConfig) -> str | None:
     return None
 
 
@@ -80,8 +80,8 @@ class ClimbPlan:
     that need the world (this CPU, the memory fit, the engine's contract remedies, the facts
     measured by the first baseline trial) as functions."""
 
-    control: Any  # the engine's defaults: every change is stated against it
-    baseline: Any
+    control: AnyServingConfig  # the engine's defaults: every change is stated against it
+    baseline: AnyServingConfig
     engine: str
     rules: dict[Dimension, DimensionRule | None]  # infopt.tuning.ladder.rules_for
     facts: Callable[[Trial], LadderFacts]  # from the first baseline trial
@@ -90,7 +90,7 @@ class ClimbPlan:
     budgets: Budgets
     seed: int = 0
     # Why a candidate's configuration cannot run here or does not fit (None: it can).
-    why_pruned: Callable[[Any], str | None] = _runs_anywhere
+    why_pruned: Callable[[AnyServingConfig], str | None] = _runs_anywhere
     gaps: Callable[[Trial], list[ContractGap]] = _no_gaps  # the baseline's contract gaps
     approvals: dict[str, GateAnswer] = field(default_factory=dict)  # weights path -> answer
     id_prefix: str = ""  # a comparator engine's trials: "vllm-t00-control-r1"
@@ -147,7 +147,7 @@ def attempts_of(spec: TrialSpec, trial: Trial) -> int:
     return int(m.group(1)) + 1 if m else 1
 
 
-def _carried(trial: Trial, config: Any) -> Any:
+def _carried(trial: Trial, config: AnyServingConfig) -> AnyServingConfig:
     # A start remedy (a known failure's contract-preserving fix, e.g. an explicit CPU KV space
     # where the defaults want more memory than is free) carries into every later trial, so no
     # candidate fails the same way first.
@@ -203,9 +203,10 @@ class _Climber:
         self.launches += attempts_of(spec, trial)
         return trial
 
-    def _spec(self, role: TrialRole, config: Any, label: str | None, dimension: str | None,
-              repeat: int, *, with_contract: bool = False,
-              approvals: list[GateAnswer] | None = None, incumbent: Any = None) -> TrialSpec:
+    def _spec(self, role: TrialRole, config: AnyServingConfig, label: str | None,
+              dimension: str | None, repeat: int, *, with_contract: bool = False,
+              approvals: list[GateAnswer] | None = None,
+              incumbent: AnyServingConfig | None = None) -> TrialSpec:
         name = "control" if role is TrialRole.CONTROL else label
         return TrialSpec(trial_id=f"{self.p.id_prefix}t{self.launches:02d}-{name}-r{repeat}",
                          role=role, config=config, changes=changes_from(self.p.control, config),
@@ -252,7 +253,7 @@ class _Climber:
                             launches=self.launches, remedy=remedy, first_gaps=first_gaps,
                             replanned_after=replanned_after)
 
-    def _measure_start(self, baseline: Any, allow_remedy: bool):
+    def _measure_start(self, baseline: AnyServingConfig, allow_remedy: bool):
         """The control and the baseline, interleaved, `repeats` times each. When the control
         is the baseline (vLLM's defaults serve the full context) it runs once."""
         separate = not same_config(self.p.control, baseline)

@@ -6,13 +6,13 @@ workload objective's own unit (tokens/s, requests/s or seconds)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from infopt.analysis.compare import bootstrap_diff
 from infopt.analysis.stats import median_and_spread
 from infopt.specs.comparison import Comparison
 from infopt.specs.ladder import LadderCandidate
-from infopt.specs.serving import with_knob
+from infopt.specs.serving import AnyServingConfig, with_knob
 
 if TYPE_CHECKING:  # the rules are the adapters' data, passed in: never imported here
     from infopt.engines.ladder import DimensionRule, LadderFacts
@@ -21,7 +21,7 @@ if TYPE_CHECKING:  # the rules are the adapters' data, passed in: never imported
 CONFIRMATIONS_PER_STEP = 2
 
 
-def derive(rule: DimensionRule | None, engine: str, incumbent: Any, facts: LadderFacts
+def derive(rule: DimensionRule | None, engine: str, incumbent: AnyServingConfig, facts: LadderFacts
            ) -> list[LadderCandidate] | str:
     """The rule's candidates that change the incumbent (and validate as its config), or why
     the step has none."""
@@ -34,11 +34,11 @@ def derive(rule: DimensionRule | None, engine: str, incumbent: Any, facts: Ladde
     return kept or "every derived value is what the incumbent already runs"
 
 
-def _changes_something(config: Any, c: LadderCandidate) -> bool:
+def _changes_something(config: AnyServingConfig, c: LadderCandidate) -> bool:
     return any(getattr(config, k) != v for k, v in c.changes.items())
 
 
-def apply(config: Any, c: LadderCandidate) -> Any:
+def apply(config: AnyServingConfig, c: LadderCandidate) -> AnyServingConfig:
     for knob, value in c.changes.items():
         config = with_knob(config, knob, value)
     return config

@@ -26,6 +26,7 @@ from infopt.specs.ladder import (
 )
 from infopt.specs.model import ModelProfile
 from infopt.specs.results import Trial
+from infopt.specs.serving import AnyServingConfig
 from infopt.specs.workload import Workload
 
 # The decisions live beside the climb, free of engine imports; named here for callers.
@@ -64,19 +65,19 @@ def climbs(request: Any, dimension: Dimension) -> bool:
     return request.tune is None and dimension in (request.dimensions or LADDER_ORDER)
 
 
-def _not_asked(cfg: Any, f: LadderFacts) -> str:
+def _not_asked(cfg: AnyServingConfig, f: LadderFacts) -> str:
     return "not asked for: the request's `dimensions` leaves it out"
 
 
 def _user_rule(tune: Any):
-    def user(cfg: Any, f: LadderFacts) -> list[LadderCandidate]:
+    def user(cfg: AnyServingConfig, f: LadderFacts) -> list[LadderCandidate]:
         return [candidate(Dimension.USER, {tune.knob: v}, why="chosen by the user")
                 for v in tune.values]
     return user
 
 
 def _cap_rule(adapter: EngineAdapter):
-    def cap(cfg: Any, f: LadderFacts) -> list[LadderCandidate] | str:
+    def cap(cfg: AnyServingConfig, f: LadderFacts) -> list[LadderCandidate] | str:
         dim = adapter.scheduling_dimension(f.target_concurrency)
         return [candidate(Dimension.SCHEDULING, {dim.knob: v}, why=dim.why, series=dim.knob)
                 for v in dim.values if getattr(cfg, dim.knob) != v] or "nothing to try"
