@@ -63,7 +63,8 @@ class EngineUsage(Spec):
 #
 # CPU: the loop thread kept >= 0.80 of a core busy over the measured phase. Not 0.90: thread
 #   CPU time undercounts a client that also waits for a core (1,000 streams of a 50 ms cadence,
-#   where the client does set the pace, measured 75-98% of a core on 2 shared cores, README,
+#   where the client does set the pace, measured 75-98% of a core on 2 shared cores,
+#   docs/measurements.md,
 #   and 61-65% plus 35-39% waiting for a core on a crowded one, where the lag rule caught it);
 #   and a loop 80% busy already queues each callback behind ~4 others (M/M/1: rho/(1-rho)).
 #   Healthy clients sit far below: ~5% in `make demo`'s trials, ~10% in bench/load_bench.py's

@@ -1,0 +1,144 @@
+"""The optimize flow's last two steps: the chosen engine's winner finished (confirmed on the task
+sets, measured on the standard scenarios, its kernel path read, exposed behind its gate, its gain
+against the engine's defaults) and the report assembled from everything the run established."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from flows.engine_tuning import EngineTuning, fit_of, tokenizer_path, weights_bytes
+from flows.expose import expose_winner
+from flows.ladder import control_values
+from flows.reproduce import reproduction, weights_identity
+from flows.winner import Decision, WinnerContext, confirm_winner
+from infopt.contract.remedies import contract_gaps
+from infopt.contract.verify import PROBES as CONTRACT_PROBES
+from infopt.engines import adapter_for
+from infopt.engines.base import launch_for
+from infopt.engines.render import render_deployment
+from infopt.specs.approval import ExposureOutcome, GateAnswer
+from infopt.specs.contract import ContractOutcome
+from infopt.specs.ladder import EngineChoice
+from infopt.specs.request import OptimizeRequest
+from infopt.specs.results import ControlGain, KernelPath, OptimizationReport, Trial
+from infopt.specs.workload import Workload
+from infopt.tuning.control import control_gain, control_recommendation
+from infopt.tuning.pareto import closest_to_ceiling, config_label
+from infopt.tuning.pareto import points as pareto_points
+from tasks.kernel import kernel_path_task
+
+if TYPE_CHECKING:
+    from flows.optimize import Target
+
+# What every report says of how it measured (the notes after the run's own).
+METHOD_NOTES = (
+    "control: the engine's out-of-the-box defaults on the same workload; every gain is stated "
+    "against it",
+    "prompts carry unique heads (no prefix-cache reuse beyond the chat template); prompt "
+    "lengths are exact by the engine's own tokenizer where it has a tokenize route "
+    "(usage.prompt_tokens checked per request); output lengths forced with the engine's fields "
+    "and checked against usage")
+
+
+@dataclass(frozen=True)
+class Finish:
+    """The winner as the run recommends it, with what was measured of it after the ladder."""
+
+    decision: Decision
+    kernels: KernelPath
+    exposure: ExposureOutcome | None
+    expose_answers: list[GateAnswer]
+    gain: ControlGain
+
+
+def finish_winner(request: OptimizeRequest, workload: Workload, tuned: EngineTuning,
+                  run_dir: Path, hw) -> Finish:
+    """The winner confirmed on the task sets against the reference's answers (the engine
+    started once for them and the standard scenarios), its kernel path, the expose gate, and
+    its gain against the control."""
+    decision = confirm_winner(tuned.history, WinnerContext(
+        request=request, workload=workload, model=tuned.model, run_dir=run_dir,
+        control=tuned.control, reference_key=tuned.ref_key, engine_version=tuned.version,
+        model_digest=tuned.digest, tokenizer_path=tokenizer_path(tuned.model)))
+    winner = decision.winner
+    kernels = kernel_path_task(winner, str(run_dir), weights_bytes(tuned.model, winner.config))
+    exposure, expose_answers = expose_winner(request, winner, tuned.model.file_bytes, run_dir)
+    c_values, control_is_baseline = control_values(tuned.run)
+    gain = control_gain(c_values, decision.chosen.values, workload.objective,
+                        seed=request.seed, control_is_baseline=control_is_baseline)
+    control_fit = fit_of(tuned.model, hw, tuned.control, workload.target_concurrency)
+    gain.recommendation = control_recommendation(gain, control_fit.context_tokens,
+                                                 tuned.model.native_context_tokens)
+    return Finish(decision, kernels, exposure, expose_answers, gain)
+
+
+def _control_command(trials: list[Trial], tuned: EngineTuning) -> str:
+    """The command the control trial ran; rendered on a placeholder port if none started."""
+    ran = next((t.engine.command for t in trials if t.role == "control" and t.engine), None)
+    adapter = adapter_for(tuned.engine)
+    return ran or launch_for(adapter, tuned.control, adapter.locate(), 8000).command
+
+
+def _contract_outcome(tuned: EngineTuning) -> ContractOutcome:
+    base_trial = tuned.base_trial
+    control_trial = next((t for t in tuned.run.trials if t.role == "control"), base_trial)
+    remedies = adapter_for(tuned.engine).contract_remedies
+    return ContractOutcome(
+        control_gaps=contract_gaps(control_trial.contract, remedies),
+        first_baseline_gaps=tuned.first_gaps, applied=tuned.applied,
+        baseline_gaps=contract_gaps(base_trial.contract, remedies))
+
+
+def _notes(request: OptimizeRequest, target: Target, tunings: list[EngineTuning],
+           tuned: EngineTuning, fit_notes: list[str]) -> list[str]:
+    return ([f"skipped {s}" for s in target.skipped] + fit_notes + [
+        f"required API feature `{f}`: no contract probe for it yet, so it was NOT checked"
+        for f in request.api.features if f not in CONTRACT_PROBES]
+        + [n for tn in tunings for n in tn.weight_notes]
+        + ([] if target.has_comparator else
+           [f"no comparator engine: {target.comparator_why}"])
+        + [*METHOD_NOTES, f"tuning: {tuned.ladder.rule}"])
+
+
+def assemble_report(run_id: str, run_dir: Path, request: OptimizeRequest, workload: Workload,
+                    target: Target, tunings: list[EngineTuning], tuned: EngineTuning,
+                    choice: EngineChoice, finish: Finish,
+                    fit_notes: list[str]) -> OptimizationReport:
+    """The run's report: the chosen engine's winner, every trial of every engine, and where
+    each number comes from (labels name their engine when two were tuned)."""
+    hw, decision = target.hw, finish.decision
+    chosen_inc, winner = decision.chosen, decision.winner
+    trials = [t for tn in tunings for t in tn.trials]
+    qualify = len(tunings) > 1
+    label_of = (lambda t: config_label(t, True)) if qualify else None  # noqa: E731
+    return OptimizationReport(
+        run_id=run_id, created_at=time.strftime("%Y-%m-%dT%H:%M:%S%z"), hardware=hw,
+        model=tuned.model, workload=workload, engine=tuned.engine.value,
+        engine_version=tuned.version,
+        routing=[f"{r.engine.value}: {r.reason}" for r in target.routes],
+        shortlist=target.shortlist, pruned=[p for tn in tunings for p in tn.run.pruned],
+        contract=tuned.base_trial.contract, contract_outcome=_contract_outcome(tuned),
+        quality_note=tuned.quality_note, trials=trials, ladder=tuned.ladder,
+        winner_label=chosen_inc.winner_label, engines=choice,
+        pareto=pareto_points(trials, workload.target_concurrency, label_of),
+        closest_to_ceiling=closest_to_ceiling(
+            trials, config_label(winner, True) if qualify else chosen_inc.label,
+            *([label_of] if label_of else [])),
+        winner_trial_id=winner.trial_id, winner_config=winner.config,
+        winner_command=winner.engine.command, control_config=tuned.control,
+        control_command=_control_command(tuned.run.trials, tuned),
+        baseline_config=tuned.baseline, gain_vs_control=finish.gain,
+        winner_deployment=render_deployment(winner.config, port=8000, gpus=len(hw.gpus),
+                                            cpus=hw.host.usable_cpus,
+                                            model_bytes=tuned.model.file_bytes,
+                                            name=f"infopt-{run_id}".lower()),
+        scenarios=decision.scenarios, tasks=decision.tasks, kernel_path=finish.kernels,
+        reproduce=reproduction(run_dir, workload, winner, chosen_inc.trials, tuned.run.trials),
+        winner_weights=weights_identity(winner.config.model_path, request.model.hub_id,
+                                        request.model.revision),
+        approvals=target.download_answers + [a for tn in tunings for a in tn.weight_answers]
+        + finish.expose_answers, exposure=finish.exposure,
+        notes=_notes(request, target, tunings, tuned, fit_notes))
