@@ -41,7 +41,6 @@ from infopt.specs.ladder import EngineResult
 from infopt.specs.model import ModelProfile
 from infopt.specs.request import OptimizeRequest
 from infopt.specs.results import OptimizationReport
-from infopt.specs.scenarios import ScenarioName
 from infopt.specs.serving import EngineName
 from infopt.specs.workload import Workload, check_fits_context
 from infopt.tuning.control import higher_is_better
@@ -54,13 +53,6 @@ from tasks.target import inventory_host, profile_model_task, shortlist_task
 
 def _stop_engines_hook(flow, flow_run, state) -> None:
     process.stop_all()
-
-
-def _check_scenarios(names: list[str]) -> None:
-    known = {n.value for n in ScenarioName} | {"all"}
-    if unknown := sorted(set(names) - known):
-        # Checked before any engine starts: a typo must not cost a whole tuning run.
-        raise InfoptError(f"unknown scenario(s) {unknown}; choose from {sorted(known)}")
 
 
 def _other_formats(request: OptimizeRequest, model: ModelProfile) -> list[ModelProfile]:
@@ -102,7 +94,6 @@ def optimize(request: OptimizeRequest | None = None, run_id: str | None = None,
     pre-flight), so a run measures the host once."""
     request = request or OptimizeRequest()
     workload = request.tuning_workload()
-    _check_scenarios(request.scenarios)
     run_id, run_dir = _open_run(request, run_id, runs_dir, results_store)
     t_start = time.monotonic()
     target = establish_target(request, workload, hardware)

@@ -93,8 +93,8 @@ def _fixed(tokens: int | None) -> dict | None:
 
 
 def _scenario_names(value: str | None) -> list[str] | None:
-    """--scenarios as the request's list, checked here: the flow checks the names too, but
-    only once Prefect has started (seconds) and the run folder exists."""
+    """--scenarios as the request's list ('none' -> []). The request refuses unknown names too;
+    this names the flag the user typed."""
     if value is None:
         return None
     if value.strip() in ("", "none"):

@@ -8,11 +8,12 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Annotated, Literal
 
-from pydantic import Field, ValidationError, model_validator
+from pydantic import BeforeValidator, Field, ValidationError, model_validator
 
 from .approval import ExposeRequest
 from .base import HttpUrlText, Spec
 from .ladder import Dimension
+from .scenarios import ScenarioName
 from .serving import EngineName, KnobValue, engine_knobs
 from .traffic import RouteName, TrafficSpec
 from .workload import Objective, Workload, default_objective, interactive_traffic
@@ -124,6 +125,19 @@ class TuneOverride(Spec):
         return self
 
 
+def _known_scenarios(names: object) -> object:
+    """One sentence naming the misspelt scenarios and the choices (pydantic's own message for
+    a union of an enum and a literal says it twice, per member)."""
+    known = ["all", *(n.value for n in ScenarioName)]
+    if isinstance(names, list) and (unknown := [n for n in names if n not in known]):
+        raise ValueError(f"unknown scenario(s) {unknown}; choose from {known} (or [] for none)")
+    return names
+
+
+def _all_scenarios() -> list[ScenarioName | Literal["all"]]:
+    return ["all"]
+
+
 class OptimizeRequest(Spec):
     name: str = Field("optimize", pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
     model: ModelTarget = Field(default_factory=ModelTarget)
@@ -135,8 +149,10 @@ class OptimizeRequest(Spec):
     # None: goodput when workload.slos are given, else latency for one active user, else
     # throughput at peak_active_generations (infopt.specs.workload.default_objective).
     objective: Objective | None = None
-    # Standard scenarios the winner is measured on: "all", names, or [] for none.
-    scenarios: list[str] = Field(default_factory=lambda: ["all"], max_length=8)
+    # Standard scenarios the winner is measured on: "all", names, or [] for none (typed: a
+    # misspelt name is refused where the request is read, before anything starts).
+    scenarios: Annotated[list[ScenarioName | Literal["all"]], BeforeValidator(_known_scenarios)
+                         ] = Field(default_factory=_all_scenarios, max_length=8)
     # Measured requests per scenario; None: each scenario's own count (at least 20, enough
     # for a p95; the report flags percentiles from fewer samples).
     scenario_requests: int | None = Field(None, ge=1, le=10_000)

@@ -360,13 +360,12 @@ def test_the_prefect_artifacts_hold_the_report_the_trials_and_the_plots(report_a
             assert link.data == f"[{p.title}]({(run_dir / p.file).resolve().as_uri()})"
 
 
-def test_unknown_scenario_is_refused_before_anything_starts(prefect_api, tmp_path):
-    from flows.optimize import optimize
-    from infopt.specs.base import InfoptError
+def test_unknown_scenario_is_refused_where_the_request_is_read(tmp_path):
+    from pydantic import ValidationError
 
-    with pytest.raises(InfoptError, match="unknown scenario.*full-contxt"):
-        optimize(request=OptimizeRequest(scenarios=["short", "full-contxt"]),
-                 runs_dir=str(tmp_path))
+    with pytest.raises(ValidationError, match=r"unknown scenario\(s\) \['full-contxt'\]") as err:
+        OptimizeRequest(scenarios=["short", "full-contxt"])
+    assert "'full-context'" in str(err.value) and "'all'" in str(err.value)
     assert process.live_pids() == [] and not any(tmp_path.iterdir())
 
 
