@@ -20,7 +20,7 @@ from .ladder import CeilingPick, EngineChoice, LadderOutcome, ParetoPoint
 from .model import ModelProfile
 from .quality import QualityVerdict, TaskSetOutcome
 from .serving import ServingConfig
-from .trial import KnobChange
+from .trial import KnobChange, TrialRole
 from .workload import Workload
 
 
@@ -218,7 +218,7 @@ class BenchResult(Spec):
 
 class Trial(Spec):
     trial_id: str
-    role: str  # TrialRole value: "control", "baseline" or "tuning"
+    role: TrialRole  # control, baseline or tuning (a StrEnum: compares equal to its value)
     dimension: str | None  # the knob varied in this trial, None for the control
     value: str | None
     repeat: int
