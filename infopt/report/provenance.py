@@ -25,6 +25,8 @@ _FIT = ("infopt.costmodel.fit: weights + KV bytes per token x tokens held + runt
         "engine starts; the engine's own log is read back where it reports its KV cache)")
 
 RULES: tuple[tuple[str, K, str], ...] = (
+    ("schema_version", K.CONFIGURED, "report.json's format version (infopt.specs.results."
+     "REPORT_SCHEMA_VERSION)"),
     # -- measured by a trial ----------------------------------------------------------------
     ("trials[].benchmark.workload.**", K.CONFIGURED, "the workload the trial ran (request.json)"),
     ("trials[].benchmark.**", K.MEASURED, _TRIAL + "requests.jsonl (per request) and the "

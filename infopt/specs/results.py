@@ -336,7 +336,13 @@ class PlotRef(Spec):
     points: int
 
 
+# report.json's format. Bumped when a field changes meaning or goes; a file without the field
+# is of version 1 (reports written before it existed read the same way).
+REPORT_SCHEMA_VERSION = 1
+
+
 class OptimizationReport(Spec):
+    schema_version: int = REPORT_SCHEMA_VERSION
     run_id: str
     created_at: str
     hardware: HardwareInventory
