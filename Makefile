@@ -11,6 +11,8 @@ PIP_ENV := PIP_NO_INPUT=1
 # hundreds of warnings that causes, keep every other line (and pip's exit status: pipefail).
 QUIET_PIP := grep -v 'is neither a file nor a directory' || true
 STAMP := $(VENV)/.installed
+# Prefect's temporary servers (benches, demo) send no telemetry: the network is closed here.
+export PREFECT_SERVER_ANALYTICS_ENABLED ?= false
 
 .PHONY: demo test engines venv clean-venv
 
