@@ -113,7 +113,11 @@ def assemble_report(run_id: str, run_dir: Path, request: OptimizeRequest, worklo
     chosen_inc, winner = decision.chosen, decision.winner
     trials = [t for tn in tunings for t in tn.trials]
     qualify = len(tunings) > 1
-    label_of = (lambda t: config_label(t, True)) if qualify else None  # noqa: E731
+
+    def qualified(t: Trial) -> str:
+        return config_label(t, True)
+
+    label_of = qualified if qualify else None
     return OptimizationReport(
         run_id=run_id, created_at=time.strftime("%Y-%m-%dT%H:%M:%S%z"), hardware=hw,
         model=tuned.model, workload=workload, engine=tuned.engine.value,
