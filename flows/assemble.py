@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from flows.engine_tuning import EngineTuning, fit_of, tokenizer_path, weights_bytes
+from flows.engine_tuning import EngineTuning, fit_of, weights_bytes
 from flows.expose import expose_winner
 from flows.ladder import control_values
 from flows.reproduce import reproduction, weights_identity
@@ -29,6 +29,7 @@ from infopt.tuning.control import control_gain, control_recommendation
 from infopt.tuning.pareto import closest_to_ceiling, config_label
 from infopt.tuning.pareto import points as pareto_points
 from tasks.kernel import kernel_path_task
+from tasks.trial import tokenizer_path
 
 if TYPE_CHECKING:
     from flows.optimize import Target

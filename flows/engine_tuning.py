@@ -21,7 +21,6 @@ from flows.hub_weights import hub_variants
 from flows.ladder import Incumbent, LadderRun, run_climb, weight_approvals
 from flows.weights import current_type, weight_variants
 from infopt.contract.remedies import contract_gaps
-from infopt.contract.verify import required_for
 from infopt.engines import adapter_for
 from infopt.engines.ladder import WeightVariant
 from infopt.model.digest import model_digest
@@ -35,7 +34,7 @@ from infopt.specs.ladder import Dimension, LadderOutcome
 from infopt.specs.model import ModelProfile
 from infopt.specs.request import OptimizeRequest
 from infopt.specs.results import Trial
-from infopt.specs.serving import EngineName, engine_knobs, with_knob
+from infopt.specs.serving import AnyServingConfig, EngineName, engine_knobs, with_knob
 from infopt.specs.trial import trial_key
 from infopt.specs.workload import Workload
 from infopt.tuning.climb import ClimbPlan
@@ -62,8 +61,8 @@ class EngineTuning:
     model: ModelProfile
     version: str
     digest: str
-    control: Any
-    baseline: Any
+    control: AnyServingConfig
+    baseline: AnyServingConfig
     ref_key: str | None  # the quality reference's key; None: no gate ran
     quality_note: str
     run: LadderRun
@@ -82,12 +81,6 @@ class EngineTuning:
     @property
     def trials(self) -> list[Trial]:
         return self.superseded + self.run.trials
-
-
-def tokenizer_path(model: ModelProfile) -> str | None:
-    """The checkpoint's tokenizer.json, for exact prompts on engines without a tokenize route."""
-    p = Path(model.path)
-    return str(p / "tokenizer.json") if (p / "tokenizer.json").is_file() else None
 
 
 def served_name(model: ModelProfile) -> str:
@@ -132,17 +125,9 @@ def tune_engine(request: OptimizeRequest, engine: EngineName, model: ModelProfil
         request.quality_max_prompts)
     gate = (f"{ref_key}:{request.quality_tolerance}:{request.quality_max_prompts}"
             if reference else "")
-    ctx = TrialContext(run_dir=str(run_dir), model=model, hw=hw, workload=workload,
-                       contract_required=required_for(
-                           [str(r) for r in request.api.routes], request.api.features),
-                       tokenizer_path=tokenizer_path(model),
-                       github_search=request.github_search, github_url=request.github_url,
-                       contract_every_trial=True, quality_reference=reference,
-                       quality_tolerance=request.quality_tolerance,
-                       quality_max_prompts=request.quality_max_prompts, engine_version=version,
-                       model_digest=digest, credentials_block=request.credentials_block,
-                       github_token_to_url=request.github_token_to_url,
-                       stall_timeout_s=request.budgets.stall_timeout_s)
+    ctx = TrialContext.of_request(request, str(run_dir), model, hw, workload,
+                                  engine_version=version, model_digest=digest,
+                                  quality_reference=reference)
     def fit(c):
         return fit_of(model, hw, c, workload.target_concurrency)
 
@@ -202,7 +187,7 @@ def weight_candidates(request: OptimizeRequest, shortlist: Shortlist | None,
 
 
 def reference_config(control, model: ModelProfile, hw: HardwareInventory, workload: Workload,
-                     weights: WeightCandidates, digest: str) -> tuple[Any, str, str | None]:
+                     weights: WeightCandidates, digest: str) -> tuple[AnyServingConfig, str, str | None]:
     """(the quality reference's configuration, its weights' digest, why when it is not the
     control): the control, or the control on a downloaded checkpoint of higher precision that
     fits (infopt.tuning.hub_weights.reference_weights)."""
@@ -220,7 +205,7 @@ def reference_config(control, model: ModelProfile, hw: HardwareInventory, worklo
 
 
 def start_configs(request: OptimizeRequest, engine: EngineName, model: ModelProfile,
-                  hw: HardwareInventory) -> tuple[Any, Any]:
+                  hw: HardwareInventory) -> tuple[AnyServingConfig, AnyServingConfig]:
     """(the control: the engine's defaults, the baseline plus the request's base_overrides)."""
     target = serving_target(model, hw, served_name=served_name(model), port=request.port)
     control, baseline = control_config(engine, target), baseline_config(engine, target)

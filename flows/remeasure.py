@@ -11,10 +11,9 @@ from pathlib import Path
 
 from prefect import get_run_logger
 
-from flows.engine_tuning import fit_of, tokenizer_path
+from flows.engine_tuning import fit_of
 from flows.fanout import fan_out
 from flows.store import load_cluster_target
-from infopt.contract.verify import required_for
 from infopt.model.digest import model_digest
 from infopt.specs.reoptimize import RegressionCheck, ReoptimizeRequest, ReoptimizeRound
 from infopt.specs.request import OptimizeRequest
@@ -67,17 +66,9 @@ def context(m: Remeasure) -> tuple[TrialContext, str, str]:
     reference, note = _reference(m, digest)
     m.notes.append(note)
     req = m.request
-    ctx = TrialContext(run_dir=str(m.run_dir), model=m.report.model, hw=m.report.hardware,
-                       workload=m.report.workload,
-                       contract_required=required_for([str(r) for r in req.api.routes],
-                                                      req.api.features),
-                       tokenizer_path=tokenizer_path(m.report.model),
-                       github_search=req.github_search, github_url=req.github_url,
-                       contract_every_trial=True, quality_reference=reference,
-                       quality_tolerance=req.quality_tolerance, engine_version=m.version,
-                       model_digest=digest, credentials_block=req.credentials_block,
-                       github_token_to_url=req.github_token_to_url,
-                       stall_timeout_s=req.budgets.stall_timeout_s)
+    ctx = TrialContext.of_request(req, str(m.run_dir), m.report.model, m.report.hardware,
+                                  m.report.workload, engine_version=m.version,
+                                  model_digest=digest, quality_reference=reference)
     gate = f"{Path(reference).stem.removeprefix('reference-')}:{req.quality_tolerance}" \
         if reference else ""
     return ctx, digest, gate

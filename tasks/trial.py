@@ -18,13 +18,14 @@ from prefect.exceptions import MissingContextError
 
 from infopt.analysis.records import ErrorKind
 from infopt.contract.openai_chat import BASE_REQUIRED
-from infopt.contract.verify import FEATURES
+from infopt.contract.verify import FEATURES, required_for
 from infopt.engines import process
 from infopt.runs.rundir import load_trial, trial_dir, write_trial
 from infopt.specs.base import InfoptError, InputError
 from infopt.specs.fit import MemoryFit
 from infopt.specs.hardware import HardwareInventory
 from infopt.specs.model import ModelProfile
+from infopt.specs.request import OptimizeRequest
 from infopt.specs.results import RunningEngine, Trial
 from infopt.specs.trial import TrialRole, TrialSpec
 from infopt.specs.workload import Workload
@@ -63,6 +64,31 @@ class TrialContext:
     credentials_block: str | None = None  # InfoptCredentials: the GitHub token of issue search
     stall_timeout_s: float = 600.0  # the request's budgets.stall_timeout_s
     github_token_to_url: bool = False  # the request's: send that token to github_url too
+
+    @classmethod
+    def of_request(cls, request: OptimizeRequest, run_dir: str, model: ModelProfile,
+                   hw: HardwareInventory, workload: Workload, *, engine_version: str,
+                   model_digest: str, quality_reference: str | None) -> TrialContext:
+        """The one place a run's request becomes its trials' context (the optimize flow's
+        engines and reoptimize's re-measurement alike), so no setting is dropped on the way."""
+        return cls(run_dir=run_dir, model=model, hw=hw, workload=workload,
+                   contract_required=required_for([str(r) for r in request.api.routes],
+                                                  request.api.features),
+                   tokenizer_path=tokenizer_path(model), github_search=request.github_search,
+                   github_url=request.github_url, contract_every_trial=True,
+                   quality_reference=quality_reference,
+                   quality_tolerance=request.quality_tolerance,
+                   quality_max_prompts=request.quality_max_prompts,
+                   engine_version=engine_version, model_digest=model_digest,
+                   credentials_block=request.credentials_block,
+                   stall_timeout_s=request.budgets.stall_timeout_s,
+                   github_token_to_url=request.github_token_to_url)
+
+
+def tokenizer_path(model: ModelProfile) -> str | None:
+    """The checkpoint's tokenizer.json, for exact prompts on engines without a tokenize route."""
+    p = Path(model.path)
+    return str(p / "tokenizer.json") if (p / "tokenizer.json").is_file() else None
 
 
 def _log() -> logging.Logger | logging.LoggerAdapter:

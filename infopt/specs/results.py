@@ -20,7 +20,7 @@ from .ladder import CeilingPick, EngineChoice, LadderOutcome, ParetoPoint
 from .model import ModelProfile
 from .quality import QualityVerdict, TaskSetOutcome
 from .serving import ServingConfig
-from .trial import KnobChange, TrialRole
+from .trial import KnobChange, TrialDimension, TrialRole
 from .workload import Workload
 
 
@@ -219,7 +219,7 @@ class BenchResult(Spec):
 class Trial(Spec):
     trial_id: str
     role: TrialRole  # control, baseline or tuning (a StrEnum: compares equal to its value)
-    dimension: str | None  # the knob varied in this trial, None for the control
+    dimension: TrialDimension | None  # what its value belongs to; None: control, baseline
     value: str | None
     repeat: int
     config: ServingConfig

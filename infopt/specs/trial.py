@@ -8,11 +8,13 @@ from __future__ import annotations
 import hashlib
 import json
 from enum import StrEnum
+from typing import Literal
 
 from pydantic import Field
 
 from .approval import GateAnswer
 from .base import Spec
+from .ladder import Dimension
 from .serving import AnyServingConfig, KnobValue, ServingConfig, config_identity
 from .workload import Workload
 
@@ -40,12 +42,18 @@ class KnobChange(Spec):
     value: KnobValue
 
 
+# What a trial's value belongs to: a ladder dimension, a black-box search's point
+# (infopt.tuning.blackbox) or the re-measurement of an accepted run's pick (flows/remeasure);
+# None for the control and the baseline.
+TrialDimension = Dimension | Literal["search", "reoptimize"]
+
+
 class TrialSpec(Spec):
     trial_id: str = Field(..., pattern=r"^[A-Za-z0-9][A-Za-z0-9._=-]*$")
     role: TrialRole
     config: ServingConfig
     changes: list[KnobChange]  # relative to the control; empty for the control itself
-    dimension: str | None = None  # the knob this trial's value belongs to (decision grouping)
+    dimension: TrialDimension | None = None  # what its value belongs to (decision grouping)
     value: str | None = None
     repeat: int = Field(1, ge=1)
     seed: int = Field(0, ge=0)

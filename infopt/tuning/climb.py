@@ -54,7 +54,7 @@ class Incumbent:
     label: str  # "baseline" or the last accepted candidate's label
     config: AnyServingConfig
     trials: list[Trial]
-    dimension: str | None = None  # the dimension of its last change
+    dimension: Dimension | None = None  # the dimension of its last change
     chain: list[str] = field(default_factory=list)  # accepted labels, in order
 
     @property
@@ -204,7 +204,7 @@ class _Climber:
         return trial
 
     def _spec(self, role: TrialRole, config: AnyServingConfig, label: str | None,
-              dimension: str | None, repeat: int, *, with_contract: bool = False,
+              dimension: Dimension | None, repeat: int, *, with_contract: bool = False,
               approvals: list[GateAnswer] | None = None,
               incumbent: AnyServingConfig | None = None) -> TrialSpec:
         name = "control" if role is TrialRole.CONTROL else label
@@ -331,7 +331,7 @@ class _Climber:
                                                        reason=self.stopped))
                 continue
             t = yield from self._trial(self._spec(
-                TrialRole.TUNING, decide.apply(inc.config, c), c.label, dim.value, 1,
+                TrialRole.TUNING, decide.apply(inc.config, c), c.label, dim, 1,
                 approvals=self._approvals(c), incumbent=inc.config))
             if t.objective_value is None:
                 step.candidates.append(CandidateResult(candidate=c, status=_status(t),
@@ -395,7 +395,7 @@ class _Climber:
             q = trials[0].quality
             step.quality_recheck = q.summary if q is not None else "no quality reference"
             p.log.info("ladder %s: %s accepted (%s)", dim.value, c.label, result.reason)
-            return Incumbent(c.label, decide.apply(inc.config, c), trials, dim.value,
+            return Incumbent(c.label, decide.apply(inc.config, c), trials, dim,
                              [*inc.chain, c.label])
         return None
 
@@ -413,5 +413,5 @@ class _Climber:
             if not self.budget_left():
                 break
             out.append((yield from self._trial(self._spec(
-                TrialRole.TUNING, config, c.label, dim.value, rnd, incumbent=inc.config))))
+                TrialRole.TUNING, config, c.label, dim, rnd, incumbent=inc.config))))
         return out

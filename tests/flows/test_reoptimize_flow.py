@@ -88,21 +88,40 @@ def paced(prefect_api, accepted, index, tmp_path_factory):
         return write_build(folder, name, real, ttft_s=factor * unit,
                            itl_s=factor * 2 * unit / tokens)
 
-    # The paced build against the real accepted run: one round is enough (its verdict, a
-    # slowdown against the unpaced engine, is not what is kept: its fresh trials are).
+    # The verdicts read the target load only: a copy of the accepted run whose workload is its
+    # closed loop at the target concurrency (the sweep's other level would only add paced
+    # seconds to every fresh start).
+    lean = _copy_run(root, stored, f"{stored.run_id}-lean", workload=_target_level_only(stored))
+    # The paced build against it: one round is enough (its verdict, a slowdown against the
+    # unpaced engine, is not what is kept: its fresh trials are).
     _, rep = _run(root, index_url=index.url, executable=build("paced", 1), confirm_rounds=1,
-                  baseline_run=stored.run_id)
+                  baseline_run=lean.run_id)
     fresh = [t for t in rep.trials if t.objective_value is not None]
     assert len(fresh) == len(rep.trials) == 4, [t.failed for t in rep.trials]
     assert len({config_id(t.config) for t in fresh}) == 2  # the winner and its runner-up
-    base_id = f"{stored.run_id}-paced"
-    shutil.copytree(root / stored.run_id, root / base_id,
+    assert all([s.name for s in t.benchmark.scenarios] == ["chat"] for t in fresh)
+    baseline = _copy_run(root, lean, f"{stored.run_id}-paced",
+                         engine_version=rep.installed_version,
+                         winner_trial_id=fresh[0].trial_id, trials=fresh)
+    return baseline.run_id, build
+
+
+def _target_level_only(stored):
+    from infopt.specs.workload import ClosedLoop
+
+    traffic = stored.workload.traffic
+    return stored.workload.model_copy(update={"traffic": traffic.model_copy(update={
+        "arrival": ClosedLoop(concurrency=traffic.peak_active_generations)})})
+
+
+def _copy_run(root: Path, stored, run_id: str, **update):
+    """A copy of run `stored` under `run_id` (its quality reference and floor with it) with
+    `update` applied to its report."""
+    shutil.copytree(root / stored.run_id, root / run_id,
                     ignore=shutil.ignore_patterns("trials", "plots"))
-    baseline = stored.model_copy(update={
-        "run_id": base_id, "engine_version": rep.installed_version,
-        "winner_trial_id": fresh[0].trial_id, "trials": fresh})
-    (root / base_id / "report.json").write_text(baseline.model_dump_json())
-    return base_id, build
+    copy = stored.model_copy(update={"run_id": run_id, **update})
+    (root / run_id / "report.json").write_text(copy.model_dump_json())
+    return copy
 
 
 def _run(root: Path, **kw) -> tuple[object, ReoptimizeReport]:

@@ -80,7 +80,7 @@ def _trials() -> dict[str, Trial]:
     cfg = LlamaCppConfig(model_path="/m.gguf", ctx_per_slot_tokens=8192)
     out = {}
     for i, (slots, value) in enumerate(((1, 41.25), (2, 77.5), (4, None))):
-        trial = Trial(trial_id=f"t{i}", role="tuning", dimension="parallel_slots", value=str(slots),
+        trial = Trial(trial_id=f"t{i}", role="tuning", dimension="scheduling", value=str(slots),
                       repeat=1, config=cfg.model_copy(update={"parallel_slots": slots}),
                       engine=None, benchmark=None, objective_value=value,
                       failed=None if value else "engine exited: out of memory")

@@ -9,7 +9,7 @@ CFG = LlamaCppConfig(model_path="/m.gguf", ctx_per_slot_tokens=8192)
 
 
 def _t(value, obj, i):
-    return Trial(trial_id=f"t{i}", role="tuning", dimension="parallel_slots", value=value,
+    return Trial(trial_id=f"t{i}", role="tuning", dimension="scheduling", value=value,
                  repeat=1, config=CFG, engine=None, benchmark=None, objective_value=obj)
 
 

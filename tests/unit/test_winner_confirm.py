@@ -24,7 +24,7 @@ CFG = LlamaCppConfig(model_path="/m.gguf", ctx_per_slot_tokens=8192)
 
 def _t(value, obj, i):
     return Trial(trial_id=f"t{i}", role="tuning" if value != "1" else "baseline",
-                 dimension="parallel_slots", value=value, repeat=1,
+                 dimension="scheduling", value=value, repeat=1,
                  config=with_knob(CFG, "parallel_slots", int(value)), engine=None,
                  benchmark=None, objective_value=obj)
 
