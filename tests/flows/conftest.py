@@ -37,7 +37,7 @@ def optimized_run(prefect_api, tmp_path_factory):
             model=ModelTarget(path=str(gguf), hub_id="HuggingFaceTB/SmolLM2-135M-Instruct",
                               hub_endpoint=hub.endpoint),
             workload=wl.traffic, objective=wl.objective, budgets=Budgets(repeats=2),
-            scenarios=["short", "medium"], scenario_requests=2, quality_task_items=2,
+            scenarios=["short"], scenario_requests=2, quality_task_items=2,
             # A short ladder: KV precision and the running-request cap (the other dimensions
             # are recorded as not asked for; tests/flows/test_gated_flow.py climbs weights).
             dimensions=["kv_precision", "scheduling"])

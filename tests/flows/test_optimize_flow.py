@@ -284,9 +284,9 @@ def test_records_saved_as_parquet_and_validated(report_and_dir):
 
 def test_winner_measured_on_the_standard_scenarios(report_and_dir):
     report, run_dir = report_and_dir
-    # A subset here: the two fixed-length ones (full-context prompts of ~7,900 tokens take
-    # minutes on 2 CPU cores; single-stream draws chat lengths with a long tail: ~30 s).
-    assert [s.name for s in report.scenarios] == ["short", "medium"]
+    # One here, the short fixed-length one (medium's 1,024 in + 256 out tokens add ~36 s on 2 CPU
+    # cores, full-context ones of ~7,900 tokens minutes; `make demo` runs the others).
+    assert [s.name for s in report.scenarios] == ["short"]
     for s in report.scenarios:
         assert s.level.requests == 2 and s.level.errors == 0
         assert s.level.lengths_not_reached == 0 and s.validation_passed
