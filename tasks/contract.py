@@ -8,7 +8,6 @@ the cache into its own folder."""
 
 from __future__ import annotations
 
-import hashlib
 import json
 from functools import cache
 from pathlib import Path
@@ -22,6 +21,7 @@ from infopt.bootstrap import cache_root
 from infopt.contract.openai_chat import BASE_REQUIRED
 from infopt.contract.verify import verify_endpoint
 from infopt.engines import adapter_for, endpoint_for
+from infopt.runs.keys import code_digest, content_key
 from infopt.runs.rundir import atomic_write
 from infopt.specs.contract import ContractCheck
 from infopt.specs.results import RunningEngine
@@ -34,7 +34,7 @@ _CHECKS = TypeAdapter(list[ContractCheck])
 def probes_digest() -> str:
     """The probes' own code: a change to any probe invalidates every kept result."""
     files = sorted(Path(contract_pkg.__file__).parent.glob("*.py"))
-    return hashlib.sha256(b"".join(f.read_bytes() for f in files)).hexdigest()[:12]
+    return code_digest(files)
 
 
 def contract_key(config, engine_version: str, model_digest: str,
@@ -47,7 +47,7 @@ def contract_key(config, engine_version: str, model_digest: str,
     payload = {"engine": str(config.engine), "engine_version": engine_version,
                "model": model_digest, "surface": surface, "features": list(features),
                "probes": probes_digest()}
-    return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:12]
+    return content_key(payload)
 
 
 def _cached(key: str, evidence_dir: Path, required: tuple[str, ...]

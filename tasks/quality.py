@@ -11,7 +11,6 @@ resumed run or a later run of the same model re-measures nothing, and says so.""
 from __future__ import annotations
 
 import glob
-import hashlib
 import json
 import logging
 import os
@@ -40,6 +39,7 @@ from infopt.quality.teacher import (
     score_candidate,
     score_sequences,
 )
+from infopt.runs.keys import code_digest, content_key
 from infopt.runs.rundir import atomic_write
 from infopt.specs.base import EngineStartError
 from infopt.specs.quality import (
@@ -64,7 +64,7 @@ def scoring_digest() -> str:
     """The scoring's own code (teacher forcing, measures, verdict, the engines' scoring): a
     change invalidates every kept reference, floor and verdict."""
     files = [Path(scoring.__file__)] + sorted(Path(quality_pkg.__file__).parent.glob("*.py"))
-    return hashlib.sha256(b"".join(f.read_bytes() for f in files)).hexdigest()[:12]
+    return code_digest(files)
 
 
 @cache
@@ -93,7 +93,7 @@ def quality_key(config, engine_version: str, model_digest: str,
                "engine_version": engine_version, "model": model_digest,
                "prompts": pool_prefix(min(prompts, len(PROMPT_POOL))), "tokens": DEFAULT_TOKENS,
                "top_k": DEFAULT_TOP_K, "code": scoring_digest(), "machine": machine_numerics()}
-    return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:12]
+    return content_key(payload)
 
 
 def quality_cache() -> Path:
@@ -224,7 +224,7 @@ def verdict_key(reference_path: Path, key: str, incumbent_key: str | None,
     incumbent it is paired against, the tolerance and the prompt budget."""
     payload = {"reference": reference_path.stem, "candidate": key, "incumbent": incumbent_key,
                "tolerance": settings.tolerance, "budget": settings.budget}
-    return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:12]
+    return content_key(payload)
 
 
 def _recalled_verdict(out: Path, origin: VerdictOrigin | None) -> QualityVerdict | None:

@@ -11,11 +11,24 @@ import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from infopt.specs.endpoint import StreamCounting
-from infopt.specs.serving import EngineName, KnobValue
+from infopt.specs.serving import AnyServingConfig, EngineName, KnobValue
 from infopt.specs.trial import TuningDimension
+
+if TYPE_CHECKING:  # annotations only: helm and layout import this module
+    from infopt.costmodel.allocation import EngineKnobs, KvBudget
+    from infopt.engines.helm import HelmChart
+    from infopt.engines.kernel_log import KernelLog
+    from infopt.engines.ladder import DimensionRule
+    from infopt.engines.layout import LayoutKnobs
+    from infopt.specs.contract import ContractRemedy
+    from infopt.specs.endpoint import TokenScoring
+    from infopt.specs.fit import KvObservation
+
+# The serving configuration type an adapter starts (LlamaCppConfig for llama.cpp, ...).
+C = TypeVar("C", bound=AnyServingConfig)
 
 # Running-request caps tried below the target: powers of two, then the target itself.
 _CAP_STEPS = (1, 2, 4, 8, 16, 32, 64, 128, 256)
@@ -45,8 +58,7 @@ def version_report(argv: list[str], *, engine: str, env_var: str,
     """(exit status, stdout + stderr) of the engine's own version report. A program that hangs,
     cannot run, or exits printing nothing is not the engine: an error naming the executable
     and what it did, instead of a traceback, or an "unknown" version that fails minutes later."""
-    fix = (f"point ${env_var} at {engine}, or unset it to use the one "
-           "`make engines` built")
+    fix = version_fix(engine, env_var)
     try:  # its own process group: a hung program's children are ended with it
         proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                 stdin=subprocess.DEVNULL, start_new_session=True)
@@ -67,6 +79,11 @@ def version_report(argv: list[str], *, engine: str, env_var: str,
             f"`{shlex.join(argv)}` exited with status {proc.returncode} and printed nothing: "
             f"{argv[0]} is not {engine}; {fix}")
     return proc.returncode, text
+
+
+def version_fix(engine: str, env_var: str) -> str:
+    """What to do about an executable that is not the engine."""
+    return f"point ${env_var} at {engine}, or unset it to use the one `make engines` built"
 
 
 def probe_error(env_var: str) -> type:
@@ -117,7 +134,7 @@ class MemoryShape:
     kv_dtype: str
     context_tokens: int  # per sequence
     max_sequences: int  # sequences the engine runs at once (slots, max_num_seqs)
-    knobs: Any  # infopt.costmodel.allocation.EngineKnobs
+    knobs: EngineKnobs
     tensor_parallel: int = 1  # ranks sharing the KV heads (FitRequest.tp)
     pipeline_parallel: int = 1  # ranks sharing the layers (FitRequest.pp)
 
@@ -154,34 +171,34 @@ class CpuKernelRequirement:
 
 
 @dataclass(frozen=True)
-class EngineAdapter:
+class EngineAdapter(Generic[C]):
     name: EngineName
     concurrency_knob: str  # config field capping concurrent requests (its batching dimension)
     concurrency_knob_why: str
     display_name: str
-    config_type: type
+    config_type: type[C]
     # Where the engine comes from on this machine: returns the executable (or interpreter) path,
     # raising EngineUnavailableError with what to do when it is missing.
     locate: Callable[[], str]
     # (config, executable, port) -> Launch. Pure: no I/O.
-    build_launch: Callable[[Any, str, int], Launch]
+    build_launch: Callable[[C, str, int], Launch]
     # executable -> version string (runs the engine's own version report).
     detect_version: Callable[[str], str]
     health_path: str
     # Request-body fields that force exactly n output tokens on this engine's OpenAI routes.
     forced_length_fields: Callable[[int], dict[str, Any]]
     # Seconds to wait for readiness given the weights' size in bytes (bigger models load longer).
-    readiness_timeout_s: Callable[[int, Any], float]
+    readiness_timeout_s: Callable[[int, C], float]
     metric_prefix: str  # Prometheus metric namespace on /metrics
     # Startup log text -> what the engine says it allocated for KV (None if not logged).
-    kv_from_log: Callable[[str], Any]
+    kv_from_log: Callable[[str], KvObservation | None]
     # (config, target concurrency, device is CPU, model's native context) -> MemoryShape.
     memory_shape: Callable[..., MemoryShape]
     # The control: the engine's out-of-the-box defaults (what `llama-server -m MODEL` or
     # `vllm serve MODEL` runs), every gain is stated against it. The baseline: the
     # specification's simplest correct configuration at the full native context.
-    control_config: Callable[[ServingTarget], Any]
-    baseline_config: Callable[[ServingTarget], Any]
+    control_config: Callable[[ServingTarget], C]
+    baseline_config: Callable[[ServingTarget], C]
     doc_url: str  # the CLI reference the flags were checked against
     # Container rendering: the engine's published image (pin a tag/digest before production)
     # and its executable inside that image. None: the engine does not run in a Linux container.
@@ -206,11 +223,11 @@ class EngineAdapter:
     # How it turns device memory into a KV budget: (model, memory bytes, weights bytes per
     # device, tp, device name, EngineKnobs) -> costmodel.allocation.KvBudget; the CPU backend's
     # own rule where it has one. Handed to the fit as data (FitRequest.kv.allocate).
-    kv_allocator: Callable[..., Any] | None = None
-    kv_allocator_cpu: Callable[..., Any] | None = None
+    kv_allocator: Callable[..., KvBudget] | None = None
+    kv_allocator_cpu: Callable[..., KvBudget] | None = None
     # Exact teacher forcing for the quality gate (infopt.engines.scoring). None: the gate
     # cannot score this engine's tokens and says so.
-    token_scoring: Any = None  # specs.endpoint.TokenScoring
+    token_scoring: TokenScoring | None = None
     # (GET path, JSON key) that only this engine's server answers with: tells a bare URL's
     # engine apart (infopt.engines.identify_engine). None: not identifiable this way.
     identity_probe: tuple[str, str] | None = None
@@ -247,25 +264,25 @@ class EngineAdapter:
     api_surface_knobs: tuple[str, ...] | None = None
     # What gives a configuration contract features its defaults lack (specs.contract
     # ContractRemedy): named in the report when the baseline fails one.
-    contract_remedies: tuple[Any, ...] = ()
+    contract_remedies: tuple[ContractRemedy, ...] = ()
     # Where its issues are filed: issue-first troubleshooting searches these, in this order.
     upstream_repos: tuple[str, ...] = ()
     # Knob values that need particular CPU instructions when the engine runs on a CPU.
     cpu_kernel_requirements: tuple[CpuKernelRequirement, ...] = ()
     # The tuning ladder's rules, one per dimension it can change (infopt.engines.ladder);
     # empty: only its running-request cap is tuned.
-    ladder: tuple[Any, ...] = ()
+    ladder: tuple[DimensionRule, ...] = ()
     # The checkpoint formats it serves (specs.model.ModelFormat values): routing skips an
     # engine for a checkpoint it cannot load, and picks the comparator's format by it.
     model_formats: tuple[str, ...] = ("hf",)
     # How it spells TP / PP / DP / EP (infopt.engines.layout.LayoutKnobs); None: it has no
     # multi-GPU layout of that kind (the matrix says so).
-    layout_knobs: Any = None
+    layout_knobs: LayoutKnobs | None = None
     # Its startup log's kernel-selection lines (infopt.engines.kernel_log.KernelLog); None:
     # infopt does not know them yet (the report says so).
-    kernel_log: Any = None
+    kernel_log: KernelLog | None = None
     # Its own Helm chart (infopt.engines.helm.HelmChart); None: it has none infopt knows.
-    helm_chart: Any = None
+    helm_chart: HelmChart | None = None
 
     def scheduling_dimension(self, target_concurrency: int) -> TuningDimension:
         """Scheduling/batching, the first dimension on a fixed checkpoint: the running-request
@@ -277,7 +294,8 @@ class EngineAdapter:
                                why=self.concurrency_knob_why)
 
 
-def launch_for(adapter: EngineAdapter, config: Any, executable: str, port: int) -> Launch:
+def launch_for(adapter: EngineAdapter[Any], config: AnyServingConfig, executable: str,
+               port: int) -> Launch:
     """The adapter's launch of `config`, with the configuration's own environment (a remedy's
     variables) on top of what the adapter sets: every start and every rendering goes through
     here, so what ran is what is printed and deployed."""

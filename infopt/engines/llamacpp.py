@@ -27,6 +27,7 @@ from infopt.engines.base import (
     StreamCounting,
     locate_executable,
     probe_error,
+    version_fix,
     version_report,
 )
 from infopt.engines.kernel_log import KernelLog
@@ -126,14 +127,14 @@ def parse_version(text: str) -> str:
 
 @cache
 def detect_version(executable: str) -> str:
-    _, text = version_report([executable, "--version"], engine="llama.cpp's llama-server",
-                             env_var=ENV_OVERRIDE, timeout_s=30)
+    engine = "llama.cpp's llama-server"
+    _, text = version_report([executable, "--version"], engine=engine, env_var=ENV_OVERRIDE,
+                             timeout_s=30)
     if (version := parse_version(text)) == "unknown":  # every llama-server prints a version line
         first = text.strip().splitlines()[0][:80]
         raise probe_error(ENV_OVERRIDE)(
             f"`{executable} --version` printed no 'version:' line (its first line: {first!r}): "
-            f"it is not llama.cpp's llama-server; point ${ENV_OVERRIDE} at one, or unset it to "
-            "use the one `make engines` built")
+            f"it is not {engine}; {version_fix(engine, ENV_OVERRIDE)}")
     return version
 
 

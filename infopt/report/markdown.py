@@ -3,6 +3,8 @@ bytes become GiB; every number says whether it was measured or read, and from wh
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from infopt.analysis.stats import MIN_SAMPLES_FOR_P95, MIN_SAMPLES_FOR_P99
 from infopt.report.approvals_text import approvals_lines, binding_lines
 from infopt.report.kernel_text import kernel_lines
@@ -332,10 +334,10 @@ def _plot_lines(r: OptimizationReport) -> list[str]:
     return lines
 
 
-def render_markdown(r: OptimizationReport) -> str:
-    h, w = r.hardware.host, r.workload
+def _header_lines(r: OptimizationReport) -> list[str]:
+    w = r.workload
     winner = next(t for t in r.trials if t.trial_id == r.winner_trial_id)
-    lines = [
+    return [
         f"# infopt optimization report — run `{r.run_id}`",
         "",
         f"Created {r.created_at}. Engine **{r.engine} {r.engine_version}**. "
@@ -361,9 +363,14 @@ def render_markdown(r: OptimizationReport) -> str:
         f"`{w.target_scenario}`).",
         "",
     ]
-    lines += ladder_lines(r, OBJECTIVE_UNIT[w.objective])
-    lines += _plot_lines(r)
-    lines += [
+
+
+def _ladder_section(r: OptimizationReport) -> list[str]:
+    return ladder_lines(r, OBJECTIVE_UNIT[r.workload.objective])
+
+
+def _trial_lines(r: OptimizationReport) -> list[str]:
+    lines = [
         "## Trials (measured)",
         "",
         "TTFT and ITL as p50 / p95 in ms (* = fewer than 20 samples: p95 is indicative only). "
@@ -382,17 +389,24 @@ def render_markdown(r: OptimizationReport) -> str:
                          f"failed: {t.failed} |")
             continue
         lines += [_level_row(t, s.name, s.level) for s in t.benchmark.scenarios]
-    lines += _slo_lines(r)
-    lines += _scenario_lines(r)
-    lines += _troubleshooting_lines(r)
-    lines += _ceiling_lines(r)
-    lines += ["", *kernel_lines(r.kernel_path)]
-    lines += ["", "### Exact command of each trial", ""]
+    return lines
+
+
+def _kernel_section(r: OptimizationReport) -> list[str]:
+    return ["", *kernel_lines(r.kernel_path)]
+
+
+def _command_lines(r: OptimizationReport) -> list[str]:
+    lines = ["", "### Exact command of each trial", ""]
     for t in r.trials:
         cmd = t.engine.command if t.engine else "(did not start)"
         lines += [f"- `{t.trial_id}` (startup {t.engine.startup_s:.1f} s):" if t.engine
                   else f"- `{t.trial_id}`:", f"  `{cmd}`"]
-    lines += [
+    return lines
+
+
+def _contract_lines(r: OptimizationReport) -> list[str]:
+    return [
         "",
         "## API contract (measured)",
         "",
@@ -410,6 +424,12 @@ def render_markdown(r: OptimizationReport) -> str:
         *_contract_gap_lines(r),
         *_quality_lines(r),
         "",
+    ]
+
+
+def _target_lines(r: OptimizationReport) -> list[str]:
+    h = r.hardware.host
+    return [
         "",
         "## Target",
         "",
@@ -420,24 +440,39 @@ def render_markdown(r: OptimizationReport) -> str:
         f"- GPUs: {len(r.hardware.gpus)} — {r.hardware.gpu_probe}.",
         _bandwidth_line(r),
         _model_line(r),
-        f"- Workload {describe_workload(w)} Metric definitions (TTFT, ITL, TPOT, E2E, "
+        f"- Workload {describe_workload(r.workload)} Metric definitions (TTFT, ITL, TPOT, E2E, "
         "goodput): docs/metrics.md.",
         "- Routing: " + "; ".join(r.routing),
         "",
     ]
-    lines += reproduce_lines(r.reproduce)
-    if r.winner_deployment:
-        d = r.winner_deployment
-        lines += ["## Deploy the winner elsewhere (rendered, not run)", "",
-                  f"Container (`{d.image}`), port published on 127.0.0.1 only:", "", "```sh",
-                  d.container_command, "```", "", "Kubernetes (Deployment + ClusterIP Service):",
-                  "", "```yaml", d.kubernetes_yaml.rstrip(), "```", "",
-                  *([f"Helm values for `{d.helm_chart}`:", "", "```yaml",
-                     d.helm_values_yaml.rstrip(), "```", ""] if d.helm_values_yaml else []),
-                  *[f"- {n}" for n in d.notes], ""]
-    if r.shortlist:
-        lines += _shortlist_lines(r)
-    if r.notes:
-        lines += ["## Notes", "", *[f"- {n}" for n in r.notes], ""]
-    lines += provenance_lines(r.provenance)
-    return "\n".join(lines)
+
+
+def _deployment_lines(r: OptimizationReport) -> list[str]:
+    d = r.winner_deployment
+    if not d:
+        return []
+    return ["## Deploy the winner elsewhere (rendered, not run)", "",
+            f"Container (`{d.image}`), port published on 127.0.0.1 only:", "", "```sh",
+            d.container_command, "```", "", "Kubernetes (Deployment + ClusterIP Service):",
+            "", "```yaml", d.kubernetes_yaml.rstrip(), "```", "",
+            *([f"Helm values for `{d.helm_chart}`:", "", "```yaml",
+               d.helm_values_yaml.rstrip(), "```", ""] if d.helm_values_yaml else []),
+            *[f"- {n}" for n in d.notes], ""]
+
+
+def _notes_lines(r: OptimizationReport) -> list[str]:
+    return ["## Notes", "", *[f"- {n}" for n in r.notes], ""] if r.notes else []
+
+
+# The report, top to bottom: each section renders its own lines from the report (an empty list
+# when the run has nothing for it).
+SECTIONS: tuple[Callable[[OptimizationReport], list[str]], ...] = (
+    _header_lines, _ladder_section, _plot_lines, _trial_lines, _slo_lines, _scenario_lines,
+    _troubleshooting_lines, _ceiling_lines, _kernel_section, _command_lines, _contract_lines,
+    _target_lines, lambda r: reproduce_lines(r.reproduce), _deployment_lines,
+    lambda r: _shortlist_lines(r) if r.shortlist else [], _notes_lines,
+    lambda r: provenance_lines(r.provenance))
+
+
+def render_markdown(r: OptimizationReport) -> str:
+    return "\n".join(line for section in SECTIONS for line in section(r))

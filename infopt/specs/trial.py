@@ -5,12 +5,12 @@ measurement changes (configuration, workload, engine version, model file, seed, 
 
 from __future__ import annotations
 
-import hashlib
-import json
 from enum import StrEnum
 from typing import Literal
 
 from pydantic import Field
+
+from infopt.runs.keys import content_key
 
 from .approval import GateAnswer
 from .base import Spec
@@ -92,5 +92,4 @@ def trial_key(spec: TrialSpec, workload: Workload, engine_version: str,
                "repeat": spec.repeat, "contract": spec.with_contract, "gate": gate}
     if spec.incumbent is not None:  # the quality verdict is paired against it
         payload["incumbent"] = config_identity(spec.incumbent)
-    digest = hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:12]
-    return f"{spec.trial_id}-{digest}"
+    return f"{spec.trial_id}-{content_key(payload)}"

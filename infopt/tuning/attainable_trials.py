@@ -10,13 +10,14 @@ bandwidth and GEMM rate), and the published results are all GPUs.
 
 from __future__ import annotations
 
-import hashlib
 from pathlib import Path
 
 from infopt.costmodel.attainable import gpu_family, terms
 from infopt.costmodel.attainable_data import Case
+from infopt.runs.keys import content_key
 from infopt.specs.base import InputError
 from infopt.specs.results import OptimizationReport
+from infopt.specs.serving import config_identity
 from infopt.tuning.candidates import run_device
 from infopt.tuning.level_steps import level_steps, mean_lengths, theoretical_rows
 
@@ -37,8 +38,7 @@ def _report(path: Path) -> OptimizationReport:
 
 def _config_id(config) -> str:
     """The configuration a trial measured, the same for its repeats (held out together)."""
-    text = config.model_dump_json(exclude={"port"})
-    return hashlib.sha256(text.encode()).hexdigest()[:12]
+    return content_key(config_identity(config))
 
 
 def trial_cases(path: Path) -> tuple[list[Case], list[str]]:
