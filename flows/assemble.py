@@ -18,6 +18,7 @@ from infopt.contract.remedies import contract_gaps
 from infopt.contract.verify import PROBES as CONTRACT_PROBES
 from infopt.engines import adapter_for
 from infopt.engines.base import launch_for
+from infopt.engines.layout import deployed_gpus
 from infopt.engines.render import render_deployment
 from infopt.specs.approval import ExposureOutcome, GateAnswer
 from infopt.specs.contract import ContractOutcome
@@ -136,10 +137,10 @@ def assemble_report(run_id: str, run_dir: Path, request: OptimizeRequest, worklo
         winner_command=winner.engine.command, control_config=tuned.control,
         control_command=_control_command(tuned.run.trials, tuned),
         baseline_config=tuned.baseline, gain_vs_control=finish.gain,
-        winner_deployment=render_deployment(winner.config, port=8000, gpus=len(hw.gpus),
-                                            cpus=hw.host.usable_cpus,
-                                            model_bytes=tuned.model.file_bytes,
-                                            name=f"infopt-{run_id}".lower()),
+        winner_deployment=render_deployment(
+            winner.config, port=8000, gpus=deployed_gpus(winner.config, hw),
+            cpus=hw.host.usable_cpus, model_bytes=tuned.model.file_bytes,
+            name=f"infopt-{run_id}".lower()),
         scenarios=decision.scenarios, tasks=decision.tasks, kernel_path=finish.kernels,
         reproduce=reproduction(run_dir, workload, winner, chosen_inc.trials, tuned.run.trials),
         winner_weights=weights_identity(winner.config.model_path, request.model.hub_id,

@@ -24,6 +24,7 @@ from infopt.contract.remedies import contract_gaps
 from infopt.engines import adapter_for
 from infopt.engines.ladder import WeightVariant
 from infopt.model.digest import model_digest
+from infopt.model.profile import weights_profile
 from infopt.runs.rundir import atomic_write, trial_dir
 from infopt.specs.approval import GateAnswer
 from infopt.specs.base import EngineStartError, InfoptError
@@ -89,18 +90,15 @@ def served_name(model: ModelProfile) -> str:
 
 
 def weights_bytes(model: ModelProfile, config) -> int:
-    """The size of the weights `config` serves: its own file when it changes the weights (a
-    variant, a downloaded checkpoint), else the profiled model's."""
-    path = Path(config.model_path)
-    return path.stat().st_size if config.model_path != model.path and path.is_file() \
-        else model.file_bytes
+    """The size of the weights `config` serves: its own file or checkpoint folder when it
+    changes the weights (a variant, a downloaded checkpoint), else the profiled model's."""
+    return weights_profile(model, config.model_path).file_bytes
 
 
 def fit_of(model: ModelProfile, hw: HardwareInventory, config, target_concurrency: int):
-    """The fit of `config`, with its own weight file's size when it changes the weights."""
-    if config.model_path != model.path:
-        model = model.model_copy(update={"file_bytes": weights_bytes(model, config)})
-    return fit_candidates(model, hw, [config], target_concurrency)[0]
+    """The fit of `config`, with its own weights' size and quantization when it changes them."""
+    return fit_candidates(weights_profile(model, config.model_path), hw, [config],
+                          target_concurrency)[0]
 
 
 def tune_engine(request: OptimizeRequest, engine: EngineName, model: ModelProfile,

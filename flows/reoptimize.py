@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 
 from prefect import flow, get_run_logger
 from prefect.artifacts import create_markdown_artifact
@@ -126,7 +126,8 @@ def reoptimize(request: ReoptimizeRequest | None = None, runs_dir: str | None = 
         summary="", notes=m.notes)
     result = result.model_copy(update={"summary": summary(result, request)})
     if result.outcome == "regression" and request.retune:
-        result = _retune(result, stored_request, root, request)
+        result = _retune(result, stored_request, root, request,
+                         lambda: _executable(adapter, _build(request, stored.engine)))
     _write(result, run_dir, request)
     log.info("reoptimize %s: %s", run_id, result.summary)
     if result.outcome == "regression":
@@ -142,13 +143,15 @@ def _write(result: ReoptimizeReport, run_dir, request: ReoptimizeRequest) -> Non
                              description=f"re-optimization {result.run_id}: {result.outcome}")
 
 
-def _retune(result: ReoptimizeReport, stored_request, root, request: ReoptimizeRequest
-            ) -> ReoptimizeReport:
-    """Run the optimizer again with the accepted request; its winner is promoted (becomes the
-    accepted run) only through the promote gate."""
+def _retune(result: ReoptimizeReport, stored_request, root, request: ReoptimizeRequest,
+            on_build: Callable[[], AbstractContextManager]) -> ReoptimizeReport:
+    """Run the optimizer again with the accepted request, on the build that regressed (inside
+    `on_build()`: the request's executable or EngineRuntime block, as for the re-measurement);
+    its winner is promoted (becomes the accepted run) only through the promote gate."""
     from flows.optimize import optimize  # the whole loop: imported only when a re-tune runs
 
-    retuned = optimize(request=stored_request, runs_dir=str(root))
+    with on_build():
+        retuned = optimize(request=stored_request, runs_dir=str(root))
     return promote(result, retuned, root, request)
 
 

@@ -20,6 +20,7 @@ from infopt.analysis.records import ErrorKind
 from infopt.contract.openai_chat import BASE_REQUIRED
 from infopt.contract.verify import FEATURES, required_for
 from infopt.engines import process
+from infopt.model.profile import weights_profile
 from infopt.runs.rundir import load_trial, trial_dir, write_trial
 from infopt.specs.base import InfoptError, InputError
 from infopt.specs.fit import MemoryFit
@@ -180,7 +181,8 @@ def run_trial(spec: TrialSpec, key: str, fit: MemoryFit | None, ctx: TrialContex
                   changes=spec.changes, approvals=spec.approvals)
     checks, verdict, bench, error, rejected = [], None, None, None, None
     try:
-        with engine_session(spec.config, log, ctx.model.file_bytes,
+        weights = weights_profile(ctx.model, spec.config.model_path)
+        with engine_session(spec.config, log, weights.file_bytes,
                             troubleshoot=troubleshooting(ctx)) as started:
             running, config = started.running, started.config
             try:
@@ -222,7 +224,7 @@ def run_trial(spec: TrialSpec, key: str, fit: MemoryFit | None, ctx: TrialContex
                       failed=f"{why}; root error: {d.root_error[:200] or 'none in the log'}; "
                              f"last log lines: {last[-300:]}")
     else:
-        ceilings = label_ceilings(ctx.model, ctx.hw, config, bench, mean_context(bench))
+        ceilings = label_ceilings(weights, ctx.hw, config, bench, mean_context(bench))
         if bench.validation_passed is False:  # measured, but the records failed their checks
             trial = Trial(**common, objective_value=None, ceilings=ceilings,
                           failed="record validation: " + "; ".join(

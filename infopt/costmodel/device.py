@@ -1,11 +1,13 @@
-"""DeviceBudget from a catalog GPU (vendor peaks: the theoretical envelope) or from this host
-(measured bandwidth and GEMM rate: the calibrated envelope; no sourced vendor peak for an
+"""DeviceBudget from a catalog GPU (vendor peaks: the theoretical envelope), from what NVML
+reports of a GPU the catalog lacks (its memory and bus bandwidth; no compute peak), or from this
+host (measured bandwidth and GEMM rate: the calibrated envelope; no sourced vendor peak for an
 arbitrary CPU, so its theoretical envelope is reported unavailable, never guessed)."""
 
 from __future__ import annotations
 
+from infopt.specs.base import InputError
 from infopt.specs.fit import DeviceBudget
-from infopt.specs.gpu import GpuSpec
+from infopt.specs.gpu import GpuProbe, GpuSpec
 from infopt.specs.hardware import HardwareInventory
 
 
@@ -40,3 +42,25 @@ def device_from_host(hw: HardwareInventory) -> DeviceBudget:
         cpu_isa_features=hw.engine_cpu_isa,
         source="host: measured memory-copy bandwidth and fp32 GEMM rate (numpy); no vendor "
                "peak for this CPU, so no theoretical envelope")
+
+
+def device_from_probe(g: GpuProbe) -> DeviceBudget:
+    """A GPU infopt's catalog does not list, sized from what NVML reports of it: its memory
+    (what the engines size against), and as bandwidth the bus width x the maximum memory clock
+    x 2 when NVML gave both. No compute peak: NVML reports no per-SM rate, so the compute
+    ceiling is unavailable rather than guessed. Without its memory it cannot be sized at all."""
+    if not g.memory_total_bytes:
+        raise InputError(
+            f"GPU {g.index} '{g.name}' is not in infopt's sourced GPU table and NVML reported "
+            "no memory size for it, so no configuration can be sized for it: add its row "
+            "(memory, bandwidth and dense rates with their source) to the GPU table "
+            "(infopt/hardware/gpu_catalog.csv), or run where NVML reports its memory.")
+    bw = g.theoretical_bandwidth_bytes_per_s
+    return DeviceBudget(
+        name=f"{g.name} (not in infopt's GPU table)", memory_bytes=g.memory_total_bytes,
+        bandwidth_bytes_per_s=bw, dense_flops_per_s={},
+        compute_capability=g.compute_capability,
+        source="NVML as this machine reports it: memory"
+               + (" and bus bandwidth (bus width x max memory clock x 2)" if bw else "")
+               + "; no compute peak (the GPU is not in infopt's sourced table; add its row to "
+                 "get one)")

@@ -42,6 +42,40 @@ class LayoutKnobs:
         return out
 
 
+    def changes_from(self, config: Any, layout: Layout) -> dict[str, Any] | str:
+        """`changes(layout)` for an incumbent `config`: an axis the layout leaves at 1 that
+        `config` sets is reset to the engine's default (None), so the candidate runs `layout`
+        and not its product with the incumbent's (TP1_PP8 from a TP=4 incumbent is 8 GPUs, not
+        32)."""
+        out = self.changes(layout)
+        if isinstance(out, str):
+            return out
+        for field in (self.tp, self.pp, self.dp, self.ep):
+            if field is not None and field not in out and \
+                    getattr(config, field, None) not in (None, 1, False):
+                out[field] = None
+        return out
+
+
+def layout_gpus(config: Any) -> int:
+    """The GPUs one server of `config` occupies: its TP x PP x DP ranks (1 when it sets none;
+    an engine without layout knobs runs on one)."""
+    from infopt.engines import adapter_for
+
+    knobs = adapter_for(config.engine).layout_knobs
+    n = 1
+    for field in (knobs.tp, knobs.pp, knobs.dp) if knobs else ():
+        if field is not None:
+            n *= getattr(config, field, None) or 1
+    return n
+
+
+def deployed_gpus(config: Any, hw: HardwareInventory) -> int:
+    """The GPUs a rendered deployment of `config` requests: its layout's on a GPU host (not
+    every GPU the host has), none on a CPU host."""
+    return layout_gpus(config) if hw.gpus else 0
+
+
 def layout_command(engine: str, target: ServingTarget, changes: dict[str, Any]) -> str:
     """The engine's baseline for `target` with `changes`, as the command its image runs."""
     from infopt.engines import adapter_for

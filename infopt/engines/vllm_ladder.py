@@ -82,7 +82,7 @@ def parallel_layout(cfg: VllmConfig, f: LadderFacts) -> list[LadderCandidate] | 
         return "one device: no tensor/pipeline/data/expert-parallel layout to compare"
     out = []
     for layout, why in f.layouts:
-        changes = LAYOUT.changes(layout)
+        changes = LAYOUT.changes_from(cfg, layout)
         if isinstance(changes, str) or not changes or all(
                 getattr(cfg, k) == v for k, v in changes.items()):
             continue  # the TP=1 control, or the incumbent's own layout

@@ -5,7 +5,7 @@ fraction of the ceiling each measured level reached."""
 from __future__ import annotations
 
 from infopt.costmodel.attainable import estimate
-from infopt.costmodel.device import device_from_catalog, device_from_host
+from infopt.costmodel.device import device_from_catalog, device_from_host, device_from_probe
 from infopt.costmodel.fit import FitRequest, plan_fit
 from infopt.costmodel.roofline import ceiling_ratio, decode_row, prefill_row
 from infopt.costmodel.weights import path_from_quantization
@@ -21,13 +21,13 @@ from infopt.tuning.level_steps import LevelStep, level_steps, mean_lengths
 
 
 def run_device(hw: HardwareInventory) -> tuple[DeviceBudget, bool]:
-    """The device the flow's engines run on: the first GPU's catalog row, else this host."""
-    if hw.gpus:
-        g = hw.gpus[0]
-        spec = match_gpu(g.name, g.memory_total_bytes)
-        if spec is not None:
-            return device_from_catalog(spec), False
-    return device_from_host(hw), not hw.gpus
+    """The device the flow's engines run on: the first GPU (its catalog row, or what NVML
+    reports of a GPU the catalog lacks: never the host's RAM and bandwidth), else this host."""
+    if not hw.gpus:
+        return device_from_host(hw), True
+    g = hw.gpus[0]
+    spec = match_gpu(g.name, g.memory_total_bytes)
+    return (device_from_catalog(spec) if spec is not None else device_from_probe(g)), False
 
 
 def fit_config(model: ModelProfile, hw: HardwareInventory, config: Config,
@@ -37,7 +37,9 @@ def fit_config(model: ModelProfile, hw: HardwareInventory, config: Config,
                                                     model.native_context_tokens)
     return plan_fit(FitRequest(
         model=model.inspection, device=device,
-        gpu_count=max(1, len(hw.gpus), shape.tensor_parallel * shape.pipeline_parallel),
+        # The host's GPUs: a layout needing more is refused by the fit (FitRequest checks tp x
+        # pp against it), not sized as if they existed. A CPU host's ranks are its sockets.
+        gpu_count=len(hw.gpus) or max(1, shape.tensor_parallel * shape.pipeline_parallel),
         engine=str(config.engine), context_tokens=shape.context_tokens,
         concurrency=shape.max_sequences, kv_dtype=shape.kv_dtype,
         weight_path=path_from_quantization(model.inspection.quantization,

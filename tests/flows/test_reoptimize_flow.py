@@ -217,6 +217,44 @@ def test_a_planted_regression_is_flagged_and_confirmed(prefect_api, accepted, in
     assert process.live_pids() == []
 
 
+def test_a_retune_runs_on_the_build_that_regressed(prefect_api, accepted, index, tmp_path,
+                                                   monkeypatch):
+    """request.retune after a confirmed regression: the optimizer runs again on the build the
+    request named (its executable), as the re-measurement did, not on the one `make engines`
+    installed. The rounds and the optimizer are stand-ins here (the verdict and the optimizer
+    are the other tests'): this asserts which build the re-tune was given."""
+    import os
+
+    from flows import optimize as optimize_flow
+    from flows import reoptimize as reopt
+    from infopt.specs.reoptimize import RegressionCheck, ReoptimizeRound
+    from tests.paced_build import write_build
+
+    stored, root = accepted
+    adapter = adapter_for("llamacpp")
+    upgraded = write_build(tmp_path, "upgraded", adapter.locate(), ttft_s=0.0, itl_s=0.0)
+    seen = []
+
+    def optimizer(request, runs_dir):
+        seen.append(os.environ.get(adapter.executable_env))
+        return stored
+
+    flagged = RegressionCheck(label=stored.winner_label, stored=[1.0], fresh=[0.3], ratio=0.3,
+                              ratio_low=0.2, ratio_high=0.4, relative_sd=0.01, dof=3,
+                              verdict="regression", rule="planted")
+    monkeypatch.setattr(optimize_flow, "optimize", optimizer)
+    monkeypatch.setattr(reopt, "rounds",
+                        lambda m, req: [ReoptimizeRound(round=1, checks=[flagged])])
+    before = os.environ.get(adapter.executable_env)
+    state, rep = _run(root, index_url=index.url, executable=upgraded, retune=True,
+                      confirm_rounds=1, approval_timeout_s=1)
+    assert state.is_failed() and rep.outcome == "regression"
+    assert seen == [upgraded]  # the re-tune's engine was the upgraded build
+    assert os.environ.get(adapter.executable_env) == before  # and the override is undone
+    assert rep.retune_run == stored.run_id and rep.promoted is False  # unanswered gate
+    assert json.loads((root / "accepted.json").read_text())["run_id"] == stored.run_id
+
+
 def test_the_reoptimize_deployment_runs_on_a_process_worker(prefect_server, accepted, index):
     """`prefect deploy` of prefect.yaml's reoptimize, a run of it (what its schedule creates)
     picked up by a real process worker: the same build, so no engine starts."""

@@ -42,3 +42,21 @@ def test_slots_that_cannot_hold_full_context_are_pruned():
     # 4 slots need 64 GiB of KV on a 32 GiB host: pruned, with options that keep the context.
     assert not four.fits and four.gap_bytes > 30 * GIB
     assert any("q8_0" in a or "FP8" in a or "concurrency" in a for a in four.alternatives)
+
+
+def test_a_configuration_needing_more_gpus_than_the_host_has_is_refused_not_sized():
+    """tp x pp beyond the host's 8 GPUs is an error naming the count, not a fit sized as if
+    16 GPUs were there."""
+    import pytest
+
+    from infopt.specs.base import InputError
+    from infopt.specs.serving import VllmConfig
+    from tests.fake_nvml import recorded_inventory
+
+    hw = recorded_inventory("h100_sxm_8x")
+    m = _llama8b().model_copy(update={"path": "/m", "format": ModelFormat.HF,
+                                      "file_bytes": 16 * GIB})
+    tp8 = VllmConfig(model_path="/m", max_model_len=131_072, tensor_parallel_size=8)
+    assert fit_config(m, hw, tp8, 8).fits
+    with pytest.raises(InputError, match="needs that many GPUs; only 8 given"):
+        fit_config(m, hw, tp8.model_copy(update={"pipeline_parallel_size": 2}), 8)

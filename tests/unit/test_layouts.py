@@ -141,3 +141,49 @@ def test_vllms_ladder_takes_the_matrix_as_its_parallel_layout_step():
                                       "TP2_DP2"]
     assert out[3].changes == {"tensor_parallel_size": 2, "pipeline_parallel_size": 2}
     assert Layout(tp=2, dp=2).gpus == 4
+
+
+def test_a_layout_candidate_runs_its_own_layout_not_its_product_with_the_incumbents():
+    """From a TP=4 incumbent, TP1_PP4 resets the tensor-parallel size: 4 GPUs, not 16."""
+    from infopt.engines.base import ServingTarget
+    from infopt.specs.serving import with_knob
+
+    m = model("meta-llama__Llama-3.1-8B-Instruct")
+    f = LadderFacts(target_concurrency=8, usable_cpus=32, physical_cores=16, gpu_count=4,
+                    mean_prompt_tokens=512, mean_output_tokens=128, prefix_reuse=False,
+                    kv_read_share=0.1, layouts=tuple(candidate_layouts(m, 4)))
+    rule = lad.rules_for(adapter_for("vllm"))[Dimension.PARALLEL_LAYOUT]
+    base = adapter_for("vllm").baseline_config(ServingTarget(
+        model_path="/m", served_model_name="m", native_context_tokens=8192, usable_cpus=32))
+    tp4 = with_knob(base, "tensor_parallel_size", 4)
+    out = {c.label: c for c in lad.derive(rule, "vllm", tp4, f)}
+    assert "TP4" not in out  # the incumbent's own layout
+    assert out["TP1_PP4"].changes == {"tensor_parallel_size": None, "pipeline_parallel_size": 4}
+    assert out["TP2_DP2"].changes == {"tensor_parallel_size": 2, "data_parallel_size": 2}
+    for c in out.values():
+        cfg = tp4
+        for knob, value in c.changes.items():
+            cfg = with_knob(cfg, knob, value)
+        ranks = ((cfg.tensor_parallel_size or 1) * (cfg.pipeline_parallel_size or 1)
+                 * (cfg.data_parallel_size or 1))
+        assert ranks <= 4, (c.label, c.changes)
+
+
+
+def test_the_rendered_deployment_requests_the_winners_layout_not_every_host_gpu():
+    from infopt.engines.layout import deployed_gpus
+    from infopt.engines.render import render_deployment
+    from infopt.specs.serving import LlamaCppConfig, VllmConfig
+
+    hw = recorded("h100_sxm_8x")
+    tp2 = VllmConfig(model_path="/m", max_model_len=8192, tensor_parallel_size=2)
+    assert deployed_gpus(tp2, hw) == 2
+    assert deployed_gpus(tp2.model_copy(update={"pipeline_parallel_size": 2,
+                                               "data_parallel_size": 2}), hw) == 8
+    assert deployed_gpus(VllmConfig(model_path="/m", max_model_len=8192), hw) == 1
+    assert deployed_gpus(LlamaCppConfig(model_path="/m.gguf", ctx_per_slot_tokens=4096),
+                         hw) == 1  # no layout knobs
+    cpu = hw.model_copy(update={"gpus": []})
+    assert deployed_gpus(tp2, cpu) == 0
+    d = render_deployment(tp2, port=8000, gpus=deployed_gpus(tp2, hw), name="w")
+    assert "--gpus 2" in d.container_command and "nvidia.com/gpu: '2'" in d.kubernetes_yaml
