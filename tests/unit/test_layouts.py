@@ -126,25 +126,9 @@ def test_moe_on_pcie_4090s_ep_rows_and_engines_without_an_axis():
     assert "--ep_size 4" in trt["TP=4 EP=4"].command
 
 
-def test_vllms_ladder_takes_the_matrix_as_its_parallel_layout_step():
-    m = model("meta-llama__Llama-3.1-8B-Instruct")
-    f = LadderFacts(target_concurrency=8, usable_cpus=32, physical_cores=16, gpu_count=4,
-                    mean_prompt_tokens=512, mean_output_tokens=128, prefix_reuse=False,
-                    kv_read_share=0.1, layouts=tuple(candidate_layouts(m, 4)))
-    rule = lad.rules_for(adapter_for("vllm"))[Dimension.PARALLEL_LAYOUT]
-    from infopt.engines.base import ServingTarget
-
-    base = adapter_for("vllm").baseline_config(ServingTarget(
-        model_path="/m", served_model_name="m", native_context_tokens=8192, usable_cpus=32))
-    out = lad.derive(rule, "vllm", base, f)
-    assert [c.label for c in out] == ["TP2", "TP4", "TP1_PP4", "TP2_PP2", "TP1_DP4",
-                                      "TP2_DP2"]
-    assert out[3].changes == {"tensor_parallel_size": 2, "pipeline_parallel_size": 2}
-    assert Layout(tp=2, dp=2).gpus == 4
-
-
-def test_a_layout_candidate_runs_its_own_layout_not_its_product_with_the_incumbents():
-    """From a TP=4 incumbent, TP1_PP4 resets the tensor-parallel size: 4 GPUs, not 16."""
+def _vllm_layout_step(**incumbent):
+    """vLLM's parallel-layout candidates for Llama-3.1-8B on 4 GPUs, from its baseline with
+    `incumbent`'s knobs."""
     from infopt.engines.base import ServingTarget
     from infopt.specs.serving import with_knob
 
@@ -153,10 +137,27 @@ def test_a_layout_candidate_runs_its_own_layout_not_its_product_with_the_incumbe
                     mean_prompt_tokens=512, mean_output_tokens=128, prefix_reuse=False,
                     kv_read_share=0.1, layouts=tuple(candidate_layouts(m, 4)))
     rule = lad.rules_for(adapter_for("vllm"))[Dimension.PARALLEL_LAYOUT]
-    base = adapter_for("vllm").baseline_config(ServingTarget(
+    cfg = adapter_for("vllm").baseline_config(ServingTarget(
         model_path="/m", served_model_name="m", native_context_tokens=8192, usable_cpus=32))
-    tp4 = with_knob(base, "tensor_parallel_size", 4)
-    out = {c.label: c for c in lad.derive(rule, "vllm", tp4, f)}
+    for knob, value in incumbent.items():
+        cfg = with_knob(cfg, knob, value)
+    return cfg, lad.derive(rule, "vllm", cfg, f)
+
+
+def test_vllms_ladder_takes_the_matrix_as_its_parallel_layout_step():
+    _, out = _vllm_layout_step()
+    assert [c.label for c in out] == ["TP2", "TP4", "TP1_PP4", "TP2_PP2", "TP1_DP4",
+                                      "TP2_DP2"]
+    assert out[3].changes == {"tensor_parallel_size": 2, "pipeline_parallel_size": 2}
+    assert Layout(tp=2, dp=2).gpus == 4
+
+
+def test_a_layout_candidate_runs_its_own_layout_not_its_product_with_the_incumbents():
+    """From a TP=4 incumbent, TP1_PP4 resets the tensor-parallel size: 4 GPUs, not 16."""
+    from infopt.specs.serving import with_knob
+
+    tp4, derived = _vllm_layout_step(tensor_parallel_size=4)
+    out = {c.label: c for c in derived}
     assert "TP4" not in out  # the incumbent's own layout
     assert out["TP1_PP4"].changes == {"tensor_parallel_size": None, "pipeline_parallel_size": 4}
     assert out["TP2_DP2"].changes == {"tensor_parallel_size": 2, "data_parallel_size": 2}
