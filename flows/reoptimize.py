@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager, contextmanager
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from prefect import flow, get_run_logger
 from prefect.artifacts import create_markdown_artifact
@@ -101,7 +101,8 @@ def reoptimize(request: ReoptimizeRequest | None = None, runs_dir: str | None = 
         restore_run(request.results_store, root / base_id)
     stored, stored_request = load_optimization(root / base_id)
     adapter = adapter_for(stored.engine)
-    with _executable(adapter, _build(request, stored.engine)):
+    build = _build(request, stored.engine)  # None: the installed one
+    with _executable(adapter, build):
         exe = adapter.locate()
         installed = adapter.detect_version(exe)
         release = check_release(adapter, exe, request.index_url)
@@ -126,8 +127,8 @@ def reoptimize(request: ReoptimizeRequest | None = None, runs_dir: str | None = 
         summary="", notes=m.notes)
     result = result.model_copy(update={"summary": summary(result, request)})
     if result.outcome == "regression" and request.retune:
-        result = _retune(result, stored_request, root, request,
-                         lambda: _executable(adapter, _build(request, stored.engine)))
+        with _executable(adapter, build):  # the re-tune runs on the build that regressed
+            result = _retune(result, stored_request, root, request)
     _write(result, run_dir, request)
     log.info("reoptimize %s: %s", run_id, result.summary)
     if result.outcome == "regression":
@@ -143,15 +144,13 @@ def _write(result: ReoptimizeReport, run_dir, request: ReoptimizeRequest) -> Non
                              description=f"re-optimization {result.run_id}: {result.outcome}")
 
 
-def _retune(result: ReoptimizeReport, stored_request, root, request: ReoptimizeRequest,
-            on_build: Callable[[], AbstractContextManager]) -> ReoptimizeReport:
-    """Run the optimizer again with the accepted request, on the build that regressed (inside
-    `on_build()`: the request's executable or EngineRuntime block, as for the re-measurement);
-    its winner is promoted (becomes the accepted run) only through the promote gate."""
+def _retune(result: ReoptimizeReport, stored_request, root, request: ReoptimizeRequest
+            ) -> ReoptimizeReport:
+    """Run the optimizer again with the accepted request; its winner is promoted (becomes the
+    accepted run) only through the promote gate."""
     from flows.optimize import optimize  # the whole loop: imported only when a re-tune runs
 
-    with on_build():
-        retuned = optimize(request=stored_request, runs_dir=str(root))
+    retuned = optimize(request=stored_request, runs_dir=str(root))
     return promote(result, retuned, root, request)
 
 

@@ -41,7 +41,6 @@ class LayoutKnobs:
             out[self.ep] = True if self.ep_is_flag else layout.tp * layout.dp
         return out
 
-
     def changes_from(self, config: Any, layout: Layout) -> dict[str, Any] | str:
         """`changes(layout)` for an incumbent `config`: an axis the layout leaves at 1 that
         `config` sets is reset to the engine's default (None), so the candidate runs `layout`

@@ -14,12 +14,11 @@ from pathlib import Path
 
 from infopt.costmodel.attainable import gpu_family, terms
 from infopt.costmodel.attainable_data import Case
-from infopt.runs.keys import content_key
 from infopt.specs.base import InputError
 from infopt.specs.results import OptimizationReport
-from infopt.specs.serving import config_identity
 from infopt.tuning.candidates import run_device
 from infopt.tuning.level_steps import level_steps, mean_lengths, theoretical_rows
+from infopt.tuning.remeasure import config_id  # repeats are held out together
 
 
 def _report(path: Path) -> OptimizationReport:
@@ -34,11 +33,6 @@ def _report(path: Path) -> OptimizationReport:
     except ValidationError as exc:
         raise InputError(f"--runs {path}: {file} is not an infopt report.json "
                          f"({exc.errors()[0]['msg']}).") from None
-
-
-def _config_id(config) -> str:
-    """The configuration a trial measured, the same for its repeats (held out together)."""
-    return content_key(config_identity(config))
 
 
 def trial_cases(path: Path) -> tuple[list[Case], list[str]]:
@@ -66,7 +60,7 @@ def trial_cases(path: Path) -> tuple[list[Case], list[str]]:
                 continue
             cases.append(Case(
                 f"run {r.run_id} trial {t.trial_id} c{step.concurrency}",
-                (str(t.config.engine), family), f"run {r.run_id}|{_config_id(t.config)}",
+                (str(t.config.engine), family), f"run {r.run_id}|{config_id(t.config)}",
                 step.batch, terms(decode, m, step.tp, prefill.t_compute_s if prefill else 0.0,
                                   output or None),
                 step.measured_step_s, decode.tokens_per_s))

@@ -8,11 +8,11 @@ candidate, and an incumbent re-measured beside a candidate, are one group."""
 
 from __future__ import annotations
 
-import json
 import statistics
 from dataclasses import dataclass
 from typing import Any
 
+from infopt.runs.keys import content_key
 from infopt.specs.results import OptimizationReport, Trial
 from infopt.specs.serving import config_identity
 from infopt.tuning.control import higher_is_better
@@ -29,7 +29,8 @@ class Pick:
 
 
 def config_id(config: Any) -> str:
-    return json.dumps(config_identity(config), sort_keys=True)
+    """The configuration a trial measured, the same for its repeats (where it listens aside)."""
+    return content_key(config_identity(config))
 
 
 def measured_groups(report: OptimizationReport) -> dict[str, list[Trial]]:
