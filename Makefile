@@ -48,8 +48,13 @@ lint: $(STAMP)
 	@$(PY) -m ruff check infopt flows tasks blocks bench tests
 	@$(PY) -m mypy infopt/specs infopt/tuning infopt/engines
 
+# Two pytest-xdist workers: most of the suite waits on engines, servers and paced streams
+# (about one core busy on average when run serially): two workers overlap those waits. Tests
+# that share a costly session fixture run on one worker (tests/conftest.py); TEST_WORKERS=0
+# runs everything in this process.
+TEST_WORKERS ?= 2
 test: lint engines lm-eval browser
-	@$(PY) -m pytest -q -ra --durations=25
+	@$(PY) -m pytest -q -ra --durations=25 -n $(TEST_WORKERS) --dist loadgroup
 
 # Benchmarks of infopt itself (speed goals are checked here, not by timed unit tests).
 # Results go to $INFOPT_BENCH_OUT (default /tmp/infopt-bench), never into the checkout.

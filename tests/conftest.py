@@ -7,9 +7,14 @@ import tempfile
 
 import pytest
 
-# Set before anything imports prefect (conftest is imported first).
+# Set before anything imports prefect (conftest is imported first). Each pytest-xdist worker
+# (`make test` runs two) gets its own: the workers inherit the controller's environment, and
+# two ephemeral Prefect servers on one SQLite database lock each other out.
 _PREFECT_HOME = tempfile.mkdtemp(prefix="infopt-test-prefect-")
-os.environ.setdefault("PREFECT_HOME", _PREFECT_HOME)
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    os.environ["PREFECT_HOME"] = _PREFECT_HOME
+else:
+    os.environ.setdefault("PREFECT_HOME", _PREFECT_HOME)
 os.environ["PREFECT_SERVER_ANALYTICS_ENABLED"] = "false"
 os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
 os.environ.setdefault("PREFECT_LOGGING_LEVEL", "INFO")
@@ -41,3 +46,21 @@ def prefect_server(tmp_path_factory):
     proc = prefectserver.start(home, port, env)
     yield env
     prefectserver.stop(proc)
+
+
+# Session fixtures that cost a minute or more: every test that uses one runs on the same
+# pytest-xdist worker, so each is built once. The other tests go with their module (module
+# fixtures: a llama-server, a fixture hub) and the workers take modules as they free up.
+_SHARED_GROUPS = (("optimized_run", "optimized-run"), ("vllm_server", "vllm"),
+                  ("vllm_failed_starts", "vllm"))
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the marks (--dist loadgroup)
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if item.get_closest_marker("xdist_group"):
+            continue
+        names = set(getattr(item, "fixturenames", ()))
+        group = next((g for fixture, g in _SHARED_GROUPS if fixture in names),
+                     item.nodeid.split("::", 1)[0])
+        item.add_marker(pytest.mark.xdist_group(group))
