@@ -56,6 +56,9 @@ class FitRequest:
     weight_path: WeightPath
     tp: int = 1
     pp: int = 1
+    # DP replicas, each a TP x PP server with its own weights and KV pool: the fit is one
+    # replica's (`concurrency` is a replica's), the GPU count must hold them all.
+    dp: int = 1
     knobs: EngineKnobs = EngineKnobs()
     exact_weights_bytes: int | None = None  # the checkpoint's real tensor bytes, when known
     kv: KvOptions = KvOptions()
@@ -65,11 +68,12 @@ def validate(r: FitRequest) -> None:
     m = r.model
     if r.gpu_count < 1:
         raise InputError(f"gpu count must be at least 1 (got {r.gpu_count}).")
-    if r.tp < 1 or r.pp < 1:
-        raise InputError(f"tp and pp must be >= 1 (got tp={r.tp}, pp={r.pp}).")
-    if r.tp * r.pp > r.gpu_count:
-        raise InputError(f"tp x pp = {r.tp * r.pp} needs that many GPUs; only {r.gpu_count} "
-                         "given. Raise --gpu-count or lower --tp/--pp.")
+    if r.tp < 1 or r.pp < 1 or r.dp < 1:
+        raise InputError(f"tp, pp and dp must be >= 1 (got tp={r.tp}, pp={r.pp}, dp={r.dp}).")
+    if r.tp * r.pp * r.dp > r.gpu_count:
+        dp = f" x dp {r.dp}" if r.dp > 1 else ""
+        raise InputError(f"tp x pp{dp} = {r.tp * r.pp * r.dp} needs that many GPUs; only "
+                         f"{r.gpu_count} given. Raise --gpu-count or lower --tp/--pp.")
     if r.context_tokens < 1 or r.concurrency < 1:
         raise InputError("context and concurrency must be >= 1.")
     if r.context_tokens > m.native_context_tokens:
@@ -132,6 +136,8 @@ def plan_fit(r: FitRequest, *, with_alternatives: bool = True) -> MemoryFit:
         f"KV {bpt:,.0f} B/token/GPU at {r.kv_dtype} over full-attention layers"
         + (f"; {state:,.0f} B/sequence/GPU of sliding-window/recurrent state" if state else ""),
         *budget.assumptions,
+        *([f"one of {r.dp} data-parallel replicas, each with its own weights and KV pool: "
+           f"{r.concurrency} sequence(s) per replica"] if r.dp > 1 else []),
         *([f"the host's {dev.memory_bytes / GIB:.2f} GiB must hold the weights "
            f"({w_gpu / GIB:.2f} GiB) beside the KV pool: {host_short / GIB:.2f} GiB short"]
           if host_short else []),
@@ -139,7 +145,7 @@ def plan_fit(r: FitRequest, *, with_alternatives: bool = True) -> MemoryFit:
           if r.kv.eight_bit in r.kv.refused else []),
     ]
     fit = MemoryFit(
-        engine=r.engine, gpu=dev.name, gpu_count=r.gpu_count, tp=r.tp, pp=r.pp,
+        engine=r.engine, gpu=dev.name, gpu_count=r.gpu_count, tp=r.tp, pp=r.pp, dp=r.dp,
         context_tokens=r.context_tokens, concurrency=r.concurrency, kv_dtype=r.kv_dtype,
         weight_path=r.weight_path.label, memory_per_gpu_bytes=dev.memory_bytes,
         budget_bytes_per_gpu=budget.budget_bytes, weights_bytes_per_gpu=w_gpu,

@@ -16,7 +16,7 @@ from dataclasses import replace
 from typing import Any
 
 from infopt.costmodel.fit import FitRequest, plan_fit
-from infopt.costmodel.roofline import decode_row
+from infopt.costmodel.roofline import layout_decode_row
 from infopt.specs.base import InputError
 from infopt.specs.fit import Envelope, Layout, LayoutCeiling, LayoutMatrix, LayoutRow
 from infopt.specs.inspection import ModelInspection
@@ -55,15 +55,14 @@ def candidate_layouts(m: ModelInspection, gpu_count: int) -> list[tuple[Layout, 
     return out
 
 
-def _ceilings(r: FitRequest, layout: Layout, per_replica: int,
-              context_tokens: int) -> list[LayoutCeiling]:
+def _ceilings(r: FitRequest, layout: Layout, context_tokens: int) -> list[LayoutCeiling]:
     out = []
     for env in (Envelope.THEORETICAL, Envelope.CALIBRATED):
-        row = decode_row(r.model, r.weight_path, r.kv_dtype, per_replica, context_tokens,
-                         r.device, env, layout.tp, exact_weights_bytes=r.exact_weights_bytes,
-                         pp=layout.pp, ep=layout.ep)
+        row = layout_decode_row(r.model, r.weight_path, r.kv_dtype, r.concurrency,
+                                context_tokens, r.device, env, layout,
+                                exact_weights_bytes=r.exact_weights_bytes)
         if row is not None:
-            out.append(LayoutCeiling(envelope=env, tokens_per_s=row.tokens_per_s * layout.dp,
+            out.append(LayoutCeiling(envelope=env, tokens_per_s=row.tokens_per_s,
                                      bound=row.bound,
                                      comm_share=row.t_comm_s / row.t_step_s))
     return out
@@ -91,7 +90,7 @@ def layout_row(r: FitRequest, layout: Layout, why: str, changes_for: ChangesFor,
         kv_capacity_tokens_per_replica=fit.kv_capacity_tokens,
         max_concurrency_at_context=fit.max_concurrency_at_context * layout.dp,
         weights_bytes_per_gpu=fit.weights_bytes_per_gpu,
-        ceilings=_ceilings(r, layout, per_replica, context_tokens),
+        ceilings=_ceilings(r, layout, context_tokens),
         command=command_for(changes) if isinstance(changes, dict) else None,
         command_note=changes if isinstance(changes, str) else None)
 

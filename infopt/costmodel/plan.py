@@ -61,7 +61,7 @@ def ceiling_table(r: FitRequest, batches: list[int], prompt_tokens: int,
                 for b in batches:
                     row = decode_row(r.model, path, kv, b, r.context_tokens, dev, env, r.tp,
                                      tokens_per_step=tokens_per_step,
-                                     exact_weights_bytes=exact)
+                                     exact_weights_bytes=exact, pp=r.pp)
                     if row:
                         rows.append(_with_estimate(r, row, pre, prompt_tokens))
                         produced = True

@@ -33,6 +33,7 @@ from infopt.specs.fit import (
     CeilingRow,
     DeviceBudget,
     Envelope,
+    Layout,
     WeightPath,
 )
 from infopt.specs.inspection import AttentionKind, ModelInspection
@@ -65,8 +66,11 @@ def decode_row(m: ModelInspection, path: WeightPath, kv_dtype: str, batch: int, 
                dev: DeviceBudget, envelope: Envelope, tp: int = 1,
                tokens_per_step: float = 1.0, exact_weights_bytes: int | None = None,
                pp: int = 1, ep: bool = False) -> CeilingRow | None:
-    """One decode ceiling row (per TP rank of one pipeline stage); None when the envelope's
-    rates are unavailable."""
+    """One decode ceiling row: the step of one TP rank of one pipeline stage (t_step_s, bytes
+    and FLOPs are per rank, each stage stepping a micro-batch of ceil(batch / pp)), and the
+    replica's rate: every sequence advances `tokens_per_step` tokens per round through the pp
+    stages, so batch x tokens_per_step / (pp x t_step) (a pipeline deeper than the batch runs
+    stages idle). None when the envelope's rates are unavailable."""
     bw, rates = _rates_by_math(m, path, dev, envelope)
     if bw is None or rates is None:
         return None
@@ -89,7 +93,25 @@ def decode_row(m: ModelInspection, path: WeightPath, kv_dtype: str, batch: int, 
                       bytes_per_step=w + kv, flops_per_step=sum(flops.values()),
                       comm_bytes_per_step=comm,
                       t_memory_s=t_mem, t_compute_s=t_comp, t_comm_s=t_comm, t_step_s=t_step,
-                      bound=bound, tokens_per_step=emitted, tokens_per_s=emitted / t_step)
+                      bound=bound, tokens_per_step=emitted,
+                      tokens_per_s=batch * tokens_per_step / (pp * t_step))
+
+
+def layout_decode_row(m: ModelInspection, path: WeightPath, kv_dtype: str, batch: int,
+                      context: int, dev: DeviceBudget, envelope: Envelope, layout: Layout,
+                      tokens_per_step: float = 1.0, exact_weights_bytes: int | None = None
+                      ) -> CeilingRow | None:
+    """The decode ceiling of a whole layout serving `batch` sequences: its DP replicas step
+    side by side, each on its share (ceil(batch / dp): the busiest one's step), so the rate is
+    every sequence's, batch x tokens_per_step per round of pp stage steps. The row's step,
+    bytes and FLOPs stay one rank's."""
+    row = decode_row(m, path, kv_dtype, -(-batch // layout.dp), context, dev, envelope,
+                     layout.tp, tokens_per_step, exact_weights_bytes, pp=layout.pp,
+                     ep=layout.ep)
+    if row is None or layout.dp == 1:
+        return row
+    return row.model_copy(update={
+        "batch": batch, "tokens_per_s": batch * tokens_per_step / (layout.pp * row.t_step_s)})
 
 
 def _decode_comm(m: ModelInspection, micro: int, tp: int, pp: int, ep: bool) -> float:

@@ -43,36 +43,52 @@ class LayoutKnobs:
 
     def changes_from(self, config: Any, layout: Layout) -> dict[str, Any] | str:
         """`changes(layout)` for an incumbent `config`: an axis the layout leaves at 1 that
-        `config` sets is reset to the engine's default (None), so the candidate runs `layout`
-        and not its product with the incumbent's (TP1_PP8 from a TP=4 incumbent is 8 GPUs, not
-        32)."""
+        `config` sets is reset to the field's default (None, or a switch's False), so the
+        candidate runs `layout` and not its product with the incumbent's (TP1_PP8 from a TP=4
+        incumbent is 8 GPUs, not 32)."""
         out = self.changes(layout)
         if isinstance(out, str):
             return out
         for field in (self.tp, self.pp, self.dp, self.ep):
-            if field is not None and field not in out and \
-                    getattr(config, field, None) not in (None, 1, False):
-                out[field] = None
+            if field is not None and field not in out and _is_set(getattr(config, field, None)):
+                out[field] = type(config).model_fields[field].default
         return out
 
 
-def layout_gpus(config: Any) -> int:
-    """The GPUs one server of `config` occupies: its TP x PP x DP ranks (1 when it sets none;
-    an engine without layout knobs runs on one)."""
+def _is_set(value: Any) -> bool:
+    """An axis knob away from its default: a size above 1, or a switch on (True == 1 in
+    Python, so a switch is not a size)."""
+    return bool(value) if isinstance(value, bool) else (value or 1) > 1
+
+
+def config_layout(config: Any) -> Layout:
+    """The layout one server of `config` runs: its TP, PP and DP ranks as it sets them (1 where
+    it sets none; an engine without layout knobs runs on one device), and whether its MoE
+    experts are split over them (a switch on vLLM, a size above 1 elsewhere)."""
     from infopt.engines import adapter_for
 
-    knobs = adapter_for(config.engine).layout_knobs
-    n = 1
-    for field in (knobs.tp, knobs.pp, knobs.dp) if knobs else ():
-        if field is not None:
-            n *= getattr(config, field, None) or 1
-    return n
+    knobs = adapter_for(config.engine).layout_knobs or LayoutKnobs()
+
+    def size(field: str | None) -> int:
+        return (getattr(config, field, None) or 1) if field is not None else 1
+
+    ep = knobs.ep is not None and _is_set(getattr(config, knobs.ep, None))
+    return Layout(tp=size(knobs.tp), pp=size(knobs.pp), dp=size(knobs.dp), ep=ep)
+
+
+def running_sequences(cap: int, target_concurrency: int, dp: int) -> tuple[int, int]:
+    """(the sequences a server runs at once, the most one of its DP replicas runs): `cap` is
+    the config's running-sequence cap already bounded by the target (MemoryShape.max_sequences),
+    and a DP server's cap (vLLM's max_num_seqs, SGLang's max running requests) holds per
+    replica, each replica having its own scheduler."""
+    total = min(target_concurrency, cap * dp)
+    return total, -(-total // dp)
 
 
 def deployed_gpus(config: Any, hw: HardwareInventory) -> int:
     """The GPUs a rendered deployment of `config` requests: its layout's on a GPU host (not
     every GPU the host has), none on a CPU host."""
-    return layout_gpus(config) if hw.gpus else 0
+    return config_layout(config).gpus if hw.gpus else 0
 
 
 def layout_command(engine: str, target: ServingTarget, changes: dict[str, Any]) -> str:

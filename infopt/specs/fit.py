@@ -62,7 +62,8 @@ class MemoryFit(Spec):
     tp: int
     pp: int
     context_tokens: int
-    concurrency: int
+    concurrency: int  # per replica
+    dp: int = 1  # replicas, each sized as this fit (engines' DP: one scheduler and pool each)
     kv_dtype: str
     weight_path: str
     memory_per_gpu_bytes: int

@@ -53,6 +53,12 @@ def trial_cases(path: Path) -> tuple[list[Case], list[str]]:
         prompt, output = mean_lengths(t.benchmark)
         for step in level_steps(m, device, False, t.config, t.benchmark,
                                 r.model.native_context_tokens):
+            if step.layout.pp > 1:
+                # The fit's terms model one TP replica's step; a pipeline's ITL spans its
+                # stages and their bubbles.
+                left.append(f"run {r.run_id} trial {t.trial_id}: pipeline parallel "
+                            f"({step.layout.label}), not a case of the step model")
+                break
             decode, prefill = theoretical_rows(m, device, step, prompt + output // 2, prompt,
                                                r.model.file_bytes or None)
             if decode is None:
@@ -61,7 +67,7 @@ def trial_cases(path: Path) -> tuple[list[Case], list[str]]:
             cases.append(Case(
                 f"run {r.run_id} trial {t.trial_id} c{step.concurrency}",
                 (str(t.config.engine), family), f"run {r.run_id}|{config_id(t.config)}",
-                step.batch, terms(decode, m, step.tp, prefill.t_compute_s if prefill else 0.0,
+                step.replica_batch, terms(decode, m, step.tp, prefill.t_compute_s if prefill else 0.0,
                                   output or None),
                 step.measured_step_s, decode.tokens_per_s))
     return cases, left

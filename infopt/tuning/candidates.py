@@ -7,9 +7,10 @@ from __future__ import annotations
 from infopt.costmodel.attainable import estimate
 from infopt.costmodel.device import device_from_catalog, device_from_host, device_from_probe
 from infopt.costmodel.fit import FitRequest, plan_fit
-from infopt.costmodel.roofline import ceiling_ratio, decode_row, prefill_row
+from infopt.costmodel.roofline import ceiling_ratio
 from infopt.costmodel.weights import path_from_quantization
 from infopt.engines import adapter_for
+from infopt.engines.layout import config_layout, running_sequences
 from infopt.engines.support import kv_options
 from infopt.hardware.catalog import match_gpu
 from infopt.specs.fit import CeilingRatio, DeviceBudget, Envelope, MemoryFit
@@ -17,7 +18,13 @@ from infopt.specs.hardware import HardwareInventory
 from infopt.specs.model import ModelProfile
 from infopt.specs.results import BenchmarkResult
 from infopt.specs.serving import AnyServingConfig as Config
-from infopt.tuning.level_steps import LevelStep, level_steps, mean_lengths
+from infopt.tuning.level_steps import (
+    LevelStep,
+    decode_ceiling,
+    level_steps,
+    mean_lengths,
+    theoretical_rows,
+)
 
 
 def run_device(hw: HardwareInventory) -> tuple[DeviceBudget, bool]:
@@ -35,17 +42,19 @@ def fit_config(model: ModelProfile, hw: HardwareInventory, config: Config,
     device, is_cpu = run_device(hw)
     shape = adapter_for(config.engine).memory_shape(config, target_concurrency, is_cpu,
                                                     model.native_context_tokens)
+    layout = config_layout(config)
+    _, per_replica = running_sequences(shape.max_sequences, target_concurrency, layout.dp)
     return plan_fit(FitRequest(
         model=model.inspection, device=device,
         # The host's GPUs: a layout needing more is refused by the fit (FitRequest checks tp x
-        # pp against it), not sized as if they existed. A CPU host's ranks are its sockets.
-        gpu_count=len(hw.gpus) or max(1, shape.tensor_parallel * shape.pipeline_parallel),
+        # pp x dp against it), not sized as if they existed. A CPU host's ranks are its sockets.
+        gpu_count=len(hw.gpus) or layout.gpus,
         engine=str(config.engine), context_tokens=shape.context_tokens,
-        concurrency=shape.max_sequences, kv_dtype=shape.kv_dtype,
+        concurrency=per_replica, kv_dtype=shape.kv_dtype,
         weight_path=path_from_quantization(model.inspection.quantization,
                                            device.compute_capability),
         knobs=shape.knobs, exact_weights_bytes=model.file_bytes or None,
-        tp=shape.tensor_parallel, pp=shape.pipeline_parallel,
+        tp=layout.tp, pp=layout.pp, dp=layout.dp,
         kv=kv_options(config.engine, device.cpu_isa_features)))
 
 
@@ -61,9 +70,8 @@ def level_ceilings(model: ModelProfile, hw: HardwareInventory, config: Config,
                             model.native_context_tokens):
         measured = step.batch / step.measured_step_s
         for env in (Envelope.THEORETICAL, Envelope.CALIBRATED):
-            row = decode_row(model.inspection, step.path, step.kv_dtype, step.batch,
-                             mean_context_tokens, device, env, step.tp,
-                             exact_weights_bytes=model.file_bytes or None)
+            row = decode_ceiling(model.inspection, device, step, mean_context_tokens, env,
+                                 model.file_bytes or None)
             if row is not None:
                 r = ceiling_ratio(f"decode tokens/s at concurrency {step.concurrency} "
                                   f"(batch {step.batch} x 1/ITL p50)", measured, row)
@@ -74,15 +82,19 @@ def level_ceilings(model: ModelProfile, hw: HardwareInventory, config: Config,
 def _with_attainable(r: CeilingRatio, row, model: ModelProfile, engine: str,
                      device: DeviceBudget, step: LevelStep, bench: BenchmarkResult
                      ) -> CeilingRatio:
-    """The theoretical entry with the attainable estimate (GPUs only), its prompts admitted per
-    step from the benchmark's mean prompt and output lengths."""
-    if row.envelope is not Envelope.THEORETICAL or not device.compute_capability:
+    """The theoretical entry with the attainable estimate (GPUs only): one replica's step on
+    its share of the batch, its prompts admitted per step from the benchmark's mean prompt and
+    output lengths, times the DP replicas. None for a pipeline: the estimate is fitted on
+    single-stage steps."""
+    if row.envelope is not Envelope.THEORETICAL or not device.compute_capability \
+            or step.layout.pp > 1:
         return r
     prompt, output = mean_lengths(bench)
-    pre = prefill_row(model.inspection, step.path, step.kv_dtype, prompt, device,
-                      Envelope.THEORETICAL, step.tp) if prompt else None
-    est = estimate(row, model.inspection, engine, device.compute_capability, step.tp,
-                   pre.t_compute_s if pre else 0.0, output or None)
+    decode, pre = theoretical_rows(model.inspection, device, step, row.context_tokens, prompt,
+                                   model.file_bytes or None)
+    est = estimate(decode, model.inspection, engine, device.compute_capability, step.tp,
+                   pre.t_compute_s if pre else 0.0, output or None) if decode else None
     if est is None:
         return r
-    return r.model_copy(update={"attainable": est.tokens_per_s, "attainable_note": est.label})
+    return r.model_copy(update={"attainable": est.tokens_per_s * step.layout.dp,
+                                "attainable_note": est.label})

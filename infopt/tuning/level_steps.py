@@ -9,10 +9,11 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from infopt.costmodel.roofline import decode_row, prefill_row
+from infopt.costmodel.roofline import decode_row, layout_decode_row, prefill_row
 from infopt.costmodel.weights import path_from_quantization
 from infopt.engines import adapter_for
-from infopt.specs.fit import CeilingRow, DeviceBudget, Envelope, WeightPath
+from infopt.engines.layout import config_layout, running_sequences
+from infopt.specs.fit import CeilingRow, DeviceBudget, Envelope, Layout, WeightPath
 from infopt.specs.results import BenchmarkResult
 from infopt.specs.serving import AnyServingConfig as Config
 
@@ -41,33 +42,55 @@ def mean_context(bench: BenchmarkResult) -> int:
 @dataclass(frozen=True)
 class LevelStep:
     concurrency: int
-    batch: int
+    batch: int  # sequences the whole server ran at once
     measured_step_s: float  # ITL p50
     path: WeightPath
     kv_dtype: str
-    tp: int
+    layout: Layout  # the config's TP, PP, DP and EP
+
+    @property
+    def tp(self) -> int:
+        return self.layout.tp
+
+    @property
+    def replica_batch(self) -> int:
+        """The sequences one DP replica steps at once (its share of the batch)."""
+        return -(-self.batch // self.layout.dp)
 
 
 def level_steps(inspection, device: DeviceBudget, is_cpu: bool, config: Config,
                 bench: BenchmarkResult, native_context_tokens: int) -> Iterator[LevelStep]:
-    """Each measured level (with an ITL) as the batch the engine ran and its step time."""
-    shape = adapter_for(config.engine).memory_shape(config, bench.workload.target_concurrency,
-                                                    is_cpu, native_context_tokens)
+    """Each measured level (with an ITL) as the batch the engine ran (its concurrency under
+    the config's running-sequence cap, per DP replica) and its step time."""
+    adapter = adapter_for(config.engine)
+    layout = config_layout(config)
     path = path_from_quantization(inspection.quantization, device.compute_capability)
     for lvl in bench.levels:
         if lvl.itl_s.p50:
-            yield LevelStep(lvl.concurrency, min(lvl.concurrency, shape.max_sequences),
-                            lvl.itl_s.p50, path, shape.kv_dtype, shape.tensor_parallel)
+            shape = adapter.memory_shape(config, lvl.concurrency, is_cpu, native_context_tokens)
+            batch, _ = running_sequences(shape.max_sequences, lvl.concurrency, layout.dp)
+            yield LevelStep(lvl.concurrency, batch, lvl.itl_s.p50, path, shape.kv_dtype, layout)
+
+
+def decode_ceiling(inspection, device: DeviceBudget, step: LevelStep, context_tokens: int,
+                   envelope: Envelope, exact_weights_bytes: int | None = None
+                   ) -> CeilingRow | None:
+    """The decode ceiling of the step's whole layout at its batch (pipeline stages, DP
+    replicas, EP's all-to-alls), comparable with the level's measured batch / ITL p50."""
+    return layout_decode_row(inspection, step.path, step.kv_dtype, step.batch, context_tokens,
+                             device, envelope, step.layout,
+                             exact_weights_bytes=exact_weights_bytes)
 
 
 def theoretical_rows(inspection, device: DeviceBudget, step: LevelStep, context_tokens: int,
                      prompt_tokens: int, exact_weights_bytes: int | None = None
                      ) -> tuple[CeilingRow | None, CeilingRow | None]:
-    """(the decode ceiling row at the step's batch, one prompt's prefill row) on the vendor's
-    peaks; (None, None) where the device has none (a CPU)."""
-    decode = decode_row(inspection, step.path, step.kv_dtype, step.batch, context_tokens,
+    """(one replica's decode ceiling row at its share of the batch, one prompt's prefill row)
+    on the vendor's peaks; (None, None) where the device has none (a CPU). A DP replica steps
+    on its own, so its step time is what the level's ITL measured."""
+    decode = decode_row(inspection, step.path, step.kv_dtype, step.replica_batch, context_tokens,
                         device, Envelope.THEORETICAL, step.tp,
-                        exact_weights_bytes=exact_weights_bytes)
+                        exact_weights_bytes=exact_weights_bytes, ep=step.layout.ep)
     prefill = prefill_row(inspection, step.path, step.kv_dtype, prompt_tokens, device,
                           Envelope.THEORETICAL, step.tp) if prompt_tokens else None
     return decode, prefill

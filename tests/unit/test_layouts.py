@@ -188,3 +188,20 @@ def test_the_rendered_deployment_requests_the_winners_layout_not_every_host_gpu(
     assert deployed_gpus(tp2, cpu) == 0
     d = render_deployment(tp2, port=8000, gpus=deployed_gpus(tp2, hw), name="w")
     assert "--gpus 2" in d.container_command and "nvidia.com/gpu: '2'" in d.kubernetes_yaml
+
+
+def test_an_incumbents_expert_parallel_switch_is_reset_and_read_as_a_switch():
+    """vLLM's --enable-expert-parallel is a switch: True is not a size of 1 (True == 1 in
+    Python), so a layout without EP turns it off and the config reads as EP."""
+    from infopt.engines.layout import config_layout
+    from infopt.engines.vllm_ladder import LAYOUT
+    from infopt.specs.serving import VllmConfig
+
+    ep = VllmConfig(model_path="/m", max_model_len=8192, tensor_parallel_size=2,
+                    enable_expert_parallel=True)
+    assert config_layout(ep) == Layout(tp=2, ep=True)
+    off = LAYOUT.changes_from(ep, Layout(tp=4))
+    assert off == {"tensor_parallel_size": 4, "enable_expert_parallel": False}
+    assert config_layout(ep.model_copy(update=off)) == Layout(tp=4)
+    assert LAYOUT.changes_from(ep, Layout(tp=4, ep=True)) == {"tensor_parallel_size": 4,
+                                                              "enable_expert_parallel": True}
