@@ -64,7 +64,8 @@ def finish_winner(request: OptimizeRequest, workload: Workload, tuned: EngineTun
     decision = confirm_winner(tuned.history, WinnerContext(
         request=request, workload=workload, model=tuned.model, run_dir=run_dir,
         control=tuned.control, reference_key=tuned.ref_key, engine_version=tuned.version,
-        model_digest=tuned.digest, tokenizer_path=tokenizer_path(tuned.model)))
+        model_digest=tuned.digest, tokenizer_path=tokenizer_path(tuned.model),
+        context_tokens=tuned.context_tokens))
     winner = decision.winner
     kernels = kernel_path_task(winner, str(run_dir), weights_bytes(tuned.model, winner.config))
     exposure, expose_answers = expose_winner(request, winner, tuned.model.file_bytes, run_dir)
@@ -73,7 +74,7 @@ def finish_winner(request: OptimizeRequest, workload: Workload, tuned: EngineTun
                         seed=request.seed, control_is_baseline=control_is_baseline)
     control_fit = fit_of(tuned.model, hw, tuned.control, workload.target_concurrency)
     gain.recommendation = control_recommendation(gain, control_fit.context_tokens,
-                                                 tuned.model.native_context_tokens)
+                                                 tuned.served_context_tokens)
     return Finish(decision, kernels, exposure, expose_answers, gain)
 
 

@@ -11,7 +11,7 @@ Every trial is persisted under its key; a resumed run re-runs none that complete
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +35,13 @@ from infopt.specs.ladder import Dimension, LadderOutcome
 from infopt.specs.model import ModelProfile
 from infopt.specs.request import OptimizeRequest
 from infopt.specs.results import Trial
-from infopt.specs.serving import AnyServingConfig, EngineName, engine_knobs, with_knob
+from infopt.specs.serving import (
+    AnyServingConfig,
+    EngineName,
+    engine_knobs,
+    with_knob,
+    with_knobs,
+)
 from infopt.specs.trial import trial_key
 from infopt.specs.workload import Workload
 from infopt.tuning.climb import ClimbPlan
@@ -48,6 +54,7 @@ from infopt.tuning.control import (
 )
 from infopt.tuning.hub_weights import reference_weights
 from infopt.tuning.ladder import climbs, ladder_facts, rules_for
+from infopt.tuning.start_shape import StartShape
 from infopt.tuning.weights import BITS_PER_WEIGHT
 from tasks.fit import fit_candidates
 from tasks.quality import quality_key, quality_reference
@@ -74,6 +81,11 @@ class EngineTuning:
     superseded: list[Trial] = field(default_factory=list)
     weight_notes: list[str] = field(default_factory=list)
     weight_answers: list[GateAnswer] = field(default_factory=list)  # quantize and download gates
+    context_tokens: int | None = None  # served when shorter than native (StartShape)
+
+    @property
+    def served_context_tokens(self) -> int:
+        return self.context_tokens or self.model.native_context_tokens
 
     @property
     def base_trial(self) -> Trial:
@@ -103,12 +115,13 @@ def fit_of(model: ModelProfile, hw: HardwareInventory, config, target_concurrenc
 
 def tune_engine(request: OptimizeRequest, engine: EngineName, model: ModelProfile,
                 hw: HardwareInventory, workload: Workload, run_dir: Path, t_start: float,
-                id_prefix: str = "", shortlist: Shortlist | None = None) -> EngineTuning:
+                id_prefix: str = "", shortlist: Shortlist | None = None,
+                shape: StartShape | None = None) -> EngineTuning:
     """Control, baseline and the ladder for `engine` serving `model`; `id_prefix` keeps a
     comparator's trial ids apart from the routed engine's; `shortlist` holds the hub
-    checkpoints it may try as weights."""
+    checkpoints it may try as weights; `shape` the layout and context it must start in."""
     adapter = adapter_for(engine)
-    control, baseline = start_configs(request, engine, model, hw)
+    control, baseline = start_configs(request, engine, model, hw, shape)
     version = adapter.detect_version(adapter.locate())
     digest = model_digest(model.path)
     # Weight candidates first: their gates are asked before any trial, so a person answers
@@ -125,7 +138,8 @@ def tune_engine(request: OptimizeRequest, engine: EngineName, model: ModelProfil
             if reference else "")
     ctx = TrialContext.of_request(request, str(run_dir), model, hw, workload,
                                   engine_version=version, model_digest=digest,
-                                  quality_reference=reference)
+                                  quality_reference=reference,
+                                  context_tokens=shape.context_tokens if shape else None)
     def fit(c):
         return fit_of(model, hw, c, workload.target_concurrency)
 
@@ -156,7 +170,7 @@ def tune_engine(request: OptimizeRequest, engine: EngineName, model: ModelProfil
         quality_note=quality_note, run=run, ladder=ladder, history=history,
         applied=outcome.remedy, first_gaps=outcome.first_gaps,
         superseded=_superseded(before, trials), weight_notes=weights.notes,
-        weight_answers=weights.answers)
+        weight_answers=weights.answers, context_tokens=shape.context_tokens if shape else None)
 
 
 @dataclass
@@ -203,14 +217,22 @@ def reference_config(control, model: ModelProfile, hw: HardwareInventory, worklo
 
 
 def start_configs(request: OptimizeRequest, engine: EngineName, model: ModelProfile,
-                  hw: HardwareInventory) -> tuple[AnyServingConfig, AnyServingConfig]:
-    """(the control: the engine's defaults, the baseline plus the request's base_overrides)."""
+                  hw: HardwareInventory, shape: StartShape | None = None
+                  ) -> tuple[AnyServingConfig, AnyServingConfig]:
+    """(the control: the engine's defaults, the baseline plus the request's base_overrides),
+    both in `shape` when the run starts on a layout or a shortened context (viability)."""
     target = serving_target(model, hw, served_name=served_name(model), port=request.port)
+    if shape is not None and shape.context_tokens:
+        target = replace(target, native_context_tokens=shape.context_tokens)
     control, baseline = control_config(engine, target), baseline_config(engine, target)
     for knob, v in base_overrides(request).items():
         if knob in type(baseline).model_fields:  # checked against every engine: check_overrides
             baseline = with_knob(baseline, knob, v)
-    return control, baseline
+    if shape is None:
+        return control, baseline
+    baseline = with_knobs(baseline, shape.changes)
+    return (baseline if shape.control_is_baseline else with_knobs(control, shape.changes),
+            baseline)
 
 
 def base_overrides(request: OptimizeRequest) -> dict[str, Any]:

@@ -168,13 +168,13 @@ def _tune_all(request: OptimizeRequest, plans, hw, workload, run_dir: Path, t_st
     """Each planned engine's tuning; one that fails is recorded, and the run fails only when
     none produced a result (with the routed engine's error)."""
     tunings, results, first_error = [], [], None
-    for engine, model, role, reason in plans:
+    for engine, model, role, reason, shape in plans:
         base = dict(engine=engine.value, role=role, reason=reason, model_path=model.path,
                     model_format=model.format.value)
         try:
             tn = tune_engine(request, engine, model, hw, workload, run_dir, t_start,
                              id_prefix="" if role == "routed" else f"{engine.value}-",
-                             shortlist=shortlist)
+                             shortlist=shortlist, shape=shape)
         except InfoptError as exc:  # a baseline that fails its start, contract or quality
             if role == "routed" and _user_named(engine, exc):
                 raise  # the engine the user pointed at is broken: no quiet switch to another

@@ -48,6 +48,7 @@ class WinnerContext:
     engine_version: str
     model_digest: str
     tokenizer_path: str | None = None
+    context_tokens: int | None = None  # served when shorter than native (StartShape)
     reference_sets: list[TaskSetResult] | None = field(default=None, init=False)
 
     @property
@@ -107,7 +108,8 @@ def _scenarios(running, winner: Trial, wc: WinnerContext) -> list[ScenarioResult
     get_run_logger().info("measuring the winner (%s) on the standard scenarios",
                           winner.trial_id)
     return benchmark_scenarios(
-        running, winner.config.served_model_name, wc.model.native_context_tokens,
+        running, winner.config.served_model_name,
+        wc.context_tokens or wc.model.native_context_tokens,
         wc.request.workload.peak_active_generations, wc.request.scenario_requests,
         wc.request.seed, str(wc.run_dir), "t-scenarios", None if "all" in names else names,
         tokenizer_path=wc.tokenizer_path)

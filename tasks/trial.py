@@ -65,11 +65,19 @@ class TrialContext:
     credentials_block: str | None = None  # InfoptCredentials: the GitHub token of issue search
     stall_timeout_s: float = 600.0  # the request's budgets.stall_timeout_s
     github_token_to_url: bool = False  # the request's: send that token to github_url too
+    # The context the run serves when shorter than the model's native one (the request's
+    # min_context_tokens, infopt.tuning.start_shape); None: the native context.
+    context_tokens: int | None = None
+
+    @property
+    def served_context_tokens(self) -> int:
+        return self.context_tokens or self.model.native_context_tokens
 
     @classmethod
     def of_request(cls, request: OptimizeRequest, run_dir: str, model: ModelProfile,
                    hw: HardwareInventory, workload: Workload, *, engine_version: str,
-                   model_digest: str, quality_reference: str | None) -> TrialContext:
+                   model_digest: str, quality_reference: str | None,
+                   context_tokens: int | None = None) -> TrialContext:
         """The one place a run's request becomes its trials' context (the optimize flow's
         engines and reoptimize's re-measurement alike), so no setting is dropped on the way."""
         return cls(run_dir=run_dir, model=model, hw=hw, workload=workload,
@@ -83,7 +91,8 @@ class TrialContext:
                    engine_version=engine_version, model_digest=model_digest,
                    credentials_block=request.credentials_block,
                    stall_timeout_s=request.budgets.stall_timeout_s,
-                   github_token_to_url=request.github_token_to_url)
+                   github_token_to_url=request.github_token_to_url,
+                   context_tokens=context_tokens)
 
 
 def tokenizer_path(model: ModelProfile) -> str | None:
@@ -190,7 +199,7 @@ def run_trial(spec: TrialSpec, key: str, fit: MemoryFit | None, ctx: TrialContex
                 if rejected is None:
                     bench = benchmark(running, config.served_model_name, ctx.workload,
                                       str(run_dir), key,
-                                      max_input_tokens=ctx.model.native_context_tokens,
+                                      max_input_tokens=ctx.served_context_tokens,
                                       tokenizer_path=ctx.tokenizer_path,
                                       stall_timeout_s=ctx.stall_timeout_s)
             # The engine stopped answering (a probe reports an unreachable endpoint as

@@ -76,13 +76,18 @@ def config_layout(config: Any) -> Layout:
     return Layout(tp=size(knobs.tp), pp=size(knobs.pp), dp=size(knobs.dp), ep=ep)
 
 
-def running_sequences(cap: int, target_concurrency: int, dp: int) -> tuple[int, int]:
-    """(the sequences a server runs at once, the most one of its DP replicas runs): `cap` is
-    the config's running-sequence cap already bounded by the target (MemoryShape.max_sequences),
-    and a DP server's cap (vLLM's max_num_seqs, SGLang's max running requests) holds per
-    replica, each replica having its own scheduler."""
-    total = min(target_concurrency, cap * dp)
-    return total, -(-total // dp)
+def running_sequences(cap: int, concurrency: int, dp: int) -> int:
+    """The sequences a server runs at once at `concurrency`: `cap` is its running-sequence cap
+    (MemoryShape.max_sequences), and a DP server's cap (vLLM's max_num_seqs, SGLang's max
+    running requests) holds per replica, each replica having its own scheduler."""
+    return min(concurrency, cap * dp)
+
+
+def replica_sequences(cap: int, target_concurrency: int, dp: int) -> int:
+    """The sequences one replica is sized for: the config's cap (what it allocates, already
+    bounded by the target where the engine allocates as it goes), or a DP replica's share of
+    what the server runs at the target."""
+    return cap if dp == 1 else -(-running_sequences(cap, target_concurrency, dp) // dp)
 
 
 def deployed_gpus(config: Any, hw: HardwareInventory) -> int:
@@ -94,12 +99,10 @@ def deployed_gpus(config: Any, hw: HardwareInventory) -> int:
 def layout_command(engine: str, target: ServingTarget, changes: dict[str, Any]) -> str:
     """The engine's baseline for `target` with `changes`, as the command its image runs."""
     from infopt.engines import adapter_for
-    from infopt.specs.serving import with_knob
+    from infopt.specs.serving import with_knobs
 
     adapter = adapter_for(engine)
-    cfg = adapter.baseline_config(target)
-    for knob, value in changes.items():
-        cfg = with_knob(cfg, knob, value)
+    cfg = with_knobs(adapter.baseline_config(target), changes)
     executable = adapter.container_executable or engine
     return launch_for(adapter, cfg, executable, 8000).command
 

@@ -9,6 +9,7 @@ module docstring names the source each was checked against.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from enum import StrEnum
 from pathlib import PurePosixPath
 from typing import Annotated, Any, Literal
@@ -342,3 +343,10 @@ def with_knob(config: AnyServingConfig, knob: str, value: Any) -> AnyServingConf
                          f"{sorted(k for k in data if k not in _Common.model_fields)}")
     data[knob] = value
     return _SERVING_ADAPTER.validate_python(data)
+
+
+def with_knobs(config: AnyServingConfig, changes: Mapping[str, Any]) -> AnyServingConfig:
+    """`with_knob` for each change, in order."""
+    for knob, value in changes.items():
+        config = with_knob(config, knob, value)
+    return config

@@ -10,7 +10,7 @@ from infopt.costmodel.fit import FitRequest, plan_fit
 from infopt.costmodel.roofline import ceiling_ratio
 from infopt.costmodel.weights import path_from_quantization
 from infopt.engines import adapter_for
-from infopt.engines.layout import config_layout, running_sequences
+from infopt.engines.layout import config_layout, replica_sequences
 from infopt.engines.support import kv_options
 from infopt.hardware.catalog import match_gpu
 from infopt.specs.fit import CeilingRatio, DeviceBudget, Envelope, MemoryFit
@@ -43,7 +43,7 @@ def fit_config(model: ModelProfile, hw: HardwareInventory, config: Config,
     shape = adapter_for(config.engine).memory_shape(config, target_concurrency, is_cpu,
                                                     model.native_context_tokens)
     layout = config_layout(config)
-    _, per_replica = running_sequences(shape.max_sequences, target_concurrency, layout.dp)
+    per_replica = replica_sequences(shape.max_sequences, target_concurrency, layout.dp)
     return plan_fit(FitRequest(
         model=model.inspection, device=device,
         # The host's GPUs: a layout needing more is refused by the fit (FitRequest checks tp x

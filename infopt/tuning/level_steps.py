@@ -68,7 +68,7 @@ def level_steps(inspection, device: DeviceBudget, is_cpu: bool, config: Config,
     for lvl in bench.levels:
         if lvl.itl_s.p50:
             shape = adapter.memory_shape(config, lvl.concurrency, is_cpu, native_context_tokens)
-            batch, _ = running_sequences(shape.max_sequences, lvl.concurrency, layout.dp)
+            batch = running_sequences(shape.max_sequences, lvl.concurrency, layout.dp)
             yield LevelStep(lvl.concurrency, batch, lvl.itl_s.p50, path, shape.kv_dtype, layout)
 
 

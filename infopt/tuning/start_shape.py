@@ -1,0 +1,113 @@
+"""How a run starts when the engine's baseline does not fit one device at the model's native
+context (issue 32, items 4 and 10): the smallest layout over the host's GPUs that fits at the
+full native context (tensor parallel first, then pipeline stages of it: the specification's
+order), and only when no layout fits, a context shorter than native down to the request's
+`min_context_tokens`, never below what the workload sends. The control takes the same shape:
+the engine's defaults on a layout and context it can load (a TP=1 control only where it fits).
+Pure: the fit and the configs come in as functions."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from infopt.engines.layout import LayoutKnobs
+from infopt.specs.fit import Layout, MemoryFit
+from infopt.specs.inspection import ModelInspection
+from infopt.specs.serving import with_knobs
+
+CONTEXT_STEP_TOKENS = 256  # a shortened context is a multiple of this (engines' block sizes)
+
+
+@dataclass(frozen=True)
+class StartShape:
+    """The knob changes the control and the baseline start with (the layout's axes, and the
+    knobs that carry a shortened context), the context they serve (None: the native one), and
+    what changed and why, for the report."""
+
+    changes: dict[str, Any] = field(default_factory=dict)
+    layout: Layout = field(default_factory=Layout)
+    context_tokens: int | None = None
+    note: str = ""
+    # The engine's defaults do not fit even in this shape: the baseline stands in for them.
+    control_is_baseline: bool = False
+
+
+def fitting_layouts(m: ModelInspection, gpu_count: int) -> list[Layout]:
+    """Layouts that add memory per replica, fewest GPUs first: TP over n GPUs, then pipeline
+    stages of a smaller TP on the same n (DP replicas each hold the whole model: no help)."""
+    heads = m.attention.num_query_heads
+    out: list[Layout] = []
+    n = 2
+    while n <= gpu_count:
+        tps = [t for t in (1, 2, 4, 8, 16, 32) if t <= n and n % t == 0 and heads % t == 0]
+        out += [Layout(tp=n)] if n in tps else []
+        out += [Layout(tp=t, pp=n // t) for t in reversed(tps)
+                if t < n and n // t <= m.num_layers]
+        n *= 2
+    return out
+
+
+def start_shape(m: ModelInspection, gpu_count: int, knobs: LayoutKnobs | None,
+                native_context_tokens: int, min_context_tokens: int | None,
+                workload_tokens: int, baseline_at: Callable[[int], Any],
+                fits: Callable[[Any], MemoryFit]) -> StartShape | None:
+    """The shape to start from (an empty one when the baseline fits as it is), or None when
+    nothing fits: no layout at the native context, and no context the request accepts.
+    `baseline_at(context)` builds the baseline serving `context` tokens; `workload_tokens` is
+    the longest prompt plus output the workload sends."""
+    native = baseline_at(native_context_tokens)
+    if fits(native).fits:
+        return StartShape()
+    layouts: list[tuple[Layout, dict[str, Any]]] = []
+    for lay in fitting_layouts(m, gpu_count):
+        if knobs is not None and isinstance(ch := knobs.changes_from(native, lay), dict):
+            layouts.append((lay, ch))
+    for layout, changes in layouts:
+        if fits(with_knobs(native, changes)).fits:
+            return StartShape(changes, layout, None, (
+                f"the baseline does not fit one GPU at the native {native_context_tokens:,}-"
+                f"token context: the control and the baseline start on {layout.label} "
+                f"({layout.gpus} GPUs), the smallest layout that fits"))
+    floor = max(min_context_tokens or native_context_tokens, workload_tokens, 1)
+    if floor >= native_context_tokens:
+        return None
+    best: tuple[int, Layout, dict[str, Any]] | None = None
+    for layout, changes in [(Layout(), {}), *layouts]:
+        def fits_at(context: int, ch: dict[str, Any] = changes) -> bool:
+            return fits(with_knobs(baseline_at(context), ch)).fits
+
+        ctx = _longest_context(floor, native_context_tokens, fits_at)
+        if ctx is not None and (best is None or ctx > best[0]):
+            best = (ctx, layout, changes)
+    if best is None:
+        return None
+    ctx, layout, changes = best
+    # The knobs that carry the context (vLLM's max_model_len, llama.cpp's -c per slot...):
+    # the control takes them too, where its defaults would load the native context.
+    short = baseline_at(ctx).model_dump()
+    context_knobs = {k: v for k, v in short.items() if native.model_dump()[k] != v}
+    return StartShape({**context_knobs, **changes}, layout, ctx, (
+        f"the native {native_context_tokens:,}-token context does not fit on any layout of "
+        f"this host: serving {ctx:,} tokens on {layout.label}, the longest that fits, at or "
+        f"above the request's min_context_tokens {min_context_tokens:,} and the workload's "
+        f"longest request ({workload_tokens:,} tokens)"))
+
+
+def _longest_context(floor: int, native: int, fits: Callable[[int], bool]) -> int | None:
+    """The longest context in [floor, native) that fits, a multiple of CONTEXT_STEP_TOKENS
+    (or the floor itself); None when the floor does not. The fit shrinks with the context."""
+    if not fits(floor):
+        return None
+    lo, hi = floor, native - 1  # native does not fit (checked by the caller)
+    step = CONTEXT_STEP_TOKENS
+    lo_k, hi_k = -(-lo // step), hi // step  # candidate multiples of the step
+    best = floor
+    while lo_k <= hi_k:
+        mid = (lo_k + hi_k) // 2
+        if fits(mid * step):
+            best, lo_k = mid * step, mid + 1
+        else:
+            hi_k = mid - 1
+    return max(best, floor)

@@ -1,0 +1,149 @@
+"""Where a run starts when the baseline does not fit one device at the native context (issue
+32, items 4 and 10): the smallest layout that fits at the full native context, else the
+longest context the request's min_context_tokens accepts, else nothing (the no-fit report).
+On the recorded 8x H100 SXM host and on a CPU host, with the project's own fit."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from infopt.engines import adapter_for
+from infopt.engines.base import ServingTarget
+from infopt.model.classify import classify_config
+from infopt.specs.fit import Layout
+from infopt.specs.hardware import HardwareInventory
+from infopt.specs.model import ModelFormat, ModelProfile
+from infopt.specs.serving import with_knobs
+from infopt.tuning.candidates import fit_config
+from infopt.tuning.start_shape import CONTEXT_STEP_TOKENS, fitting_layouts, start_shape
+from tests.fake_nvml import recorded_inventory
+from tests.fixture_data import MODEL_CONFIGS
+
+GIB = 2**30
+
+
+def _model(name: str, fmt: ModelFormat = ModelFormat.HF, file_bytes: int = 0) -> ModelProfile:
+    cfg = json.loads((MODEL_CONFIGS / f"{name}.json").read_text())
+    return ModelProfile(path="/m", format=fmt, file_bytes=file_bytes,
+                        inspection=classify_config(cfg, model=name), source="test")
+
+
+def _shape(m: ModelProfile, hw: HardwareInventory, engine: str, concurrency: int,
+           min_context: int | None = None, workload_tokens: int = 1024):
+    adapter = adapter_for(engine)
+
+    def baseline_at(context: int):
+        return adapter.baseline_config(ServingTarget(
+            model_path=m.path, served_model_name="m", native_context_tokens=context,
+            usable_cpus=hw.host.usable_cpus))
+
+    def fits(config):
+        return fit_config(m, hw, config, concurrency)
+
+    shape = start_shape(m.inspection, len(hw.gpus), adapter.layout_knobs if hw.gpus else None,
+                        m.native_context_tokens, min_context, workload_tokens, baseline_at, fits)
+    return shape, baseline_at, fits
+
+
+def test_a_model_that_fits_one_gpu_starts_there_unchanged():
+    hw = recorded_inventory("h100_sxm_8x")
+    # One sequence: 16 GiB of KV at 131,072 tokens beside 16 GB of weights.
+    shape, *_ = _shape(_model("meta-llama__Llama-3.1-8B-Instruct"), hw, "vllm", 1)
+    assert shape is not None and shape.changes == {} and shape.note == ""
+    assert shape.layout == Layout() and shape.context_tokens is None
+
+
+def test_a_70b_model_escalates_to_the_smallest_layout_that_fits_at_native_context():
+    hw = recorded_inventory("h100_sxm_8x")
+    m = _model("meta-llama__Meta-Llama-3.1-70B")
+    shape, baseline_at, fits = _shape(m, hw, "vllm", 8)
+    assert shape is not None and shape.context_tokens is None
+    native = baseline_at(m.native_context_tokens)
+    assert not fits(native).fits  # ~141 GB of BF16 weights on one 80 GB GPU
+    assert shape.layout.gpus > 1 and shape.layout.dp == 1
+    assert fits(with_knobs(native, shape.changes)).fits
+    # Every layout before it in the order (fewer GPUs, or TP before PP) does not fit.
+    order = fitting_layouts(m.inspection, 8)
+    for earlier in order[:order.index(shape.layout)]:
+        ch = adapter_for("vllm").layout_knobs.changes_from(native, earlier)
+        assert not fits(with_knobs(native, ch)).fits, earlier
+    assert "smallest layout that fits" in shape.note and shape.layout.label in shape.note
+
+
+def test_fitting_layouts_go_by_gpu_count_tp_before_pipeline_stages():
+    m = _model("meta-llama__Meta-Llama-3.1-70B").inspection
+    assert fitting_layouts(m, 8) == [Layout(tp=2), Layout(tp=1, pp=2), Layout(tp=4),
+                                     Layout(tp=2, pp=2), Layout(tp=1, pp=4), Layout(tp=8),
+                                     Layout(tp=4, pp=2), Layout(tp=2, pp=4), Layout(tp=1, pp=8)]
+    assert fitting_layouts(m, 1) == []
+
+
+def test_nothing_fits_without_min_context_and_the_native_context_is_never_cut_silently():
+    hw = recorded_inventory("h100_sxm_8x")
+    one = hw.model_copy(update={"gpus": hw.gpus[:1], "gpu_pairs": []})
+    shape, *_ = _shape(_model("meta-llama__Meta-Llama-3.1-70B"), one, "vllm", 8)
+    assert shape is None
+
+
+def _cpu_host(ram_bytes: int) -> HardwareInventory:
+    from infopt.specs.hardware import HostInfo
+
+    return HardwareInventory(
+        host=HostInfo(cpu_model="test", architecture="x86_64", logical_cpus=2,
+                      physical_cores=2, usable_cpus=2, cgroup_cpu_limit=None, isa_features=[],
+                      ram_total_bytes=ram_bytes, ram_available_bytes=ram_bytes, os="Linux",
+                      kernel="6"), gpus=[], gpu_probe="none")
+
+
+def test_min_context_serves_the_longest_context_that_fits_and_no_shorter_than_asked():
+    m = _model("meta-llama__Llama-3.1-8B-Instruct", ModelFormat.GGUF, int(4.9 * GIB))
+    hw = _cpu_host(16 * GIB)  # 131,072 tokens of f16 KV alone are 16 GiB
+    assert _shape(m, hw, "llamacpp", 1)[0] is None  # min_context_tokens not given
+    shape, baseline_at, fits = _shape(m, hw, "llamacpp", 1, min_context=8192)
+    assert shape is not None and shape.layout == Layout()
+    ctx = shape.context_tokens
+    assert 8192 <= ctx < m.native_context_tokens and ctx % CONTEXT_STEP_TOKENS == 0
+    assert fits(baseline_at(ctx)).fits and not fits(baseline_at(ctx + CONTEXT_STEP_TOKENS)).fits
+    assert shape.changes == {"ctx_per_slot_tokens": ctx}  # the control takes it too
+    assert f"serving {ctx:,} tokens" in shape.note and "min_context_tokens 8,192" in shape.note
+    # A floor above what fits, or a workload longer than what fits: nothing.
+    assert _shape(m, hw, "llamacpp", 1, min_context=ctx + 1024)[0] is None
+    assert _shape(m, hw, "llamacpp", 1, min_context=8192, workload_tokens=ctx + 1024)[0] is None
+
+
+@pytest.mark.parametrize("engine", ["vllm", "sglang", "trtllm"])
+def test_every_gpu_engine_escalates_through_its_own_layout_knobs(engine):
+    hw = recorded_inventory("h100_sxm_8x")
+    shape, baseline_at, fits = _shape(_model("meta-llama__Meta-Llama-3.1-70B"), hw, engine, 8)
+    assert shape is not None and shape.layout.gpus > 1
+    assert fits(with_knobs(baseline_at(131_072), shape.changes)).fits
+
+
+def test_the_flow_starts_both_configs_in_the_shape_and_says_when_the_defaults_cannot_fit():
+    """flows.viability's use: the request's min_context_tokens and the workload's longest
+    request reach the search; llama.cpp's defaults (4 slots sharing -c) at the shortened
+    context per slot need 4x its KV, so the baseline stands in for the control."""
+    from flows.engine_tuning import start_configs
+    from flows.viability import _start_shape
+    from infopt.specs.request import ModelTarget, OptimizeRequest
+    from infopt.specs.workload import fixed_levels
+
+    m = _model("meta-llama__Llama-3.1-8B-Instruct", ModelFormat.GGUF, int(4.9 * GIB))
+    m = m.model_copy(update={"path": "/m.gguf"})
+    hw = _cpu_host(16 * GIB)
+    wl = fixed_levels(input_tokens=2000, output_tokens=200, levels=[1], target=1, requests=2)
+    request = OptimizeRequest(model=ModelTarget(path="/m.gguf"), workload=wl.traffic,
+                              objective=wl.objective, min_context_tokens=8192)
+    shape = _start_shape(request, adapter_for("llamacpp").name, m, hw, wl)
+    assert shape is not None and shape.context_tokens >= 8192 and shape.control_is_baseline
+    assert "the baseline stands in for the control" in shape.note
+    control, baseline = start_configs(request, adapter_for("llamacpp").name, m, hw, shape)
+    assert control == baseline and baseline.ctx_per_slot_tokens == shape.context_tokens
+    assert fit_config(m, hw, baseline, 1).fits
+    # Without min_context_tokens: nothing fits, and the native context stands.
+    strict = request.model_copy(update={"min_context_tokens": None})
+    assert _start_shape(strict, adapter_for("llamacpp").name, m, hw, wl) is None
+    assert start_configs(strict, adapter_for("llamacpp").name, m, hw)[1].ctx_per_slot_tokens \
+        == m.native_context_tokens
