@@ -32,6 +32,7 @@ from flows.viability import viable_plans
 from infopt.bootstrap import default_paths
 from infopt.engines import adapter_for, process, registry, serves
 from infopt.engines.routing import RouteChoice, comparator_for, route, select_available
+from infopt.engines.support import locate_for_host
 from infopt.runs.rundir import atomic_write, new_run_id, runs_root
 from infopt.specs.approval import GateAnswer
 from infopt.specs.base import EngineUnavailableError, InfoptError
@@ -147,13 +148,13 @@ def establish_target(request: OptimizeRequest, workload: Workload,
     check_checkpoints(request, shortlist)  # model.try_checkpoints names verified candidates
     routes = route(hw, model, workload.target_concurrency)
     chosen, skipped = select_available(routes, request.engines,
-                                       lambda n: adapter_for(n).locate(),
+                                       lambda n: locate_for_host(n, len(hw.gpus)),
                                        lambda n: serves(n, model.format))
     others = _other_formats(request, model)
     comp, comp_why = comparator_for(
         chosen, [(model.format, routes)] + [(o.format, route(hw, o, workload.target_concurrency))
                                            for o in others],
-        request.engines, lambda n: adapter_for(n).locate(), serves)
+        request.engines, lambda n: locate_for_host(n, len(hw.gpus)), serves)
     plans = [(chosen, model, "routed", "; ".join(r.reason for r in routes
                                                  if r.engine == chosen) or "request.engines")]
     if comp is not None:

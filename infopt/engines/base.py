@@ -251,6 +251,10 @@ class EngineAdapter(Generic[C]):
     # the installed package's version as the index spells it (None: not known).
     release_package: str | None = None
     installed_release: Callable[[str], str | None] | None = None
+    # executable -> the device its build runs on: "cpu", "cuda", "rocm", "metal", "vulkan", ...
+    # or "unknown". A CPU build is refused on a host with GPUs (infopt.engines.support
+    # .build_mismatch). None: the engine has one build per device kind it reports itself.
+    build_device: Callable[[str], str] | None = None
     # Where `executable_env`'s target lies inside a virtual environment the engine is installed
     # in (an EngineRuntime block's venv): the interpreter for engines run as `python -m`, the
     # console script otherwise. None: the engine is not installed as a Python package.

@@ -8,6 +8,7 @@ tools/server/README.md): -m, --host, --port, -c, -np/--parallel, -t, -fa on|off|
 from __future__ import annotations
 
 import re
+import subprocess
 from functools import cache
 from pathlib import Path
 
@@ -197,8 +198,32 @@ def installed_release(executable: str) -> str | None:
     first = marker.read_text().split()[0] if marker.is_file() else ""
     return first.split("==", 1)[1] if first.startswith("llama-cpp-python==") else None
 
+# `llama-server --list-devices` (common/arg.cpp): "Available devices:", then one line per
+# backend device, "  CUDA0: NVIDIA H100 80GB HBM3 (81559 MiB, 80614 MiB free)", or "  (none)"
+# for a CPU-only build (the CPU backend is not listed).
+_DEVICE_LINE = re.compile(r"^\s+([A-Za-z]+)\d*: ", re.M)
+
+
+def parse_build_device(text: str) -> str:
+    if "Available devices:" not in text:
+        return "unknown"
+    kinds = [k.lower() for k in _DEVICE_LINE.findall(text.split("Available devices:", 1)[1])]
+    return kinds[0] if kinds else "cpu"
+
+
+@cache
+def build_device(executable: str) -> str:
+    try:
+        out = subprocess.run([executable, "--list-devices"], capture_output=True, text=True,
+                             timeout=30, stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.TimeoutExpired):
+        return "unknown"
+    return parse_build_device(out.stdout + out.stderr)
+
+
 ADAPTER = EngineAdapter(
     executable_env=ENV_OVERRIDE,
+    build_device=build_device,
     # The llama-cpp-python sdist `make engines` builds llama-server from (it vendors llama.cpp,
     # whose own releases are GitHub tags, not on a package index).
     release_package="llama-cpp-python",

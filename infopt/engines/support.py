@@ -75,3 +75,30 @@ def kv_options(engine: str, cpu_isa: Sequence[str] | None) -> KvOptions:
                if (u := unsupported_kv_dtype(engine, k, cpu_isa))}
     return KvOptions(native=a.kv_dtypes[0], eight_bit=a.kv_dtypes[1], refused=refused,
                      allocate=a.kv_allocator, allocate_cpu=a.kv_allocator_cpu)
+
+
+def build_mismatch(engine: str, executable: str, gpu_count: int) -> str | None:
+    """Why the build at `executable` must not serve on this host: a CPU build where the host
+    has GPUs would load the model into host RAM and run on the CPU, and the run would tune
+    the wrong machine without a word. None: it may serve (or its device is not known)."""
+    adapter = adapter_for(engine)
+    if not gpu_count or adapter.build_device is None:
+        return None
+    if adapter.build_device(executable) != "cpu":
+        return None
+    return (f"{executable} is a CPU build of {adapter.display_name}, and this host has "
+            f"{gpu_count} GPU(s) it would not use. Run `make engines` on this host (where "
+            f"nvidia-smi lists a GPU it installs the CUDA builds), or point "
+            f"${adapter.executable_env} at a CUDA build.")
+
+
+def locate_for_host(engine: str, gpu_count: int) -> str:
+    """The engine's executable, refused (like a missing one, or as the user's bad override)
+    when it is a CPU build on a host with GPUs."""
+    from infopt.engines.base import probe_error
+
+    adapter = adapter_for(engine)
+    executable = adapter.locate()
+    if why := build_mismatch(engine, executable, gpu_count):
+        raise probe_error(adapter.executable_env or "")(why)
+    return executable

