@@ -26,6 +26,7 @@ import tarfile
 import tempfile
 import time
 import zipfile
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -76,11 +77,11 @@ def llamacpp_cmake_flags(machine: str, cpu_flags: set[str]) -> list[str]:
     return []
 
 
-def engine_device(env: dict[str, str] | None = None) -> str:
+def engine_device(environ: Mapping[str, str] | None = None) -> str:
     """The device `make engines` builds the engines for: $INFOPT_ENGINE_DEVICE ("cpu" or
     "cuda") when set, else "cuda" where `nvidia-smi -L` lists a GPU, else "cpu". A CPU build
     on a GPU host is refused at run time (infopt.engines.support.build_mismatch)."""
-    env = os.environ if env is None else env
+    env: Mapping[str, str] = os.environ if environ is None else environ
     if chosen := env.get("INFOPT_ENGINE_DEVICE"):
         if chosen not in ("cpu", "cuda"):
             raise BootstrapError(f"INFOPT_ENGINE_DEVICE={chosen!r}: choose cpu or cuda")
