@@ -32,6 +32,21 @@ def _powers_of_two(limit: int) -> list[int]:
     return out
 
 
+def fitting_layouts(m: ModelInspection, gpu_count: int) -> list[Layout]:
+    """Layouts that add memory per replica, fewest GPUs first: TP over n GPUs, then pipeline
+    stages of a smaller TP on the same n (DP replicas each hold the whole model: no help)."""
+    heads = m.attention.num_query_heads
+    out: list[Layout] = []
+    n = 2
+    while n <= gpu_count:
+        tps = [t for t in (1, 2, 4, 8, 16, 32) if t <= n and n % t == 0 and heads % t == 0]
+        out += [Layout(tp=n)] if n in tps else []
+        out += [Layout(tp=t, pp=n // t) for t in reversed(tps)
+                if t < n and n // t <= m.num_layers]
+        n *= 2
+    return out
+
+
 def candidate_layouts(m: ModelInspection, gpu_count: int) -> list[tuple[Layout, str]]:
     """Every layout worth a trial on `gpu_count` GPUs, in the ladder's order, with its reason."""
     heads = m.attention.num_query_heads

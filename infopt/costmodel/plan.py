@@ -9,8 +9,10 @@ from pydantic import Field
 
 from infopt.costmodel.attainable import estimate
 from infopt.costmodel.fit import FitRequest, plan_fit
+from infopt.costmodel.layouts import fitting_layouts
 from infopt.costmodel.roofline import decode_row, prefill_row
 from infopt.costmodel.weights import hypothetical_paths, path_from_quantization
+from infopt.specs.base import InputError
 from infopt.specs.fit import CeilingRow, CeilingTable, DeviceBudget, Envelope, MemoryFit
 
 
@@ -26,6 +28,11 @@ class PlanResult(MemoryFit):
     mlp_kinds: dict[str, int] = Field(default_factory=dict)
     skipped_blocks: int = 0
     linear_replaced_blocks: int = 0
+    # The GPUs a run of this model at this context and concurrency needs: the asked layout's
+    # when it fits, else the smallest TP/PP layout that does on one node of up to
+    # NODE_GPUS (the optimize-gpu deployment's gpu_count job variable); None: none fits.
+    gpus_to_request: int | None = None
+    gpus_to_request_layout: str | None = None
 
 
 def batch_sizes(concurrency: int, max_concurrency: float) -> list[int]:
@@ -103,9 +110,29 @@ def _with_estimate(r: FitRequest, row: CeilingRow, pre: CeilingRow | None,
     return row.model_copy(update={"estimate": est}) if est else row
 
 
+NODE_GPUS = 8  # the most GPUs one node of the Kubernetes work pool is assumed to have
+
+
+def gpus_to_request(r: FitRequest, fit: MemoryFit) -> tuple[int | None, str | None]:
+    """(GPUs, layout label): `r`'s own layout when it fits, else the first of
+    costmodel.layouts.fitting_layouts that fits (the same order a run starts in)."""
+    if fit.fits:
+        return r.tp * r.pp * r.dp, f"TP={r.tp}" + (f" PP={r.pp}" if r.pp > 1 else "")
+    for layout in fitting_layouts(r.model, max(r.gpu_count, NODE_GPUS)):
+        trial = replace(r, tp=layout.tp, pp=layout.pp, dp=1,
+                        gpu_count=max(r.gpu_count, layout.gpus))
+        try:
+            if plan_fit(trial, with_alternatives=False).fits:
+                return layout.gpus, layout.label
+        except InputError:  # a layout this model's heads or layers cannot take
+            continue
+    return None, None
+
+
 def make_plan(r: FitRequest, prompt_tokens: int | None = None,
               tokens_per_step: float = 1.0) -> PlanResult:
     fit = plan_fit(r)
+    gpus, layout = gpus_to_request(r, fit)
     batches = batch_sizes(r.concurrency, fit.max_concurrency_at_context)
     table = ceiling_table(r, batches, prompt_tokens or min(r.context_tokens, 2048),
                           tokens_per_step)
@@ -114,7 +141,8 @@ def make_plan(r: FitRequest, prompt_tokens: int | None = None,
                       layer_kinds={str(k): n for k, n in m.layer_kinds.items()},
                       mlp_kinds={str(k): n for k, n in m.mlp_kinds.items()},
                       skipped_blocks=m.skipped_blocks,
-                      linear_replaced_blocks=m.linear_replaced_blocks)
+                      linear_replaced_blocks=m.linear_replaced_blocks,
+                      gpus_to_request=gpus, gpus_to_request_layout=layout)
 
 
 def with_path(r: FitRequest, label_or_dtype: str | None) -> FitRequest:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from infopt.costmodel.plan import PlanResult
+from infopt.costmodel.plan import NODE_GPUS, PlanResult
 
 GIB = 2**30
 
@@ -32,6 +32,13 @@ def render_plan(p: PlanResult) -> str:
     ]
     if p.alternatives:
         lines += ["Options (not applied; choose one):", *[f"  - {a}" for a in p.alternatives]]
+    which = "the layout asked for" if p.fits else "the smallest layout that fits"
+    lines.append(
+        f"GPUs to request: {p.gpus_to_request} ({p.gpus_to_request_layout}, {which}; the "
+        f"optimize-gpu deployment's `--job-variable gpu_count={p.gpus_to_request}`)"
+        if p.gpus_to_request else
+        f"GPUs to request: none: no TP/PP layout of up to {NODE_GPUS} GPUs fits this context "
+        "and concurrency")
     lines += ["Assumptions:", *[f"  - {a}" for a in p.assumptions], "",
               "Ceilings (upper bounds: the theoretical envelope is what no engine can beat) and "
               "attainable estimates (what a tuned engine is likely to reach; estimates):",

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from infopt.costmodel.layouts import fitting_layouts
 from infopt.engines.layout import LayoutKnobs
 from infopt.specs.fit import Layout, MemoryFit
 from infopt.specs.inspection import ModelInspection
@@ -32,21 +33,6 @@ class StartShape:
     note: str = ""
     # The engine's defaults do not fit even in this shape: the baseline stands in for them.
     control_is_baseline: bool = False
-
-
-def fitting_layouts(m: ModelInspection, gpu_count: int) -> list[Layout]:
-    """Layouts that add memory per replica, fewest GPUs first: TP over n GPUs, then pipeline
-    stages of a smaller TP on the same n (DP replicas each hold the whole model: no help)."""
-    heads = m.attention.num_query_heads
-    out: list[Layout] = []
-    n = 2
-    while n <= gpu_count:
-        tps = [t for t in (1, 2, 4, 8, 16, 32) if t <= n and n % t == 0 and heads % t == 0]
-        out += [Layout(tp=n)] if n in tps else []
-        out += [Layout(tp=t, pp=n // t) for t in reversed(tps)
-                if t < n and n // t <= m.num_layers]
-        n *= 2
-    return out
 
 
 def start_shape(m: ModelInspection, gpu_count: int, knobs: LayoutKnobs | None,

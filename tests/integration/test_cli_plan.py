@@ -40,6 +40,28 @@ def test_plan_json_contract_and_gpu_aliases(llama_dir, gpu):
         assert key in d
     assert d["gpu"] == "H100 SXM5 80GB" and d["kv_bytes_per_token_per_gpu"] == 131072
     assert d["fits"] and d["ceilings"]["rows"]
+    assert d["gpus_to_request"] == 1 and d["gpus_to_request_layout"] == "TP=1"
+
+
+def test_plan_names_the_gpus_the_optimize_gpu_deployment_should_request(llama_dir):
+    """8 sequences at the full 131,072 tokens need 128 GiB of KV: the smallest layout that
+    fits is the one the plan's own alternatives name, and a plan of it fits."""
+    out = _run("--model", str(llama_dir), "--gpu", "H100 SXM", "--concurrency", "8",
+               "--engine", "vllm", "--json")
+    d = json.loads(out.stdout)
+    n = d["gpus_to_request"]
+    assert not d["fits"] and n > 1 and d["gpus_to_request_layout"] == f"TP={n}"
+    assert any(a.startswith(f"tensor parallel tp={n} on {n} GPUs: fits") for a in d["alternatives"])
+    smaller = _run("--model", str(llama_dir), "--gpu", "H100 SXM", "--concurrency", "8",
+                   "--engine", "vllm", "--tp", str(n // 2), "--gpu-count", str(n // 2), "--json")
+    assert not json.loads(smaller.stdout)["fits"]
+    text = _run("--model", str(llama_dir), "--gpu", "H100 SXM", "--concurrency", "8",
+                "--engine", "vllm").stdout
+    assert f"`--job-variable gpu_count={n}`" in text
+    # Nothing fits on a node of 8 L4s: said, not a number.
+    l4 = json.loads(_run("--model", str(llama_dir), "--gpu", "L4", "--concurrency", "16",
+                         "--json").stdout)
+    assert l4["gpus_to_request"] is None
 
 
 def test_plan_does_not_fit_gives_gap_and_options(llama_dir):

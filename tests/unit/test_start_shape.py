@@ -9,6 +9,7 @@ import json
 
 import pytest
 
+from infopt.costmodel.layouts import fitting_layouts
 from infopt.engines import adapter_for
 from infopt.engines.base import ServingTarget
 from infopt.model.classify import classify_config
@@ -17,7 +18,7 @@ from infopt.specs.hardware import HardwareInventory
 from infopt.specs.model import ModelFormat, ModelProfile
 from infopt.specs.serving import with_knobs
 from infopt.tuning.candidates import fit_config
-from infopt.tuning.start_shape import CONTEXT_STEP_TOKENS, fitting_layouts, start_shape
+from infopt.tuning.start_shape import CONTEXT_STEP_TOKENS, start_shape
 from tests.fake_nvml import recorded_inventory
 from tests.fixture_data import MODEL_CONFIGS
 
