@@ -48,11 +48,11 @@ lint: $(STAMP)
 	@$(PY) -m ruff check infopt flows tasks blocks bench tests
 	@$(PY) -m mypy infopt/specs infopt/tuning infopt/engines
 
-# Two pytest-xdist workers: most of the suite waits on engines, servers and paced streams
-# (about one core busy on average when run serially): two workers overlap those waits. Tests
-# that share a costly session fixture run on one worker (tests/conftest.py); TEST_WORKERS=0
-# runs everything in this process.
-TEST_WORKERS ?= 2
+# One process by default: two pytest-xdist workers on 2 cores put two engines' spinning
+# thread pools on the same cores (tried 2026-12-04: one llama-server of the comparator test
+# was still busy after 688 s, and 2 tests had finished in 12 minutes). TEST_WORKERS=N splits the suite over N workers on a machine with the cores for
+# it; tests that share a costly session fixture stay on one worker (tests/conftest.py).
+TEST_WORKERS ?= 0
 test: lint engines lm-eval browser
 	@$(PY) -m pytest -q -ra --durations=25 -n $(TEST_WORKERS) --dist loadgroup
 

@@ -19,11 +19,12 @@ from prefect.exceptions import MissingContextError
 from infopt.analysis.records import ErrorKind
 from infopt.contract.openai_chat import BASE_REQUIRED
 from infopt.contract.verify import FEATURES, required_for
-from infopt.engines import process
+from infopt.costmodel.kv_check import kv_check
+from infopt.engines import adapter_for, process
 from infopt.model.profile import weights_profile
 from infopt.runs.rundir import load_trial, trial_dir, write_trial
 from infopt.specs.base import InfoptError, InputError
-from infopt.specs.fit import MemoryFit
+from infopt.specs.fit import KvCheck, MemoryFit
 from infopt.specs.hardware import HardwareInventory
 from infopt.specs.model import ModelProfile
 from infopt.specs.request import OptimizeRequest
@@ -218,7 +219,8 @@ def run_trial(spec: TrialSpec, key: str, fit: MemoryFit | None, ctx: TrialContex
     if error is not None and died is None:
         raise error
     common.update(config=config, diagnosis=started.diagnosis, remedy=started.remedy)
-    common.update(engine=running, benchmark=bench, contract=checks, quality=verdict)
+    common.update(engine=running, benchmark=bench, contract=checks, quality=verdict,
+                  kv=logged_kv(running, fit))
     if died is None and rejected is not None:
         trial = Trial(**common, objective_value=None, failed=rejected[:600])
     elif hung is not None:
@@ -243,6 +245,19 @@ def run_trial(spec: TrialSpec, key: str, fit: MemoryFit | None, ctx: TrialContex
                           ceilings=ceilings)
     write_trial(run_dir, key, trial)
     return trial
+
+
+def logged_kv(running: RunningEngine, fit: MemoryFit | None) -> KvCheck | None:
+    """The KV capacity the engine logged at start against the fit (infopt.costmodel.kv_check);
+    said in the run's log when the two disagree beyond the stop threshold."""
+    with open(running.log_path, errors="replace") as f:
+        head = f.read(4 * 2**20)  # the startup lines; a long run's request lines follow
+    check = kv_check(adapter_for(running.engine).kv_from_log(head), fit)
+    if check is not None and check.stops_ladder:
+        _log().warning("KV capacity: the engine logged %s %s, the fit predicted %s (%+.0f%%)",
+                       f"{check.observed:,}", check.unit, f"{check.predicted:,}",
+                       100 * check.error)
+    return check
 
 
 def run_attempts(spec: TrialSpec, key: str, fit: MemoryFit | None, ctx: TrialContext,

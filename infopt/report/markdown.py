@@ -221,6 +221,21 @@ def _ceiling_lines(r: OptimizationReport) -> list[str]:
     return lines
 
 
+def _kv_lines(r: OptimizationReport) -> list[str]:
+    """Each trial whose engine logged its KV capacity, against the fit's estimate."""
+    rows = [t for t in r.trials if t.kv is not None]
+    if not rows:
+        return []
+    lines = ["", "### KV capacity: the engine's startup log against the fit (estimate)", "",
+             "| trial | unit | logged | fit | error |", "|---|---|---:|---:|---:|"]
+    for t in rows:
+        k = t.kv
+        flag = " **stops the ladder**" if k.stops_ladder else ""
+        lines.append(f"| {t.trial_id} | {k.unit} | {k.observed:,} | {k.predicted:,} | "
+                     f"{k.error:+.1%}{flag} |")
+    return lines
+
+
 def _at_native(fit, native_tokens: int) -> float:
     """Sequences the KV capacity holds at the model's full native context (state included)."""
     per_seq = fit.kv_bytes_per_token_per_gpu * native_tokens + fit.state_bytes_per_sequence_per_gpu
@@ -468,7 +483,7 @@ def _notes_lines(r: OptimizationReport) -> list[str]:
 # when the run has nothing for it).
 SECTIONS: tuple[Callable[[OptimizationReport], list[str]], ...] = (
     _header_lines, _ladder_section, _plot_lines, _trial_lines, _slo_lines, _scenario_lines,
-    _troubleshooting_lines, _ceiling_lines, _kernel_section, _command_lines, _contract_lines,
+    _troubleshooting_lines, _ceiling_lines, _kv_lines, _kernel_section, _command_lines, _contract_lines,
     _target_lines, lambda r: reproduce_lines(r.reproduce), _deployment_lines,
     lambda r: _shortlist_lines(r) if r.shortlist else [], _notes_lines,
     lambda r: provenance_lines(r.provenance))

@@ -148,6 +148,19 @@ class KvObservation(Spec):
     line: str  # the log line(s) it came from
 
 
+class KvCheck(Spec):
+    """The KV capacity the engine's startup log reports against the fit's estimate for the
+    same configuration (infopt.costmodel.kv_check): tokens where the engine logs tokens (vLLM,
+    SGLang, TensorRT-LLM), bytes where it logs buffers (llama.cpp at -lv 4)."""
+
+    unit: Literal["tokens", "bytes"]
+    observed: int  # per replica, as the engine logged it
+    predicted: int  # the fit's, per replica
+    error: float  # observed / predicted - 1
+    line: str  # the log line(s)
+    stops_ladder: bool  # |error| beyond KV_STOP_ERROR: the fit's overhead terms are wrong here
+
+
 class Layout(Spec):
     """A multi-GPU layout: TP x PP ranks per replica, DP replicas; `ep`: MoE experts split
     whole over the TP (x DP) ranks."""

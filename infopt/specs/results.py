@@ -14,7 +14,7 @@ from .checkpoint import Shortlist
 from .comparison import Comparison
 from .contract import ContractCheck, ContractOutcome
 from .diagnosis import Diagnosis, Remedy
-from .fit import CeilingRatio, MemoryFit
+from .fit import CeilingRatio, KvCheck, MemoryFit
 from .hardware import HardwareInventory
 from .ladder import CeilingPick, EngineChoice, LadderOutcome, ParetoPoint
 from .model import ModelProfile
@@ -236,6 +236,7 @@ class Trial(Spec):
     # killer); such a trial is started afresh under the request's `budgets.retries`.
     killed_by_signal: int | None = None
     fit: MemoryFit | None = None  # predicted memory fit of this configuration
+    kv: KvCheck | None = None  # the engine's logged KV capacity against the fit's
     diagnosis: Diagnosis | None = None  # why a start failed (first attempt), when it did
     remedy: Remedy | None = None  # the contract-preserving change applied after diagnosis
     ceilings: list[CeilingRatio] = Field(default_factory=list)  # measured / ceiling per level

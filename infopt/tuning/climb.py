@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from infopt.contract.remedies import remedy_for_required
+from infopt.costmodel.kv_check import stop_reason as kv_stop_reason
 from infopt.specs.approval import GateAnswer
 from infopt.specs.contract import ContractGap, ContractRemedy
 from infopt.specs.ladder import (
@@ -201,6 +202,9 @@ class _Climber:
     def _trial(self, spec: TrialSpec) -> Generator[TrialSpec, Trial, Trial]:
         trial = yield spec
         self.launches += attempts_of(spec, trial)
+        if trial.kv is not None and trial.kv.stops_ladder and self.stopped is None:
+            self.stopped = kv_stop_reason(trial.trial_id, trial.kv)
+            self.p.log.warning("ladder: %s", self.stopped)
         return trial
 
     def _spec(self, role: TrialRole, config: AnyServingConfig, label: str | None,

@@ -281,3 +281,27 @@ def test_the_climb_imports_no_engine_and_no_prefect():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          timeout=120)
     assert out.returncode == 0, out.stdout + out.stderr
+
+
+def test_an_engine_kv_capacity_far_from_the_fit_stops_the_climb_with_the_reason():
+    """Issue 32 item 11: the fit's KV estimate is checked against the engine's log in every
+    trial; beyond KV_STOP_ERROR the ladder stops between trials, saying why."""
+    from infopt.costmodel.kv_check import KV_STOP_ERROR
+    from infopt.specs.fit import KvCheck
+
+    sim = Sim({"control": [40, 41, 40], "baseline": [50, 51, 49],
+               "parallel_slots=2": [60, 61, 59], "parallel_slots=4": [70, 71, 69]})
+
+    def run(spec):
+        out = sim(spec)
+        if spec.value == "parallel_slots=2":  # the engine allocated 40% less than predicted
+            kv = KvCheck(unit="tokens", observed=6_000, predicted=10_000, error=-0.4,
+                         line="KV cache size: 6,000 tokens", stops_ladder=0.4 > KV_STOP_ERROR)
+            out = [t.model_copy(update={"kv": kv}) for t in out]
+        return out
+
+    outcome, _ = drive(climb(plan(["scheduling", "prefill"], facts())), run)
+    assert outcome.ladder.stopped.startswith("the engine's KV capacity in t06-parallel_slots=2-r1 "
+                                             "is 6,000 tokens against the fit's 10,000 (-40%")
+    assert "parallel_slots=4" not in {s.value for s in sim.specs}
+    assert outcome.ladder.steps[-1].skipped.startswith("not run: the engine's KV capacity")
