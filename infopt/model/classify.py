@@ -98,11 +98,13 @@ _COUNTS = {**dict.fromkeys((
     "moe_layer_freq", "decoder_sparse_step", "mamba_num_heads", "mamba_head_dim",
     "ssm_state_size", "n_groups", "conv_kernel", "linear_num_key_heads",
     "linear_num_value_heads", "linear_key_head_dim", "linear_value_head_dim",
-    "linear_conv_kernel_dim"), 1),
+    "linear_conv_kernel_dim", "moe_k", "moe_layer_interval"), 1),
     **dict.fromkeys((
         "n_routed_experts", "num_local_experts", "num_experts", "n_shared_experts",
         "first_k_dense_replace", "num_nextn_predict_layers", "mtp_num_hidden_layers",
-        "max_window_layers", "sliding_window", "qk_nope_head_dim", "qk_rope_head_dim"), 0)}
+        "max_window_layers", "sliding_window", "qk_nope_head_dim", "qk_rope_head_dim",
+        "moe_num_experts", "num_shared_experts", "moe_num_shared_experts",
+        "moe_layer_start_index"), 0)}
 _SHAPES = {"architectures": list, "layer_types": list, "mlp_only_layers": list,
            "hybrid_override_pattern": str, "block_configs": list}
 _LINEAR_KEYS = ("linear_num_key_heads", "linear_num_value_heads", "linear_key_head_dim",
@@ -255,7 +257,8 @@ class _Shapes:
         self.e_int = int(k.get("moe_intermediate_size", default=0) or self.intermediate)
         self.expert = mats * hidden * self.e_int + (
             (mats - 1) * self.e_int + hidden if fam.expert_bias or k.get("mlp_bias") else 0)
-        n_shared = int(k.get("n_shared_experts", default=0) or 0)
+        n_shared = int(k.get("n_shared_experts", "num_shared_experts", "moe_num_shared_experts",
+                             default=0) or 0)
         shared_int = k.get("moe_shared_expert_intermediate_size",
                            "shared_expert_intermediate_size")
         if shared_int is None and n_shared:
@@ -359,6 +362,33 @@ def _state(sh: _Shapes, kinds: dict[LayerKind, int], notes: list[str]) -> tuple[
     return sixteen, declared
 
 
+# Keys that declare token mixers other than attention (Mamba heads, state sizes, an attention
+# period or hybrid block list, Jamba's expert period) in a layout infopt does not read: Jamba,
+# Zamba/Zamba2, Bamba, Falcon-H1. Sized as attention, such a model would count KV for layers
+# that hold none and miss their recurrent state; it is refused instead. Nemotron-H
+# (hybrid_override_pattern) and Qwen3-Next/Qwen3.5 (layer_types) are read, and pass.
+_UNREAD_LAYOUT_PREFIXES = ("mamba_", "ssm_", "n_mamba")
+_UNREAD_LAYOUT_KEYS = ("attn_layer_period", "attn_layer_offset", "attn_layer_indices",
+                       "hybrid_layer_ids", "layers_block_type", "expert_layer_period")
+
+
+def refuse_unread_layout(cfg: dict[str, Any], layers: list, model_type: str,
+                         architecture: str) -> None:
+    recurrent = {LayerKind.MAMBA, LayerKind.LINEAR_ATTENTION}
+    if any(layer.mixer in recurrent for layer in layers):
+        return
+    keys = sorted(key for key, value in cfg.items() if value not in (None, [], "")
+                  and (key.startswith(_UNREAD_LAYOUT_PREFIXES) or key in _UNREAD_LAYOUT_KEYS))
+    if keys:
+        raise InputError(
+            f"{model_type or architecture} ({architecture}) declares recurrent (Mamba/SSM) or "
+            f"hybrid layers ({', '.join(keys[:6])}{'...' if len(keys) > 6 else ''}) in a layout "
+            "infopt does not read: sizing it as attention would count KV for layers that hold "
+            "none and miss their recurrent state. Not supported yet (supported hybrids: "
+            "Nemotron-H's hybrid_override_pattern, Gated DeltaNet layers in layer_types); "
+            "choose another model or plan it by hand.")
+
+
 def classify_config(config: dict[str, Any], *, hf_quant_config: dict[str, Any] | None = None,
                     model: str = "", revision: str | None = None, license: str | None = None,
                     gated: bool | None = None,
@@ -385,14 +415,21 @@ def classify_config(config: dict[str, Any], *, hf_quant_config: dict[str, Any] |
     ctx = k.need("max_position_embeddings", "max_sequence_length", "seq_length", "n_positions")
     n_heads = k.need("num_attention_heads", "n_head")
     n_kv = int(k.get("num_key_value_heads", "num_kv_heads", default=n_heads) or n_heads)
-    num_experts = int(k.get("n_routed_experts", "num_local_experts", "num_experts", default=0))
-    top_k = k.need("num_experts_per_tok", "experts_per_token", "moe_topk") if num_experts else 0
+    num_experts = int(k.get("n_routed_experts", "num_local_experts", "num_experts",
+                            "moe_num_experts", default=0) or 0)
+    if num_experts and k.get("is_moe") is False:  # Doge: the experts are declared, not built
+        notes.append(f"is_moe=false: the {num_experts} declared experts are not built; every "
+                     "layer has a dense MLP")
+        num_experts = 0
+    top_k = k.need("num_experts_per_tok", "experts_per_token", "moe_topk", "moe_k") \
+        if num_experts else 0
     is_mla = k.get("kv_lora_rank") is not None
     if is_mla:
         _need_keys(k, ("qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim"))
     _missing(k, model_type, architecture, "classify")
 
     layers, window = layer_plan(k, n, num_experts > 0, n_heads, hidden, notes)
+    refuse_unread_layout(text, layers, model_type, architecture)
     if not is_mla and not k.get("head_dim") and hidden % n_heads:
         raise InputError(f"hidden_size {hidden} is not divisible by num_attention_heads "
                          f"{n_heads}, and head_dim is not given: fix one of them, or give "

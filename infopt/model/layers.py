@@ -12,7 +12,7 @@ Four ways configs describe it:
 * `layer_types` (Gemma 3, gpt-oss, Qwen3-Next / Qwen3.5 with linear_attention), or a sliding
   window rule (Qwen2's max_window_layers, Mistral's every-layer window);
 * MoE placement keys (first_k_dense_replace, moe_layer_freq, decoder_sparse_step,
-  mlp_only_layers).
+  mlp_only_layers, ERNIE's moe_layer_start_index/end_index/interval).
 """
 
 from __future__ import annotations
@@ -128,8 +128,16 @@ def _mlps(k: Keys, n: int, moe: bool) -> list[MlpKind]:
     freq = int(k.get("moe_layer_freq", default=1))
     step = int(k.get("decoder_sparse_step", default=1))  # Qwen-MoE
     dense_only = set(k.get("mlp_only_layers", default=[]))
+    # ERNIE 4.5 MoE (transformers modeling_ernie4_5_moe.py): layers start..end whose
+    # (index + 1) is a multiple of the interval.
+    start = int(k.get("moe_layer_start_index", default=0))
+    end = k.get("moe_layer_end_index")
+    end = n - 1 if end is None or int(end) < 0 else int(end)
+    interval = int(k.get("moe_layer_interval", default=1))
     return [MlpKind.MOE if (i >= first_dense and i % freq == 0 and (i + 1) % step == 0
-                            and i not in dense_only) else MlpKind.DENSE for i in range(n)]
+                            and i not in dense_only and start <= i <= end
+                            and (i + 1) % interval == 0) else MlpKind.DENSE
+            for i in range(n)]
 
 
 def layer_plan(k: Keys, n: int, moe: bool, n_heads: int, hidden: int, notes: list[str]
