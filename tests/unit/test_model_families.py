@@ -11,15 +11,11 @@ import warnings
 from functools import cache
 
 import pytest
+from transformers import AutoConfig
+from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
 
 from infopt.model.classify import classify_config
 from infopt.specs.base import InputError
-
-transformers = pytest.importorskip("transformers")
-from transformers import AutoConfig  # noqa: E402
-from transformers.models.auto.modeling_auto import (  # noqa: E402
-    MODEL_FOR_CAUSAL_LM_MAPPING_NAMES,
-)
 
 FAMILIES = sorted(MODEL_FOR_CAUSAL_LM_MAPPING_NAMES)
 EXPERT_KEYS = ("n_routed_experts", "num_local_experts", "num_experts", "moe_num_experts")
