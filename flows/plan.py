@@ -24,7 +24,9 @@ def plan(request: PlanRequest) -> PlanResult:
 
         hw = inventory()  # this worker's own hardware: measures bandwidth and GEMM (~3 s)
     result = make_plan(fit_request(request, insp, exact, hw),
-                       tokens_per_step=request.spec_tokens_per_step)
+                       prompt_tokens=request.input_tokens,
+                       tokens_per_step=request.spec_tokens_per_step,
+                       output_tokens=request.output_tokens)
     text = render_plan(result)
     create_markdown_artifact(markdown=f"```\n{text}\n```", key="infopt-plan",
                              description=f"fit and ceilings of {request.model}")

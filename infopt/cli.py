@@ -448,6 +448,12 @@ def plan(
     mem_fraction_static: Annotated[float, typer.Option(min=0.05, max=1.0)] = 0.88,
     spec_tokens_per_step: Annotated[float, typer.Option(
         min=1.0, help="speculative decoding: expected verified tokens per step (1 = off)")] = 1.0,
+    input_tokens: Annotated[int | None, typer.Option(
+        help="prompt tokens per request (default: --workload's mean, else 1,024 assumed)")] = None,
+    output_tokens: Annotated[int | None, typer.Option(
+        help="output tokens per request (default: --workload's mean, else 256 assumed)")] = None,
+    workload: Annotated[str | None, typer.Option(
+        help="a workload file: its mean prompt and output lengths")] = None,
     revision: Annotated[str | None, typer.Option()] = None,
     endpoint: Annotated[str | None, typer.Option()] = None,
     credentials_block: Annotated[str | None, typer.Option()] = None,
@@ -475,7 +481,8 @@ def plan(
                             weight_dtype=weight_dtype, tp=tp, pp=pp,
                             gpu_memory_utilization=gpu_memory_utilization,
                             mem_fraction_static=mem_fraction_static,
-                            spec_tokens_per_step=spec_tokens_per_step)
+                            spec_tokens_per_step=spec_tokens_per_step,
+                            input_tokens=input_tokens, output_tokens=output_tokens)
         except ValidationError as exc:
             first = exc.errors()[0]
             field = str(first["loc"][0])
@@ -483,7 +490,16 @@ def plan(
             raise InputError(f"--{field.replace('_tokens', '').replace('_', '-')}: "
                              f"{first['msg']} (got {first['input']!r})"
                              + _allowed(b.get("min"), b.get("max"))) from None
-        # The local file first: a bad path is named before the hub is asked for the model.
+        # The local files first: a bad path is named before the hub is asked for the model.
+        prompt, output = p.input_tokens, p.output_tokens
+        lengths_from = "requests as given"
+        if workload is not None and not (prompt and output):
+            from infopt.loadgen.schedule import mean_lengths
+            from infopt.specs.traffic_file import load_traffic
+
+            mean_in, mean_out = mean_lengths(load_traffic(workload))
+            prompt, output = prompt or mean_in, output or mean_out
+            lengths_from = f"{workload}'s mean lengths (20,000 draws with its seed)"
         hw = _inventory_file(inventory) if inventory else None
         insp, exact = _load_model(model, revision, endpoint, credentials_block)
         if gpu is None and hw is None:
@@ -498,7 +514,8 @@ def plan(
             matrix = matrix_for(req, model, hw)
             typer.echo(matrix.model_dump_json(indent=2) if json_out else render_layouts(matrix))
             return
-        result = make_plan(req, tokens_per_step=spec_tokens_per_step)
+        result = make_plan(req, prompt_tokens=prompt, tokens_per_step=spec_tokens_per_step,
+                           output_tokens=output, lengths_from=lengths_from)
     except InfoptError as exc:
         _fail(exc)
         return

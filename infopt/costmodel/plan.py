@@ -45,7 +45,8 @@ def batch_sizes(concurrency: int, max_concurrency: float) -> list[int]:
 
 
 def ceiling_table(r: FitRequest, batches: list[int], prompt_tokens: int,
-                  tokens_per_step: float = 1.0) -> CeilingTable:
+                  tokens_per_step: float = 1.0, output_tokens: int | None = None,
+                  lengths_source: str = "requests as given") -> CeilingTable:
     dev = r.device
     own = path_from_quantization(r.model.quantization, dev.compute_capability)
     paths = [r.weight_path] + [p for p in hypothetical_paths(dev.compute_capability)
@@ -70,7 +71,8 @@ def ceiling_table(r: FitRequest, batches: list[int], prompt_tokens: int,
                                      tokens_per_step=tokens_per_step,
                                      exact_weights_bytes=exact, pp=r.pp)
                     if row:
-                        rows.append(_with_estimate(r, row, pre, prompt_tokens))
+                        rows.append(_with_estimate(r, row, pre, output_tokens or max(
+                            1, r.context_tokens - prompt_tokens)))
                         produced = True
                 if pre:
                     rows.append(pre)
@@ -93,20 +95,22 @@ def ceiling_table(r: FitRequest, batches: list[int], prompt_tokens: int,
         "engine and GPU family on published measured results (infopt/costmodel/data/"
         "published_results.csv, each with its source); each says its held-out error",
         f"prefill: one prompt of {prompt_tokens} tokens, causal attention",
+        f"lengths: {lengths_source}; each sequence's prefill is spread over its "
+        f"{output_tokens or max(1, r.context_tokens - prompt_tokens):,} decode steps in the "
+        "estimates",
         f"decode advances {tokens_per_step:g} verified token(s) per sequence per step"
         + (" (speculative decoding: verification work scales with it; the draft model's own "
            "cost is not included)" if tokens_per_step != 1 else "")])
 
 
 def _with_estimate(r: FitRequest, row: CeilingRow, pre: CeilingRow | None,
-                   prompt_tokens: int) -> CeilingRow:
+                   output_tokens: int) -> CeilingRow:
     """A theoretical GPU decode row with its attainable estimate: a closed loop admitting one
-    prompt of `prompt_tokens` per (context - prompt) output tokens of each sequence."""
+    prompt per `output_tokens` decode steps of each sequence."""
     if row.envelope is not Envelope.THEORETICAL:
         return row
     est = estimate(row, r.model, r.engine, r.device.compute_capability, r.tp,
-                   pre.t_compute_s if pre else 0.0,
-                   max(1, r.context_tokens - prompt_tokens))
+                   pre.t_compute_s if pre else 0.0, output_tokens)
     return row.model_copy(update={"estimate": est}) if est else row
 
 
@@ -129,13 +133,40 @@ def gpus_to_request(r: FitRequest, fit: MemoryFit) -> tuple[int | None, str | No
     return None, None
 
 
+# What a plan assumes of each request when the user gives no lengths (said in the output).
+DEFAULT_INPUT_TOKENS, DEFAULT_OUTPUT_TOKENS = 1024, 256
+
+
+def request_lengths(context_tokens: int, input_tokens: int | None,
+                    output_tokens: int | None, given_by: str = "requests as given"
+                    ) -> tuple[int, int, str]:
+    """(prompt tokens, output tokens per request, where they come from) for the estimate:
+    each sequence's one prefill is spread over its decode steps. Given lengths must fit the
+    context; missing ones are assumed and said so."""
+    if input_tokens and output_tokens:
+        if input_tokens + output_tokens > context_tokens:
+            raise InputError(
+                f"--input-tokens {input_tokens:,} + --output-tokens {output_tokens:,} is more "
+                f"than the {context_tokens:,}-token context per sequence; shorten them or "
+                "raise --context")
+        return input_tokens, output_tokens, (
+            f"{given_by}: {input_tokens:,} prompt + {output_tokens:,} output tokens")
+    prompt = input_tokens or min(DEFAULT_INPUT_TOKENS, max(1, context_tokens * 3 // 4))
+    output = output_tokens or max(1, min(DEFAULT_OUTPUT_TOKENS, context_tokens - prompt))
+    return prompt, output, (
+        f"ASSUMED requests of {prompt:,} prompt + {output:,} output tokens (no workload given: "
+        "pass --input-tokens/--output-tokens or --workload FILE)")
+
+
 def make_plan(r: FitRequest, prompt_tokens: int | None = None,
-              tokens_per_step: float = 1.0) -> PlanResult:
+              tokens_per_step: float = 1.0, output_tokens: int | None = None,
+              lengths_from: str = "requests as given") -> PlanResult:
     fit = plan_fit(r)
     gpus, layout = gpus_to_request(r, fit)
     batches = batch_sizes(r.concurrency, fit.max_concurrency_at_context)
-    table = ceiling_table(r, batches, prompt_tokens or min(r.context_tokens, 2048),
-                          tokens_per_step)
+    prompt, output, source = request_lengths(r.context_tokens, prompt_tokens, output_tokens,
+                                             lengths_from)
+    table = ceiling_table(r, batches, prompt, tokens_per_step, output, source)
     m = r.model
     return PlanResult(**fit.model_dump(), model=m.model, device=r.device, ceilings=table,
                       layer_kinds={str(k): n for k, n in m.layer_kinds.items()},

@@ -210,6 +210,15 @@ def _lengths(spec: TrafficSpec, n: int, rng_in: np.random.Generator,
             sample_lengths(spec.output_lengths, n, rng_out, "output_tokens"))
 
 
+def mean_lengths(spec: TrafficSpec, n: int = 20_000) -> tuple[int, int]:
+    """(mean prompt tokens, mean output tokens) of `spec`'s requests: n draws with its own
+    seed (traces and capped distributions included), shared prefixes counted at their share."""
+    inp, out = _lengths(spec, n, np.random.default_rng([spec.seed, 0]),
+                        np.random.default_rng([spec.seed, 1]))
+    prefix = spec.prefix.reuse_ratio * spec.prefix.shared_prefix_tokens
+    return max(1, round(float(inp.mean()) + prefix)), max(1, round(float(out.mean())))
+
+
 def sample_lengths(dist: FixedLengths | UniformLengths | LognormalLengths | TraceLengths,
                    n: int, rng: np.random.Generator, column: str = "input_tokens") -> np.ndarray:
     """n whole token counts (>= 1) from one length distribution; `column` picks a trace's."""

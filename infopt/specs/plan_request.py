@@ -28,3 +28,7 @@ class PlanRequest(Spec):
     gpu_memory_utilization: float = Field(0.9, ge=0.05, le=1.0)
     mem_fraction_static: float = Field(0.88, ge=0.05, le=1.0)
     spec_tokens_per_step: float = Field(1.0, ge=1.0, le=64.0)
+    # Each request's lengths, for the attainable estimate (one prefill per request spread
+    # over its decode steps); None: assumed (1,024 + 256) and said so in the plan.
+    input_tokens: int | None = Field(None, ge=1, le=10_000_000)
+    output_tokens: int | None = Field(None, ge=1, le=10_000_000)

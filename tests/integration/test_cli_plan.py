@@ -148,3 +148,36 @@ def test_held_out_families_plan_with_an_estimate_that_says_what_it_has_not_seen(
 
     line = render_plan(PlanResult.model_validate(d)).splitlines()[1]
     assert line.startswith("Layers: ") and kind in line
+
+
+def _estimate_at(d: dict, batch: int) -> dict:
+    return next(r for r in d["ceilings"]["rows"] if r["phase"] == "decode" and r["batch"] == batch
+                and r["envelope"] == "theoretical" and r["kv_dtype"] == "auto"
+                and r["weight_path"] == "BF16")
+
+
+def test_plan_prices_the_workloads_lengths_and_says_when_it_assumes_them(llama_dir, tmp_path):
+    """Issue 32: at a 1,536-token context the plan took the prompt as the whole context and the
+    output as one token, pricing a full prefill into every decode step (a batch-8 estimate
+    collapsing to a fraction of its ceiling). Given the lengths, or a workload file, it prices
+    one prefill per request; without them it says what it assumed."""
+    base = ("--model", str(llama_dir), "--gpu", "H100 SXM", "--concurrency", "8", "--context",
+            "1536", "--engine", "vllm", "--json")
+    given = json.loads(_run(*base, "--input-tokens", "1024", "--output-tokens", "512").stdout)
+    row = _estimate_at(given, 8)
+    assert row["estimate"]["tokens_per_s"] > 0.3 * row["tokens_per_s"]
+    assert any("1,024 prompt + 512 output tokens" in a
+               for a in given["ceilings"]["assumptions"])
+    assumed = json.loads(_run(*base).stdout)
+    assert any(a.startswith("lengths: ASSUMED requests of 1,024 prompt + 256 output")
+               for a in assumed["ceilings"]["assumptions"])
+    wl = tmp_path / "wl.yaml"
+    wl.write_text("name: w\ninput_lengths: {kind: fixed, tokens: 700}\n"
+                  "output_lengths: {kind: fixed, tokens: 300}\nmeasured_requests: 10\n")
+    from_file = json.loads(_run(*base, "--workload", str(wl)).stdout)
+    assert any("wl.yaml's mean lengths" in a and "700 prompt + 300 output" in a
+               for a in from_file["ceilings"]["assumptions"])
+    too_long = _run(*base, "--input-tokens", "1024", "--output-tokens", "1024")
+    assert too_long.returncode == 2 and "more than the 1,536-token context" in too_long.stderr
+    bad = _run(*base, "--workload", str(tmp_path / "missing.yaml"))
+    assert bad.returncode == 2 and "Traceback" not in bad.stderr
