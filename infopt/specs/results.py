@@ -237,6 +237,8 @@ class Trial(Spec):
     killed_by_signal: int | None = None
     fit: MemoryFit | None = None  # predicted memory fit of this configuration
     kv: KvCheck | None = None  # the engine's logged KV capacity against the fit's
+    # GPU memory its engine held after the benchmark (NVML, its process group); None off GPUs.
+    gpu_memory_bytes: int | None = None
     diagnosis: Diagnosis | None = None  # why a start failed (first attempt), when it did
     remedy: Remedy | None = None  # the contract-preserving change applied after diagnosis
     ceilings: list[CeilingRatio] = Field(default_factory=list)  # measured / ceiling per level

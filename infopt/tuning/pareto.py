@@ -45,7 +45,9 @@ def points(trials: list[Trial], target_concurrency: int,
                 if lv.concurrency == target_concurrency]
         top1 = [t.quality.candidate.top1_agreement for t in ts
                 if t.quality is not None and t.quality.candidate is not None]
-        rss = [lv.engine_rss_peak_bytes for lv in lvls if lv.engine_rss_peak_bytes]
+        # On a GPU the engine's GPU memory (NVML), else the engine's peak host RSS.
+        gpu = [t.gpu_memory_bytes for t in ts if t.gpu_memory_bytes]
+        rss = gpu or [lv.engine_rss_peak_bytes for lv in lvls if lv.engine_rss_peak_bytes]
         out.append(ParetoPoint(
             label=label, trial_ids=[t.trial_id for t in ts],
             output_tokens_per_s=_median([lv.output_tokens_per_s for lv in lvls]),
