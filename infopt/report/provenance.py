@@ -57,6 +57,13 @@ RULES: tuple[tuple[str, K, str], ...] = (
      "theoretical ceiling's terms with fixed costs and achieved fractions fitted on published "
      "measured results (infopt/costmodel/data/published_results.csv, attainable_fit.json)"),
     ("trials[].fit.**", K.ESTIMATED, _FIT),
+    ("trials[].kv.observed", K.MEASURED, _TRIAL + "engine.log: the KV capacity the engine "
+     "logged at start"),
+    ("trials[].kv.predicted", K.ESTIMATED, _FIT),
+    ("trials[].kv.error", K.ESTIMATED, "trial {trial_id}'s logged KV capacity / the fit's, "
+     "minus 1 (infopt.costmodel.kv_check)"),
+    ("trials[].gpu_memory_bytes", K.MEASURED, "NVML: the GPU memory of trial {trial_id}'s "
+     "engine process group after its benchmark (infopt.hardware.gpu_memory)"),
     ("trials[].diagnosis.matches[].score", K.ESTIMATED, "infopt.troubleshoot: how well trial "
      "{trial_id}'s engine.log matches the known failure"),
     ("trials[].diagnosis.**", K.CONFIGURED, "the known failure's remedy (infopt.troubleshoot "
