@@ -13,7 +13,14 @@ from infopt.costmodel.layouts import fitting_layouts
 from infopt.costmodel.roofline import decode_row, prefill_row
 from infopt.costmodel.weights import hypothetical_paths, path_from_quantization
 from infopt.specs.base import InputError
-from infopt.specs.fit import CeilingRow, CeilingTable, DeviceBudget, Envelope, MemoryFit
+from infopt.specs.fit import (
+    CeilingRow,
+    CeilingTable,
+    DeviceBudget,
+    Envelope,
+    Layout,
+    MemoryFit,
+)
 
 
 class PlanResult(MemoryFit):
@@ -121,7 +128,8 @@ def gpus_to_request(r: FitRequest, fit: MemoryFit) -> tuple[int | None, str | No
     """(GPUs, layout label): `r`'s own layout when it fits, else the first of
     costmodel.layouts.fitting_layouts that fits (the same order a run starts in)."""
     if fit.fits:
-        return r.tp * r.pp * r.dp, f"TP={r.tp}" + (f" PP={r.pp}" if r.pp > 1 else "")
+        asked = Layout(tp=r.tp, pp=r.pp, dp=r.dp)
+        return asked.gpus, asked.label
     for layout in fitting_layouts(r.model, max(r.gpu_count, NODE_GPUS)):
         trial = replace(r, tp=layout.tp, pp=layout.pp, dp=1,
                         gpu_count=max(r.gpu_count, layout.gpus))

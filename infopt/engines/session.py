@@ -6,7 +6,7 @@ from __future__ import annotations
 from pydantic import ValidationError
 
 from infopt.specs.diagnosis import Remedy
-from infopt.specs.serving import AnyServingConfig, with_knob
+from infopt.specs.serving import AnyServingConfig, with_knobs
 
 
 def apply_remedy(config: AnyServingConfig, remedy: Remedy) -> AnyServingConfig | None:
@@ -14,10 +14,8 @@ def apply_remedy(config: AnyServingConfig, remedy: Remedy) -> AnyServingConfig |
     does not exist on this engine (the remedy is another engine's). The environment becomes
     part of the configuration, so later trials, trial keys and rendered deployments carry it."""
     try:
-        for knob, value in remedy.knob_changes.items():
-            config = with_knob(config, knob, value)
-        for name, value in remedy.env_changes.items():
-            config = with_knob(config, f"env.{name}", value)
+        config = with_knobs(config, {**remedy.knob_changes,
+                                     **{f"env.{n}": v for n, v in remedy.env_changes.items()}})
     except (ValueError, ValidationError):
         return None
     return config

@@ -40,7 +40,7 @@ from infopt.specs.ladder import (
 )
 from infopt.specs.request import Budgets
 from infopt.specs.results import Trial
-from infopt.specs.serving import AnyServingConfig, same_config, with_knob
+from infopt.specs.serving import AnyServingConfig, same_config, with_knobs
 from infopt.specs.trial import TrialRole, TrialSpec, changes_from
 from infopt.tuning import decide
 
@@ -242,9 +242,7 @@ class _Climber:
                           start.remedy.change)
             remedy, first_gaps = start.remedy, start.gaps
             replanned_after, self.launches = self.launches, 0
-            baseline = p.baseline
-            for knob, value in remedy.knob_changes.items():
-                baseline = with_knob(baseline, knob, value)
+            baseline = with_knobs(p.baseline, remedy.knob_changes)
             start = yield from self._measure_start(baseline, allow_remedy=False)
         if isinstance(start, _Broken):
             return ClimbOutcome(ladder=None, history=[], pruned=self.pruned,
