@@ -346,6 +346,7 @@ class FakeHub(LocalServer):
 def _make_handler(hub: FakeHub):  # noqa: C901 - one router, kept together for reading
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
+        disable_nagle_algorithm = True  # headers and body in two writes: no 40 ms ACK wait
 
         def log_message(self, *args) -> None:  # keep pytest output clean
             pass

@@ -19,7 +19,7 @@ from infopt.specs.request import Budgets, ModelTarget, OptimizeRequest
 from infopt.specs.serving import with_knob
 from infopt.specs.workload import fixed_levels
 
-pytestmark = [pytest.mark.integration, pytest.mark.vllm, pytest.mark.timeout(1200)]
+pytestmark = [pytest.mark.integration, pytest.mark.vllm, pytest.mark.e2e, pytest.mark.timeout(1200)]
 
 
 def test_routed_llamacpp_and_its_vllm_comparator_each_climb_a_short_ladder(

@@ -150,6 +150,7 @@ def test_the_same_build_is_no_upgrade_and_starts_nothing(prefect_api, accepted, 
     assert process.live_pids() == []
 
 
+@pytest.mark.e2e  # with the next: ~8 min of paced rounds on 2 cores
 def test_a_new_build_that_behaves_the_same_is_not_flagged(prefect_api, accepted, index, paced,
                                                          monkeypatch):
     from flows import remeasure
@@ -188,6 +189,7 @@ def test_a_new_build_that_behaves_the_same_is_not_flagged(prefect_api, accepted,
     assert process.live_pids() == []
 
 
+@pytest.mark.e2e
 def test_a_planted_regression_is_flagged_and_confirmed(prefect_api, accepted, index, paced):
     from prefect.client.orchestration import get_client
     from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey

@@ -18,7 +18,7 @@ import pytest
 
 from infopt.engines import registry
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
+pytestmark = [pytest.mark.integration, pytest.mark.e2e, pytest.mark.timeout(900)]
 
 INFOPT = str(Path(sys.executable).with_name("infopt"))
 TARGET = """

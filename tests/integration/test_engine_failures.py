@@ -70,6 +70,7 @@ def test_llamacpp_bad_flag(llama_server, tmp_path):
     assert d.category is FailureCategory.BAD_ARGUMENT and "no-such-flag" in d.root_error
 
 
+@pytest.mark.e2e  # its fixture starts vLLM twice (~90 s on 2 cores)
 def test_vllm_context_beyond_kv_space(vllm_failed_starts):
     # 100,000 tokens need 2.15 GiB of KV at 23,040 B/token; 1 GiB is given.
     d = diagnose_file(vllm_failed_starts["context_beyond_kv"], "vllm")
@@ -81,6 +82,7 @@ def test_vllm_context_beyond_kv_space(vllm_failed_starts):
             assert not r.preserves_contract
 
 
+@pytest.mark.e2e
 def test_vllm_max_model_len_above_native(vllm_failed_starts):
     d = diagnose_file(vllm_failed_starts["above_native"], "vllm")
     assert d.category is FailureCategory.CONTEXT_TOO_LONG

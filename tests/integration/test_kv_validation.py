@@ -81,6 +81,7 @@ def test_vllm_cpu_kv_tokens_match_prediction_bf16(vllm_server, hf_model):
     assert predicted == 46_592
 
 
+@pytest.mark.e2e  # a vLLM start (or the failed starts fixture where FP8 KV is refused)
 def test_vllm_cpu_fp8_kv_on_this_cpu(vllm_python, hf_model, tmp_path, request):
     """Where this CPU runs FP8 KV (AMX or AVX-512): vLLM's KV capacity matches the prediction.
     Where it does not (AVX2 only): the optimizer says so before launching, and vLLM itself
