@@ -21,7 +21,7 @@ from infopt.contract.openai_chat import BASE_REQUIRED
 from infopt.contract.verify import FEATURES, required_for
 from infopt.costmodel.kv_check import kv_check
 from infopt.engines import adapter_for, process
-from infopt.hardware.gpu_memory import process_group_gpu_bytes
+from infopt.hardware.gpu_memory import process_group_gpu_memory
 from infopt.model.profile import weights_profile
 from infopt.runs.rundir import load_trial, trial_dir, write_trial
 from infopt.specs.base import InfoptError, InputError
@@ -191,7 +191,7 @@ def run_trial(spec: TrialSpec, key: str, fit: MemoryFit | None, ctx: TrialContex
                   value=spec.value, repeat=spec.repeat, fit=fit, key=key,
                   changes=spec.changes, approvals=spec.approvals)
     checks, verdict, bench, error, rejected = [], None, None, None, None
-    gpu_bytes: int | None = None
+    gpu_bytes: dict[int, int] | None = None
     try:
         weights = weights_profile(ctx.model, spec.config.model_path)
         with engine_session(spec.config, log, weights.file_bytes,
@@ -205,7 +205,7 @@ def run_trial(spec: TrialSpec, key: str, fit: MemoryFit | None, ctx: TrialContex
                                       max_input_tokens=ctx.served_context_tokens,
                                       tokenizer_path=ctx.tokenizer_path,
                                       stall_timeout_s=ctx.stall_timeout_s)
-                    gpu_bytes = (process_group_gpu_bytes(running.pid) if ctx.hw.gpus
+                    gpu_bytes = (process_group_gpu_memory(running.pid) if ctx.hw.gpus
                                  else None)
             # The engine stopped answering (a probe reports an unreachable endpoint as
             # InputError); a dead engine makes a failed trial below, a live one re-raises.
@@ -224,7 +224,9 @@ def run_trial(spec: TrialSpec, key: str, fit: MemoryFit | None, ctx: TrialContex
         raise error
     common.update(config=config, diagnosis=started.diagnosis, remedy=started.remedy)
     common.update(engine=running, benchmark=bench, contract=checks, quality=verdict,
-                  kv=logged_kv(running, fit), gpu_memory_bytes=gpu_bytes)
+                  kv=logged_kv(running, fit),
+                  gpu_memory_bytes=sum(gpu_bytes.values()) if gpu_bytes else None,
+                  gpu_memory_by_device_bytes=gpu_bytes)
     if died is None and rejected is not None:
         trial = Trial(**common, objective_value=None, failed=rejected[:600])
     elif hung is not None:

@@ -9,6 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from infopt.specs.fit import LayoutFamily
 from infopt.specs.ladder import LADDER_ORDER, Dimension, LadderCandidate
 
 
@@ -65,11 +66,12 @@ class DimensionRule:
 
 
 def candidate(dimension: Dimension, changes: dict[str, Any], why: str,
-              series: str | None = None, label: str | None = None) -> LadderCandidate:
+              series: str | None = None, label: str | None = None,
+              family: LayoutFamily | None = None) -> LadderCandidate:
     """A candidate labelled by its changes ("parallel_slots=4"; several: joined by "_")."""
     name = label or "_".join(f"{k}={v}" for k, v in changes.items())
     return LadderCandidate(dimension=dimension, label=name, changes=changes, why=why,
-                           series=series)
+                           series=series, family=family)
 
 
 def powers_below(limit: int, start: int = 2) -> list[int]:

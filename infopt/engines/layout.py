@@ -55,6 +55,22 @@ class LayoutKnobs:
         return out
 
 
+def rank_placement(layout: Layout) -> list[str]:
+    """Which GPUs (by visible index) each replica's pipeline stages run on, in vLLM's rank
+    order: TP ranks adjacent, PP groups strided by TP, DP replicas outermost (vLLM's
+    vllm/distributed/parallel_state.py: the TP groups are consecutive ranks, [g0, g1], [g2, g3];
+    a PP group takes every TP-th, [g0, g2, g4, g6]). One line per replica."""
+    out = []
+    for replica in range(layout.dp):
+        first = replica * layout.tp * layout.pp
+        stages = [",".join(str(first + s * layout.tp + r) for r in range(layout.tp))
+                  for s in range(layout.pp)]
+        where = (f"GPUs {stages[0]}" if layout.pp == 1 else
+                 "; ".join(f"stage {s} on GPUs {g}" for s, g in enumerate(stages)))
+        out.append(f"replica {replica}: {where}")
+    return out
+
+
 def _is_set(value: Any) -> bool:
     """An axis knob away from its default: a size above 1, or a switch on (True == 1 in
     Python, so a switch is not a size)."""

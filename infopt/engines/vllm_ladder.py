@@ -87,7 +87,8 @@ def parallel_layout(cfg: VllmConfig, f: LadderFacts) -> list[LadderCandidate] | 
                 getattr(cfg, k) == v for k, v in changes.items()):
             continue  # the TP=1 control, or the incumbent's own layout
         out.append(candidate(D.PARALLEL_LAYOUT, changes, why=f"{layout.label}: {why}",
-                             label=layout.label.replace("=", "").replace(" ", "_")))
+                             label=layout.label.replace("=", "").replace(" ", "_"),
+                             family=layout.family))
     return out or f"no layout of {f.gpu_count} GPUs divides this model's heads"
 
 

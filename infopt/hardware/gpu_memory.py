@@ -17,10 +17,12 @@ def _group_of(pid: int) -> int | None:
         return None
 
 
-def process_group_gpu_bytes(pgid: int, backend: NvmlBackend | None = None,
-                            group_of=_group_of) -> int | None:
-    """Bytes of GPU memory the processes of group `pgid` use over every device; None when NVML
-    is unavailable or lists none of them (another PID namespace, a driver that hides usage)."""
+def process_group_gpu_memory(pgid: int, backend: NvmlBackend | None = None,
+                             group_of=_group_of) -> dict[int, int] | None:
+    """Bytes of GPU memory the processes of group `pgid` use, per device index (a TP=2
+    engine: two devices, one worker each); None when NVML is unavailable or lists none of them
+    (another PID namespace, a driver that hides usage). Per device, not only the sum: a layout
+    fits when its fullest GPU does, and the report shows each rank's share."""
     from infopt.hardware.nvml import PynvmlBackend
 
     backend = backend or PynvmlBackend()
@@ -28,12 +30,21 @@ def process_group_gpu_bytes(pgid: int, backend: NvmlBackend | None = None,
         backend.init()
     except NvmlUnavailable:
         return None
+    per_device: dict[int, int] = {}
     try:
-        used = [p.used_memory_bytes for i in range(backend.device_count())
-                for p in backend.processes(i, "compute")
-                if group_of(p.pid) == pgid and p.used_memory_bytes is not None]
+        for i in range(backend.device_count()):
+            for p in backend.processes(i, "compute"):
+                if group_of(p.pid) == pgid and p.used_memory_bytes is not None:
+                    per_device[i] = per_device.get(i, 0) + p.used_memory_bytes
     except NvmlError:
         return None
     finally:
         backend.shutdown()
-    return sum(used) if used else None
+    return per_device or None
+
+
+def process_group_gpu_bytes(pgid: int, backend: NvmlBackend | None = None,
+                            group_of=_group_of) -> int | None:
+    """The group's GPU memory summed over every device (the Pareto set's memory axis)."""
+    per_device = process_group_gpu_memory(pgid, backend, group_of)
+    return sum(per_device.values()) if per_device else None

@@ -60,6 +60,11 @@ _HELD_BACK = {"gate": "rejected by a gate",
               "failed": "failed", "pruned": "pruned", "not run": "not run"}
 
 
+def _dim(step) -> str:
+    """The step's dimension, with its layout family where the step climbed one."""
+    return step.dimension.value + (f" ({step.family})" if step.family else "")
+
+
 def _held_back(lad, unit: str) -> list[str]:
     """Why the winner is not faster: every candidate that did not count, grouped by what
     stopped it, so a small gain reads with its causes (a fast candidate the quality gate
@@ -73,7 +78,7 @@ def _held_back(lad, unit: str) -> list[str]:
             gain = (f"; median {c.median:.4g} {unit} vs the incumbent's {base:.4g}"
                     if c.median is not None and base else "")
             groups.setdefault(c.status, []).append(
-                f"`{c.candidate.label}` ({s.dimension.value}): {c.reason[:240]}{gain}")
+                f"`{c.candidate.label}` ({_dim(s)}): {c.reason[:240]}{gain}")
     if not groups:
         return []
     lines = ["### What held the gain back", ""]
@@ -92,17 +97,17 @@ def _steps(lad, winner_label: str, unit: str) -> list[str]:
     for s in lad.steps:
         inc = f"{s.incumbent} ({_num(statistics.median(s.incumbent_values) if s.incumbent_values else None)})"
         if s.skipped:
-            lines.append(f"| {s.dimension.value} | {inc} | — | — | skipped: {s.skipped} | — "
+            lines.append(f"| {_dim(s)} | {inc} | — | — | skipped: {s.skipped} | — "
                          "| — |")
             continue
         for c in s.candidates:
             status = ("**accepted**" if c.status == "accepted" else c.status) + (
                 f": {c.reason}" if c.reason and c.status != "accepted" else "")
-            lines.append(f"| {s.dimension.value} | {inc} | `{c.candidate.label}` | "
+            lines.append(f"| {_dim(s)} | {inc} | `{c.candidate.label}` | "
                          f"{c.candidate.why} | {status[:300]} | {_num(c.median)} | "
                          f"{_interval(c)} |")
         if s.accepted:
-            lines.append(f"| {s.dimension.value} | | | quality re-check of `{s.accepted}` | "
+            lines.append(f"| {_dim(s)} | | | quality re-check of `{s.accepted}` | "
                          f"{s.quality_recheck} | | |")
     return lines + [""]
 

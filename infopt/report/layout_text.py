@@ -39,3 +39,31 @@ def render_layouts(m: LayoutMatrix) -> str:
             lines.append(f"      engine: {r.command_note}")
     lines += ["Assumptions:", *[f"  - {a}" for a in m.assumptions]]
     return "\n".join(lines)
+
+
+def measured_layout_lines(trials) -> list[str]:
+    """Each measured trial of a multi-GPU layout: where its ranks ran (the engine's rank
+    order) and the GPU memory each device held (NVML, per device: a layout fits when its
+    fullest GPU does, which the sum over GPUs hides)."""
+    from infopt.engines.layout import config_layout, rank_placement
+
+    rows = []
+    for t in trials:
+        layout = config_layout(t.config)
+        if layout.gpus <= 1 and not t.gpu_memory_by_device_bytes:
+            continue
+        per = t.gpu_memory_by_device_bytes or {}
+        memory = (", ".join(f"GPU {i}: {b / GIB:.1f}" for i, b in sorted(per.items()))
+                  if per else "not read (no NVML)")
+        fullest = f"{max(per.values()) / GIB:.1f}" if per else "-"
+        value = "-" if t.objective_value is None else f"{t.objective_value:.4g}"
+        rows.append(f"| {t.trial_id} | {layout.label} | {'<br>'.join(rank_placement(layout))} "
+                    f"| {memory} | {fullest} | {value} |")
+    if not rows:
+        return []
+    return ["", "### Parallel layouts measured: rank placement and GPU memory per device", "",
+            "Rank placement in vLLM's order (TP ranks adjacent, pipeline stages strided by TP, "
+            "replicas outermost) over the visible GPUs; memory as NVML reported it for the "
+            "engine's processes after the benchmark (GiB).", "",
+            "| trial | layout | ranks | GPU memory per device (GiB) | fullest GPU (GiB) | "
+            "objective |", "|---|---|---|---|---:|---:|", *rows]

@@ -9,6 +9,7 @@ from infopt.analysis.stats import MIN_SAMPLES_FOR_P95, MIN_SAMPLES_FOR_P99
 from infopt.report.approvals_text import approvals_lines, binding_lines
 from infopt.report.kernel_text import kernel_lines
 from infopt.report.ladder_text import ladder_lines
+from infopt.report.layout_text import measured_layout_lines
 from infopt.report.provenance import provenance_lines
 from infopt.report.quality_text import quality_markdown, tasks_markdown
 from infopt.report.reproduce_text import reproduce_lines
@@ -483,7 +484,8 @@ def _notes_lines(r: OptimizationReport) -> list[str]:
 # when the run has nothing for it).
 SECTIONS: tuple[Callable[[OptimizationReport], list[str]], ...] = (
     _header_lines, _ladder_section, _plot_lines, _trial_lines, _slo_lines, _scenario_lines,
-    _troubleshooting_lines, _ceiling_lines, _kv_lines, _kernel_section, _command_lines, _contract_lines,
+    _troubleshooting_lines, _ceiling_lines, _kv_lines,
+    lambda r: measured_layout_lines(r.trials), _kernel_section, _command_lines, _contract_lines,
     _target_lines, lambda r: reproduce_lines(r.reproduce), _deployment_lines,
     lambda r: _shortlist_lines(r) if r.shortlist else [], _notes_lines,
     lambda r: provenance_lines(r.provenance))

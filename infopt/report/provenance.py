@@ -64,6 +64,8 @@ RULES: tuple[tuple[str, K, str], ...] = (
      "minus 1 (infopt.costmodel.kv_check)"),
     ("trials[].gpu_memory_bytes", K.MEASURED, "NVML: the GPU memory of trial {trial_id}'s "
      "engine process group after its benchmark (infopt.hardware.gpu_memory)"),
+    ("trials[].gpu_memory_by_device_bytes.**", K.MEASURED, "NVML: the same per device "
+     "index, each rank's share (infopt.hardware.gpu_memory)"),
     ("trials[].diagnosis.matches[].score", K.ESTIMATED, "infopt.troubleshoot: how well trial "
      "{trial_id}'s engine.log matches the known failure"),
     ("trials[].diagnosis.**", K.CONFIGURED, "the known failure's remedy (infopt.troubleshoot "

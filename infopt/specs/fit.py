@@ -161,6 +161,13 @@ class KvCheck(Spec):
     stops_ladder: bool  # |error| beyond KV_STOP_ERROR: the fit's overhead terms are wrong here
 
 
+# The parallel-layout families, in the order the ladder climbs them (the specification's step
+# 5): each family's layouts are screened against the best configuration the families before it
+# left, so a PP layout competes with the TP winner, not with TP=1.
+LayoutFamily = Literal["TP", "PP", "DP", "EP"]
+LAYOUT_FAMILIES: tuple[LayoutFamily, ...] = ("TP", "PP", "DP", "EP")
+
+
 class Layout(Spec):
     """A multi-GPU layout: TP x PP ranks per replica, DP replicas; `ep`: MoE experts split
     whole over the TP (x DP) ranks."""
@@ -173,6 +180,12 @@ class Layout(Spec):
     @property
     def gpus(self) -> int:
         return self.tp * self.pp * self.dp
+
+    @property
+    def family(self) -> LayoutFamily:
+        """The ladder's family: EP and DP layouts by their outermost axis, then PP, else TP
+        (the TP=1 control included)."""
+        return "EP" if self.ep else "DP" if self.dp > 1 else "PP" if self.pp > 1 else "TP"
 
     @property
     def label(self) -> str:

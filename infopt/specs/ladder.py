@@ -11,6 +11,7 @@ from pydantic import Field
 
 from .base import Spec
 from .comparison import Comparison
+from .fit import LayoutFamily
 from .serving import KnobValue
 
 
@@ -42,6 +43,9 @@ class LadderCandidate(Spec):
     # Candidates of one ordered series (slots 2, 4, 8): climbing stops at the first value that
     # measures no better than the one before it.
     series: str | None = None
+    # A parallel layout's family (TP, PP, DP, EP): the climb runs one step per family, in that
+    # order, each from the incumbent the families before it left (infopt.specs.fit).
+    family: LayoutFamily | None = None
 
 
 CandidateStatus = Literal[
@@ -71,6 +75,7 @@ class LadderStep(Spec):
     incumbent: str  # the incumbent's label entering the step ("baseline" or the last change)
     incumbent_values: list[float] = Field(default_factory=list)
     candidates: list[CandidateResult] = Field(default_factory=list)
+    family: LayoutFamily | None = None  # the layout family this step climbed, if any
     skipped: str | None = None  # why the step tried nothing
     accepted: str | None = None  # the accepted candidate's label, carried into the next step
     # The quality gate's verdict on the accepted change (every trial is gated; this is the

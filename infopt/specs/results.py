@@ -239,6 +239,9 @@ class Trial(Spec):
     kv: KvCheck | None = None  # the engine's logged KV capacity against the fit's
     # GPU memory its engine held after the benchmark (NVML, its process group); None off GPUs.
     gpu_memory_bytes: int | None = None
+    # The same per device index (NVML's), each rank's share: a layout fits when its fullest
+    # GPU does, which the sum hides.
+    gpu_memory_by_device_bytes: dict[int, int] | None = None
     diagnosis: Diagnosis | None = None  # why a start failed (first attempt), when it did
     remedy: Remedy | None = None  # the contract-preserving change applied after diagnosis
     ceilings: list[CeilingRatio] = Field(default_factory=list)  # measured / ceiling per level

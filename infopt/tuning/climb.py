@@ -30,6 +30,7 @@ from infopt.contract.remedies import remedy_for_required
 from infopt.costmodel.kv_check import stop_reason as kv_stop_reason
 from infopt.specs.approval import GateAnswer
 from infopt.specs.contract import ContractGap, ContractRemedy
+from infopt.specs.fit import LAYOUT_FAMILIES
 from infopt.specs.ladder import (
     CandidateResult,
     CandidateStatus,
@@ -290,6 +291,9 @@ class _Climber:
                 steps.append(LadderStep(dimension=dim, incumbent=inc.label,
                                         incumbent_values=inc.values, skipped=derived))
                 continue
+            if any(c.family for c in derived):
+                inc = yield from self._families(inc, dim, rule, facts, steps, history)
+                continue
             step, new = yield from self._step(inc, dim, derived)
             steps.append(step)
             if new is not None:
@@ -301,6 +305,34 @@ class _Climber:
             rule=decide.rule_text(p.objective, p.higher, b.min_gain, b.repeats),
             steps=steps, accepted=inc.chain, winner_label=inc.winner_label,
             stopped=self.stopped, launches=self.launches), history
+
+    def _families(self, inc: Incumbent, dim: Dimension, rule: DimensionRule | None,
+                  facts: LadderFacts,
+                  steps: list[LadderStep], history: list[Incumbent]):
+        """The parallel layouts family by family (TP -> PP -> DP -> EP), one step each with its
+        own screens and confirmations, each family's candidates derived from the incumbent the
+        families before it left (so PP competes with the TP winner, not with TP=1). Returns
+        the incumbent after the last family."""
+        p = self.p
+        for family in LAYOUT_FAMILIES:
+            derived = decide.derive(rule, p.engine, inc.config, facts)
+            mine = [c for c in derived if c.family == family] \
+                if not isinstance(derived, str) else []
+            skipped = (f"not run: {self.stopped}" if self.stopped else None if mine else
+                       f"no {family} layout to try from {inc.label} on {facts.gpu_count} GPUs"
+                       + (" (expert parallelism is for MoE models whose expert count the "
+                          "ranks divide)" if family == "EP" else ""))
+            if skipped is not None:
+                steps.append(LadderStep(dimension=dim, family=family, incumbent=inc.label,
+                                        incumbent_values=inc.values, skipped=skipped))
+                continue
+            step, new = yield from self._step(inc, dim, mine)
+            step.family = family
+            steps.append(step)
+            if new is not None:
+                inc = new
+                history.append(inc)
+        return inc
 
     def _prune(self, inc: Incumbent, cands: list[LadderCandidate]
                ) -> tuple[list[LadderCandidate], list[CandidateResult]]:

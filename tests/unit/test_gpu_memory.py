@@ -55,3 +55,11 @@ def test_the_pareto_memory_axis_takes_gpu_memory_over_host_rss():
     after = {p.label: p.memory_bytes for p in points(on_gpu, target)}
     assert all(v is not None and 70 * 2**30 <= v < 70 * 2**30 + len(trials)
                for v in after.values())
+
+
+def test_each_gpu_holds_its_ranks_share_and_the_sum_is_theirs():
+    from infopt.hardware.gpu_memory import process_group_gpu_memory
+
+    per_device = process_group_gpu_memory(ENGINE_GROUP, _backend(), group_of=GROUPS.get)
+    assert per_device == {0: 72_000 * MIB, 1: 71_500 * MIB}  # the stranger and Xorg left out
+    assert process_group_gpu_memory(7, _backend(), group_of=GROUPS.get) is None

@@ -1,0 +1,143 @@
+"""The simulated vLLM GPU engine (tests/sim/vllm_gpu.py) driven through infopt's own vLLM
+adapter, as a trial would: started from the adapter's argv, read by infopt's log parsers,
+probed by the API contract, scored by the quality gate's teacher forcing, and failing the way
+vLLM fails when a model does not fit, with infopt's troubleshooting naming the cause. The GPU
+is a SIMULATED H100 SXM whose figures come from infopt's sourced GPU table (memory as NVML
+reports it, HBM bandwidth, dense BF16, NVLink per direction); the model configs are the real
+ones in tests/fixtures/model_configs. No GPU ran any of this."""
+
+from __future__ import annotations
+
+import csv
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from infopt.engines import endpoint_for, process, vllm
+from infopt.engines.base import ServingTarget
+from infopt.specs.base import EngineStartError
+from infopt.specs.serving import with_knobs
+from infopt.troubleshoot.diagnose import diagnose_file
+from tests.fixture_data import MODEL_CONFIGS
+from tests.sim import vllm_gpu as sim
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
+
+CATALOG = Path(__file__).parents[2] / "infopt" / "hardware" / "gpu_catalog.csv"
+
+
+def sim_gpu(key: str = "h100_sxm5_80gb", count: int = 8) -> dict:
+    row = next(r for r in csv.DictReader(CATALOG.open()) if r["key"] == key)
+    return {"name": row["name"], "memory_bytes": int(row["nvml_memory_total_mib"]) * 2**20,
+            "hbm_bytes_per_s": float(row["bandwidth_bytes_per_s"]),
+            "bf16_flops_per_s": float(row["dense_bf16_flops_per_s"]), "count": count,
+            "link_bytes_per_s": float(row["nvlink_bytes_per_s_per_direction"] or 32e9)}
+
+
+@pytest.fixture
+def host(tmp_path, monkeypatch):
+    """The simulated host's `python` for vLLM, its GPU in the environment the engine
+    inherits, and a model folder per fixture config."""
+    monkeypatch.setenv("INFOPT_SIM_GPU", json.dumps(sim_gpu()))
+    monkeypatch.setenv("INFOPT_SIM_TIME_SCALE", "0.05")
+    python = sim.write_python(tmp_path / "sim-vllm" / "bin")
+
+    def model(name: str) -> Path:
+        folder = tmp_path / "models" / name
+        folder.mkdir(parents=True, exist_ok=True)
+        shutil.copy(MODEL_CONFIGS / f"{name}.json", folder / "config.json")
+        return folder
+    return python, model
+
+
+def _config(folder: Path, **knobs):
+    cfg = json.loads((folder / "config.json").read_text())
+    t = ServingTarget(model_path=str(folder), served_model_name="m",
+                      native_context_tokens=cfg["max_position_embeddings"], usable_cpus=32)
+    return with_knobs(vllm.control_config(t), knobs) if knobs else vllm.control_config(t)
+
+
+def test_an_8b_model_serves_on_one_simulated_h100_through_the_adapter(host, tmp_path):
+    from infopt.contract.verify import verify_endpoint
+    from infopt.quality.teacher import build_reference
+
+    python, model = host
+    assert vllm.detect_version(python) == sim.VERSION and vllm.build_device(python) == "cuda"
+    cfg = _config(model("meta-llama__Llama-3.1-8B-Instruct"), max_model_len=8192)
+    running = process.start(vllm.ADAPTER, cfg, python, tmp_path / "engine.log", 16 * 10**9)
+    try:
+        log = Path(running.log_path).read_text()
+        assert "SIMULATED vLLM" in log and "Using FLASH_ATTN attention backend" in log
+        kv = vllm.kv_from_log(log)  # infopt's own parser of "GPU KV cache size"
+        assert kv is not None and kv.tokens > 8192
+        ep = endpoint_for("vllm", running.base_url, "m", running.pid)
+        checks = {c.feature: c for c in verify_endpoint(ep, features=(
+            "models", "whole", "stream", "include_usage"))}
+        assert all(c.ok for c in checks.values()), checks
+        ref = build_reference(ep, tokens=8, prompts={"a": "hello there", "b": "1, 2, 3,"})
+        assert ref.self_agreement == 1.0  # it scores the tokens it generated
+    finally:
+        process.stop(running.pid)
+
+
+def test_weights_beyond_one_gpu_fail_as_cuda_out_of_memory(host, tmp_path):
+    python, model = host
+    cfg = _config(model("meta-llama__Meta-Llama-3.1-70B"), max_model_len=8192)
+    with pytest.raises(EngineStartError) as err:
+        process.start(vllm.ADAPTER, cfg, python, tmp_path / "oom.log", 140 * 10**9)
+    d = diagnose_file(str(err.value.log_path), "vllm")
+    assert d.category.value == "oom" and "CUDA out of memory" in d.root_error
+
+
+def test_a_full_context_beyond_the_kv_left_fails_with_vllms_kv_error(host, tmp_path):
+    python, model = host
+    # 70B at TP=2: ~66 GiB of weights per GPU leaves ~4 GiB of KV, short of one 131,072-token
+    # request (160 KiB a token per GPU).
+    cfg = _config(model("meta-llama__Meta-Llama-3.1-70B"), tensor_parallel_size=2)
+    with pytest.raises(EngineStartError) as err:
+        process.start(vllm.ADAPTER, cfg, python, tmp_path / "kv.log", 140 * 10**9)
+    d = diagnose_file(str(err.value.log_path), "vllm")
+    assert d.category.value == "kv_insufficient", d
+    assert "max seq len (131072)" in d.root_error
+    # The remedy that keeps the context is offered; shrinking it is not contract-preserving.
+    assert any(r.preserves_contract for r in d.remedies)
+
+
+def test_the_step_time_follows_batch_tp_kv_dtype_and_cuda_graphs():
+    """The timing model has something for the ladder to find, in the directions the hardware
+    gives (its own arithmetic, not infopt's cost model)."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as d:
+        shutil.copy(MODEL_CONFIGS / "meta-llama__Meta-Llama-3.1-70B.json",
+                    Path(d) / "config.json")
+        model = sim.read_model(d)
+    gpu = sim.Gpu(**sim_gpu())
+
+    def step(batch=1, ctx=2048, **flags):
+        argv = ["--model", "x", "--max-model-len", "8192", *sum(
+            ([f"--{k.replace('_', '-')}"] + ([] if v is True else [str(v)])
+             for k, v in flags.items()), [])]
+        a = sim.parser().parse_args(argv)
+        return sim.step_s(model, gpu, a, sim.size_memory(model, gpu, a), batch, ctx)
+
+    assert step(tensor_parallel_size=4) < step(tensor_parallel_size=2)
+    assert step(batch=64, tensor_parallel_size=4) > step(batch=1, tensor_parallel_size=4)
+    assert step(batch=64, tensor_parallel_size=4, kv_cache_dtype="fp8") < \
+        step(batch=64, tensor_parallel_size=4)
+    assert step(tensor_parallel_size=4, enforce_eager=True) > step(tensor_parallel_size=4)
+    # PP stages run one after another for a token: no faster than TP=1 at batch 1.
+    assert step(pipeline_parallel_size=4) >= step(tensor_parallel_size=1) * 0.99
+
+
+def test_a_flag_vllm_does_not_have_is_refused_like_its_parser_refuses_it(host, tmp_path):
+    import subprocess
+
+    python, model = host
+    folder = model("meta-llama__Llama-3.1-8B-Instruct")
+    out = subprocess.run([python, "-m", "vllm.entrypoints.openai.api_server", "--model",
+                          str(folder), "--tensor-paralel-size", "2"], capture_output=True,
+                         text=True, timeout=30)
+    assert out.returncode == 2 and "unrecognized arguments: --tensor-paralel-size" in out.stderr

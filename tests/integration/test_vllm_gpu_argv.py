@@ -1,0 +1,99 @@
+"""Every vLLM command infopt builds for a GPU host, parsed by the argument parser of the vLLM
+package installed here (issue 32): no GPU is needed to learn that a flag is misspelt, a value
+is out of range or two flags conflict, and that is exactly what would fail first on a user's
+8-GPU node. The configurations are the vLLM ladder's layout candidates on the recorded 8x H100
+inventory for a dense 70B model and two MoE models (the EP family), plus the knobs the other
+rules set; each argv goes through vLLM 0.32's `make_arg_parser` and
+`validate_parsed_serve_args` (vllm/entrypoints/launchers/cli_args.py), as `vllm serve` would,
+in one subprocess of the vLLM environment. A misspelt flag planted among them must be refused,
+so the check can fail."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+import pytest
+
+from infopt.costmodel.layouts import candidate_layouts
+from infopt.engines import vllm
+from infopt.engines.base import ServingTarget
+from infopt.engines.vllm_ladder import LAYOUT
+from infopt.specs.serving import with_knobs
+from tests.unit.test_layouts import model
+
+pytestmark = [pytest.mark.integration, pytest.mark.vllm, pytest.mark.timeout(300)]
+
+# Run in the vLLM environment: parse each argv (after `-m MODULE`) as the server's main()
+# does, print one verdict per argv.
+CHECK = r"""
+import json, sys
+from vllm.entrypoints.launchers.cli_args import make_arg_parser, validate_parsed_serve_args
+from vllm.utils.argparse_utils import FlexibleArgumentParser
+
+out = []
+for argv in json.load(sys.stdin):
+    parser = make_arg_parser(FlexibleArgumentParser(description="vLLM server"))
+    try:
+        args = parser.parse_args(argv)
+        validate_parsed_serve_args(args)
+        out.append({"ok": True, "tp": args.tensor_parallel_size,
+                    "pp": args.pipeline_parallel_size, "dp": args.data_parallel_size,
+                    "ep": bool(args.enable_expert_parallel)})
+    except SystemExit as e:  # argparse's refusal: its message went to stderr
+        out.append({"ok": False, "why": f"argparse exit {e.code}"})
+    except Exception as e:
+        out.append({"ok": False, "why": f"{type(e).__name__}: {e}"})
+print("RESULT " + json.dumps(out))
+"""
+
+
+def _configs() -> list[tuple[str, object]]:
+    out = []
+    for name in ("meta-llama__Meta-Llama-3.1-70B", "mistralai__Mixtral-8x7B-v0.1",
+                 "Qwen__Qwen3-30B-A3B"):
+        m = model(name)
+        t = ServingTarget(model_path=f"/models/{name}", served_model_name="m",
+                          native_context_tokens=m.native_context_tokens, usable_cpus=32)
+        base = vllm.control_config(t)
+        for layout, _ in candidate_layouts(m, 8):
+            changes = LAYOUT.changes_from(base, layout)
+            assert not isinstance(changes, str), changes
+            out.append((f"{name} {layout.label}", with_knobs(base, changes)))
+        # What the other rules set (infopt.engines.vllm_ladder), on a TP=4 incumbent.
+        tp4 = with_knobs(base, {"tensor_parallel_size": 4})
+        for knobs in ({"kv_cache_dtype": "fp8"}, {"max_num_seqs": 64},
+                      {"max_num_batched_tokens": 8192}, {"enable_prefix_caching": False},
+                      {"enforce_eager": True}, {"gpu_memory_utilization": 0.85},
+                      {"enable_auto_tool_choice": True, "tool_call_parser": "hermes"}):
+            out.append((f"{name} TP=4 {knobs}", with_knobs(tp4, knobs)))
+    return out
+
+
+def _argv(cfg) -> list[str]:
+    launch = vllm.build_launch(cfg, "python", 8000)
+    assert launch.argv[1:3] == ["-m", "vllm.entrypoints.openai.api_server"]
+    return launch.argv[3:]
+
+
+def test_every_gpu_command_parses_with_the_installed_vllm(vllm_python):
+    configs = _configs()
+    argvs = [_argv(cfg) for _, cfg in configs]
+    planted = argvs[0] + ["--tensor-paralel-size", "2"]  # misspelt: must be refused
+    out = subprocess.run([str(vllm_python), "-c", CHECK], input=json.dumps([*argvs, planted]),
+                         capture_output=True, text=True, timeout=240)
+    line = next((x for x in out.stdout.splitlines() if x.startswith("RESULT ")), None)
+    assert line is not None, out.stderr[-3000:]
+    results = json.loads(line[len("RESULT "):])
+    *verdicts, refused = results
+    assert refused["ok"] is False  # the check can fail
+    bad = [(label, v["why"]) for (label, _), v in zip(configs, verdicts, strict=True)
+           if not v["ok"]]
+    assert bad == [], bad
+    # vLLM read the layout infopt meant: TP x PP x DP as configured, EP where switched on.
+    for (label, cfg), v in zip(configs, verdicts, strict=True):
+        assert (v["tp"], v["pp"], v["dp"], v["ep"]) == (
+            cfg.tensor_parallel_size or 1, cfg.pipeline_parallel_size or 1,
+            cfg.data_parallel_size or 1, cfg.enable_expert_parallel), label
+    assert any(v["ep"] for v in verdicts) and any(v["pp"] > 1 for v in verdicts)
+    assert any(v["dp"] > 1 for v in verdicts)
