@@ -59,12 +59,13 @@ PYTEST := $(PY) -m pytest -q -ra --durations=25 -n $(TEST_WORKERS) --dist loadgr
 test: lint engines lm-eval browser
 	@$(PYTEST) -m "not e2e"
 
-# The long end-to-end runs (marked e2e, minutes each): the routed engine and its vLLM
-# comparator climbing their ladders, the reoptimize verdicts on paced builds, durability
-# (SIGKILL, engine kills, a full disk, the Prefect API restarting, a hung engine) and vLLM's
-# failed starts (~25 min on the AVX2-only EPYC). CI (.ci/run) runs them after `make test`.
+# The long end-to-end runs (marked e2e, a minute or more each): the routed engine and its
+# vLLM comparator climbing their ladders, the reoptimize verdicts on paced builds, durability
+# (SIGKILL, engine kills, a full disk, the Prefect API restarting, a hung engine), vLLM's failed
+# starts, flows run by real process workers, lm-evaluation-harness joining the verdict. CI
+# (.ci/run) runs them after `make test`.
 .PHONY: test-e2e
-test-e2e: engines
+test-e2e: engines lm-eval
 	@$(PYTEST) -m e2e
 
 # Benchmarks of infopt itself (speed goals are checked here, not by timed unit tests).

@@ -257,6 +257,7 @@ def test_a_retune_runs_on_the_build_that_regressed(prefect_api, accepted, index,
     assert json.loads((root / "accepted.json").read_text())["run_id"] == stored.run_id
 
 
+@pytest.mark.e2e  # real process workers (with the fan-out below: ~85 s)
 def test_the_reoptimize_deployment_runs_on_a_process_worker(prefect_server, accepted, index):
     """`prefect deploy` of prefect.yaml's reoptimize, a run of it (what its schedule creates)
     picked up by a real process worker: the same build, so no engine starts."""
@@ -285,6 +286,7 @@ def test_the_reoptimize_deployment_runs_on_a_process_worker(prefect_server, acce
                for r in written)
 
 
+@pytest.mark.e2e
 def test_trials_fan_out_over_a_pool_with_two_workers(prefect_server, prefect_api, accepted,
                                                     tmp_path):
     """flows/fanout.fan_out: each trial is its own run of prefect.yaml's `trial` deployment,

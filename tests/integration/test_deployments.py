@@ -93,6 +93,7 @@ def test_reoptimize_is_scheduled_with_per_schedule_parameters(deployed):
     assert gpu.job_variables == {"gpu_count": 1, "shm_size": "16Gi"}
 
 
+@pytest.mark.e2e  # a real process worker runs the flow (with the next: ~65 s)
 def test_a_plan_run_executes_on_a_process_worker(deployed):
     from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
 
@@ -118,6 +119,7 @@ def test_a_plan_run_executes_on_a_process_worker(deployed):
     assert mine and "FITS" in mine[0].data and gguf in mine[0].data
 
 
+@pytest.mark.e2e
 def test_an_optimize_run_executes_on_a_process_worker(deployed, tmp_path):
     """The optimize deployment end to end on a real process worker: the request is the
     deployment's typed parameter (as the UI's form sends it), the run climbs a ladder step

@@ -15,7 +15,7 @@ from infopt.specs.base import InputError
 from infopt.specs.serving import LlamaCppConfig
 from tests.fixture_data import FIXTURES
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
+pytestmark = [pytest.mark.integration, pytest.mark.e2e, pytest.mark.timeout(900)]
 
 
 @pytest.fixture(scope="module")

@@ -176,7 +176,7 @@ def start_up(a: argparse.Namespace, m: Model, g: Gpu, scale: float) -> Memory:
         raise SystemExit(1)
     mem = size_memory(m, g, a)
     load_s = mem.weights_per_gpu / 2e9 * scale  # ~2 GB/s from the page cache
-    time.sleep(min(load_s, 1.0))  # the log says the full figure; a test needs no wait
+    time.sleep(min(load_s, 0.2))  # the log says the full figure; a test needs no wait
     budget = g.memory_bytes * a.gpu_memory_utilization
     if mem.weights_per_gpu > budget:
         total = g.memory_bytes / GIB
