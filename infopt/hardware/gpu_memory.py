@@ -42,9 +42,3 @@ def process_group_gpu_memory(pgid: int, backend: NvmlBackend | None = None,
         backend.shutdown()
     return per_device or None
 
-
-def process_group_gpu_bytes(pgid: int, backend: NvmlBackend | None = None,
-                            group_of=_group_of) -> int | None:
-    """The group's GPU memory summed over every device (the Pareto set's memory axis)."""
-    per_device = process_group_gpu_memory(pgid, backend, group_of)
-    return sum(per_device.values()) if per_device else None

@@ -8,7 +8,6 @@ ones in tests/fixtures/model_configs. No GPU ran any of this."""
 
 from __future__ import annotations
 
-import csv
 import json
 import shutil
 from pathlib import Path
@@ -17,6 +16,7 @@ import pytest
 
 from infopt.engines import endpoint_for, process, vllm
 from infopt.engines.base import ServingTarget
+from infopt.hardware.catalog import load_catalog
 from infopt.specs.base import EngineStartError
 from infopt.specs.serving import with_knobs
 from infopt.troubleshoot.diagnose import diagnose_file
@@ -25,15 +25,14 @@ from tests.sim import vllm_gpu as sim
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 
-CATALOG = Path(__file__).parents[2] / "infopt" / "hardware" / "gpu_catalog.csv"
-
-
 def sim_gpu(key: str = "h100_sxm5_80gb", count: int = 8) -> dict:
-    row = next(r for r in csv.DictReader(CATALOG.open()) if r["key"] == key)
-    return {"name": row["name"], "memory_bytes": int(row["nvml_memory_total_mib"]) * 2**20,
-            "hbm_bytes_per_s": float(row["bandwidth_bytes_per_s"]),
-            "bf16_flops_per_s": float(row["dense_bf16_flops_per_s"]), "count": count,
-            "link_bytes_per_s": float(row["nvlink_bytes_per_s_per_direction"] or 32e9)}
+    """The simulated GPU's facts from infopt's sourced GPU table (no NVLink: PCIe Gen4 x16's
+    32 GB/s per direction)."""
+    g = next(s for s in load_catalog() if s.key == key)
+    return {"name": g.name, "memory_bytes": g.nvml_memory_total_mib * 2**20,
+            "hbm_bytes_per_s": g.bandwidth_bytes_per_s,
+            "bf16_flops_per_s": g.dense_bf16_flops_per_s, "count": count,
+            "link_bytes_per_s": g.nvlink_bytes_per_s_per_direction or 32e9}
 
 
 @pytest.fixture

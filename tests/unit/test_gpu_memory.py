@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import copy
 
-from infopt.hardware.gpu_memory import process_group_gpu_bytes
+from infopt.hardware.gpu_memory import process_group_gpu_memory
 from tests.fake_nvml import RecordedBackend, load
 
 MIB = 2**20
@@ -29,14 +29,14 @@ GROUPS = {4243: ENGINE_GROUP, 4244: ENGINE_GROUP, 999: 1, 5000: ENGINE_GROUP}
 
 
 def test_the_engines_processes_are_summed_over_its_gpus_and_no_one_elses():
-    used = process_group_gpu_bytes(ENGINE_GROUP, _backend(), group_of=GROUPS.get)
-    assert used == (72_000 + 71_500) * MIB  # compute processes of its group only
+    used = process_group_gpu_memory(ENGINE_GROUP, _backend(), group_of=GROUPS.get)
+    assert used is not None and sum(used.values()) == (72_000 + 71_500) * MIB  # compute processes of its group only
 
 
 def test_no_nvml_or_none_of_its_processes_listed_is_no_figure():
-    assert process_group_gpu_bytes(ENGINE_GROUP, _backend("libnvidia-ml.so.1 not found"),
+    assert process_group_gpu_memory(ENGINE_GROUP, _backend("libnvidia-ml.so.1 not found"),
                                    group_of=GROUPS.get) is None
-    assert process_group_gpu_bytes(7, _backend(), group_of=GROUPS.get) is None
+    assert process_group_gpu_memory(7, _backend(), group_of=GROUPS.get) is None
 
 
 def test_the_pareto_memory_axis_takes_gpu_memory_over_host_rss():
@@ -58,8 +58,6 @@ def test_the_pareto_memory_axis_takes_gpu_memory_over_host_rss():
 
 
 def test_each_gpu_holds_its_ranks_share_and_the_sum_is_theirs():
-    from infopt.hardware.gpu_memory import process_group_gpu_memory
-
     per_device = process_group_gpu_memory(ENGINE_GROUP, _backend(), group_of=GROUPS.get)
     assert per_device == {0: 72_000 * MIB, 1: 71_500 * MIB}  # the stranger and Xorg left out
     assert process_group_gpu_memory(7, _backend(), group_of=GROUPS.get) is None
