@@ -166,6 +166,36 @@ class RecordedBackend:
         return found
 
 
+class SimulatedProcessesBackend(RecordedBackend):
+    """A recorded host whose compute processes are the SIMULATED engines running on it: each
+    writes `{pid}.json` ({device index: bytes}) into `table` at start (tests/sim/gpu_host.py
+    publish_gpu_memory), as the driver would list it. Memory in use is their sum per device."""
+
+    def __init__(self, data: dict, table: Path):
+        super().__init__(data)
+        self.table = table
+
+    def _rows(self) -> list[tuple[int, dict[str, int]]]:
+        rows = []
+        for f in self.table.glob("*.json"):
+            try:
+                rows.append((int(f.stem), json.loads(f.read_text())))
+            except (ValueError, OSError):
+                continue  # written while read: the next sample has it
+        return rows
+
+    def processes(self, i: int, kind: Literal["compute", "graphics"]) -> list[ProcessInfo]:
+        if kind != "compute":
+            return []
+        return [ProcessInfo(pid, per[str(i)], "python (SIMULATED engine)")
+                for pid, per in self._rows() if str(i) in per]
+
+    def memory_info(self, i: int) -> MemoryInfo:
+        total = self._field(i, "memory_total_mib") * MIB
+        used = min(total, sum(per.get(str(i), 0) for _, per in self._rows()))
+        return MemoryInfo(total, total - used, used)
+
+
 def load(name: str) -> dict:
     return json.loads((FIXTURES / f"{name}.json").read_text())
 
@@ -179,14 +209,27 @@ def probe(fixture: str, /, **edits):
 
 
 
-def recorded_inventory(fixture: str):
+def first_devices(data: dict, n: int) -> dict:
+    """The recording as a process sees it with CUDA_VISIBLE_DEVICES=0..n-1: its first n
+    devices and their part of the topology."""
+    out = copy.deepcopy(data)
+    out["devices"] = out["devices"][:n]
+    for key in ("topology", "p2p"):
+        if key in out:
+            out[key] = [row[:n] for row in out[key][:n]]
+    out["description"] = f"{data['description']} (its first {n} device(s) visible)"
+    return out
+
+
+def recorded_inventory(fixture: str, visible: int | None = None):
     """A HardwareInventory with this host and the recorded GPUs and topology of `fixture` (what
-    `infopt hardware --json` would write on that machine)."""
+    `infopt hardware --json` would write on that machine); `visible`: only its first devices
+    (first_devices)."""
     from infopt.hardware.host import probe_host
     from infopt.hardware.nvml import probe_gpus
     from infopt.specs.hardware import HardwareInventory
 
-    rep = probe_gpus(RecordedBackend.from_json(Path(__file__).parent / "fixtures" / "nvml"
-                                               / f"{fixture}.json"))
+    data = load(fixture)
+    rep = probe_gpus(RecordedBackend(first_devices(data, visible) if visible else data))
     return HardwareInventory(host=probe_host(), gpus=rep.devices, gpu_pairs=rep.pairs,
                              gpu_probe=rep.reason or "", accelerator="nvidia")

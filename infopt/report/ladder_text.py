@@ -115,12 +115,15 @@ def _steps(lad, winner_label: str, unit: str) -> list[str]:
 def _pareto_lines(r: OptimizationReport) -> list[str]:
     if not r.pareto:
         return []
+    gpu = r.pareto[0].memory_kind == "gpu"
+    memory = ("the GPU memory NVML reports for the engine's process group, summed over its "
+              "GPUs" if gpu else "the engine's measured peak resident set")
     lines = ["### Pareto set (every measured configuration, at the target level)", "",
-             "Medians over each configuration's trials. Memory: the engine's measured peak "
-             "resident set. Quality: top-1 agreement with the reference (the control is the "
-             "reference).", "",
-             "| configuration | out tok/s | TTFT p50 ms | ITL p50 ms | peak RSS MiB | top-1 | "
-             "on the front |", "|---|---|---|---|---|---|---|"]
+             f"Medians over each configuration's trials. Memory: {memory}. Quality: top-1 "
+             "agreement with the reference (the control is the reference).", "",
+             f"| configuration | out tok/s | TTFT p50 ms | ITL p50 ms | "
+             f"{'GPU memory MiB' if gpu else 'peak RSS MiB'} | top-1 | on the front |",
+             "|---|---|---|---|---|---|---|"]
     def ms(v):
         return "—" if v is None else f"{v * 1e3:.1f}"
 

@@ -214,11 +214,13 @@ def _ceiling_lines(r: OptimizationReport) -> list[str]:
                   f"({r.model.native_context_tokens:,} tokens) allows "
                   f"{_at_native(fit, r.model.native_context_tokens):.1f} concurrent "
                   "sequence(s)."]
-    peak = next((p.memory_bytes for p in r.pareto if p.trial_ids
-                 and r.winner_trial_id in p.trial_ids and p.memory_bytes), None)
-    if peak:
-        lines += ["", f"Winner's peak resident memory (measured, the engine process): "
-                  f"{peak / GIB:.2f} GiB."]
+    point = next((p for p in r.pareto if p.trial_ids and r.winner_trial_id in p.trial_ids
+                  and p.memory_bytes), None)
+    if point is not None and point.memory_bytes:
+        what = ("GPU memory (measured, NVML, the engine's process group over its GPUs)"
+                if point.memory_kind == "gpu" else
+                "peak resident memory (measured, the engine process)")
+        lines += ["", f"Winner's {what}: {point.memory_bytes / GIB:.2f} GiB."]
     return lines
 
 

@@ -99,7 +99,8 @@ RULES: tuple[tuple[str, K, str], ...] = (
     ("gain_vs_control.**", K.MEASURED, "medians of the control's and the winner's trial "
      "objectives (the ratio: winner / control, never clamped)"),
     ("pareto[].**", K.MEASURED, "medians over trials {trial_ids} at the target level "
-     "(memory: the engine's peak resident set; quality: the gate's top-1 agreement)"),
+     "(memory: the engine's GPU memory from NVML on a GPU host, else its peak resident set; "
+     "quality: the gate's top-1 agreement)"),
     ("closest_to_ceiling[].level", K.CONFIGURED, "the workload's level both ratios are taken "
      "at"),
     ("closest_to_ceiling[].**", K.ESTIMATED, "measured / ceiling (trials[].ceilings) at that "

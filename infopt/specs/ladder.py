@@ -103,7 +103,10 @@ class ParetoPoint(Spec):
     output_tokens_per_s: float | None  # median over its trials
     ttft_p50_s: float | None
     itl_p50_s: float | None
-    memory_bytes: int | None  # the engine's peak resident set (measured), else None
+    # On a GPU host the engine's GPU memory (NVML, its process group, summed over devices);
+    # elsewhere its peak host resident set. Measured; None when not read.
+    memory_bytes: int | None
+    memory_kind: Literal["gpu", "host_rss"] = "host_rss"
     top1_agreement: float | None  # the quality gate's token fidelity vs the reference
     on_front: bool  # no other point is at least as good on every axis and better on one
     dominated_by: str | None = None

@@ -38,6 +38,9 @@ def points(trials: list[Trial], target_concurrency: int,
     for t in trials:
         if t.benchmark is not None and t.objective_value is not None:
             groups.setdefault((label_of or _label)(t), []).append(t)
+    # One memory axis for every point: a GPU engine's host RSS says nothing of what it
+    # allocated on the GPU, so once NVML read any trial's GPU memory, only GPU memory counts.
+    on_gpu = any(t.gpu_memory_bytes for t in trials)
     out = []
     for label, ts in groups.items():
         # Every grouped trial has a benchmark (the filter above); the check narrows the type.
@@ -45,15 +48,15 @@ def points(trials: list[Trial], target_concurrency: int,
                 if lv.concurrency == target_concurrency]
         top1 = [t.quality.candidate.top1_agreement for t in ts
                 if t.quality is not None and t.quality.candidate is not None]
-        # On a GPU the engine's GPU memory (NVML), else the engine's peak host RSS.
-        gpu = [t.gpu_memory_bytes for t in ts if t.gpu_memory_bytes]
-        rss = gpu or [lv.engine_rss_peak_bytes for lv in lvls if lv.engine_rss_peak_bytes]
+        memory = [t.gpu_memory_bytes for t in ts if t.gpu_memory_bytes] if on_gpu else \
+            [lv.engine_rss_peak_bytes for lv in lvls if lv.engine_rss_peak_bytes]
         out.append(ParetoPoint(
             label=label, trial_ids=[t.trial_id for t in ts],
             output_tokens_per_s=_median([lv.output_tokens_per_s for lv in lvls]),
             ttft_p50_s=_median([lv.ttft_s.p50 for lv in lvls if lv.ttft_s.p50 is not None]),
             itl_p50_s=_median([lv.itl_s.p50 for lv in lvls if lv.itl_s.p50 is not None]),
-            memory_bytes=int(statistics.median(rss)) if rss else None,
+            memory_bytes=int(statistics.median(memory)) if memory else None,
+            memory_kind="gpu" if on_gpu else "host_rss",
             top1_agreement=_median(top1) if top1 else (
                 1.0 if all(t.role == "control" for t in ts) else None),
             on_front=True))

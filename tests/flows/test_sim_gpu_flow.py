@@ -1,7 +1,7 @@
-"""The optimize flow on a SIMULATED 8-GPU host (issue 32): the recorded 8x H100 SXM inventory
-(tests/fixtures/nvml, through infopt's NVML seam) and the simulated vLLM engine
-(tests/sim/vllm_gpu.py) started from the adapter's argv, for Llama-3.1-8B-Instruct's real
-config.json with sparse weight shards of its real size (no bytes on disk; not hashed: the
+"""The optimize flow on a SIMULATED GPU host (issue 32): the recorded 8x H100 SXM inventory
+(tests/fixtures/nvml, through infopt's NVML seam; one of its GPUs for the 1-GPU host) and the
+simulated engines (tests/sim/vllm_gpu.py, tests/sim/sglang_gpu.py) started from the adapters'
+argv, for Llama-3.1-8B-Instruct's real config.json with sparse weight shards of its real size (no bytes on disk; not hashed: the
 digest is the shards' names, sizes and times). Every trial runs through the real flow, contract,
 quality gate, benchmark and ladder; what the engine prints and serves is simulated and says so.
 No GPU ran any of this."""
@@ -14,11 +14,19 @@ from pathlib import Path
 
 import pytest
 
+from infopt.hardware import nvml
 from infopt.specs.request import Budgets, ModelTarget, OptimizeRequest
 from infopt.specs.workload import fixed_levels
-from tests.fake_nvml import recorded_inventory
+from tests.fake_nvml import (
+    SimulatedProcessesBackend,
+    first_devices,
+    load,
+    recorded_inventory,
+)
 from tests.fixture_data import MODEL_CONFIGS
 from tests.integration.test_sim_vllm_gpu import sim_gpu
+from tests.sim import gpu_host as host
+from tests.sim import sglang_gpu as sim_sglang
 from tests.sim import vllm_gpu as sim
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
@@ -30,7 +38,7 @@ def _sim_model(folder: Path, name: str) -> Path:
     """config.json and sparse safetensors shards summing to the checkpoint's bf16 size."""
     folder.mkdir(parents=True)
     shutil.copy(MODEL_CONFIGS / f"{name}.json", folder / "config.json")
-    params = sim.read_model(str(folder)).params
+    params = host.read_model(str(folder)).params
     for i in range(1, SHARDS + 1):
         with (folder / f"model-{i:05d}-of-{SHARDS:05d}.safetensors").open("wb") as f:
             f.truncate(params * 2 // SHARDS)
@@ -43,19 +51,33 @@ def _stamp_digest(path: str) -> str:
                                             for f in p.iterdir() if f.is_file()))
 
 
-@pytest.fixture(scope="module")
-def sim_run(prefect_api, tmp_path_factory):
+def _sim_host(tmp: Path, gpus: int) -> pytest.MonkeyPatch:
+    """The simulated engines' pythons and GPU in the environment, the digest stamped."""
     from flows import engine_tuning, reproduce
-    from flows.optimize import optimize
 
-    tmp = tmp_path_factory.mktemp("sim-gpu")
     mp = pytest.MonkeyPatch()
-    mp.setenv("INFOPT_SIM_GPU", json.dumps(sim_gpu()))
+    mp.setenv("INFOPT_SIM_GPU", json.dumps(sim_gpu(count=gpus)))
     # Slowed 3x: the simulated steps (~10 ms a token), not Python's HTTP, set the pace.
     mp.setenv("INFOPT_SIM_TIME_SCALE", "3")
     mp.setenv("INFOPT_VLLM_PYTHON", sim.write_python(tmp / "sim-vllm" / "bin"))
+    mp.setenv("INFOPT_SGLANG_PYTHON", sim_sglang.write_python(tmp / "sim-sglang" / "bin"))
     mp.setattr(engine_tuning, "model_digest", _stamp_digest)
     mp.setattr(reproduce, "model_digest", _stamp_digest)
+    # The driver's process list: the simulated engines publish what they hold per GPU.
+    table = tmp / "nvml-processes"
+    table.mkdir()
+    mp.setenv("INFOPT_SIM_NVML_DIR", str(table))
+    recording = first_devices(load("h100_sxm_8x"), gpus)
+    mp.setattr(nvml, "PynvmlBackend", lambda: SimulatedProcessesBackend(recording, table))
+    return mp
+
+
+@pytest.fixture(scope="module")
+def sim_run(prefect_api, tmp_path_factory):
+    from flows.optimize import optimize
+
+    tmp = tmp_path_factory.mktemp("sim-gpu")
+    mp = _sim_host(tmp, 8)
     model = _sim_model(tmp / "Llama-3.1-8B-Instruct", "meta-llama__Llama-3.1-8B-Instruct")
     wl = fixed_levels(input_tokens=256, output_tokens=32, levels=[16], target=16, requests=16,
                       cooldown_s=0.1)
@@ -98,8 +120,61 @@ def test_the_layout_families_are_climbed_in_order_on_eight_simulated_gpus(sim_ru
     assert "| parallel_layout (PP) | TP8 (" in md
     assert "rank placement and GPU memory per device" in md
     assert "| TP=2 PP=4 | replica 0: stage 0 on GPUs 0,1; stage 1 on GPUs 2,3;" in md
+    # Per-GPU memory, read from the (simulated) driver's process list for each engine.
+    winner = next(t for t in report.trials if t.trial_id == report.winner_trial_id)
+    assert sorted(winner.gpu_memory_by_device_bytes or {}) == list(range(8))
     # The deployment requests the winner's GPUs.
     assert "nvidia.com/gpu: '8'" in md
     # Every engine log says what it was.
     logs = list(run_dir.glob("trials/*/engine.log"))
     assert logs and all("SIMULATED vLLM" in p.read_text() for p in logs)
+
+
+@pytest.fixture(scope="module")
+def one_user_run(prefect_api, tmp_path_factory):
+    """One user on one simulated H100: routed to SGLang, vLLM tuned beside it."""
+    from flows.optimize import optimize
+
+    tmp = tmp_path_factory.mktemp("sim-gpu-1")
+    mp = _sim_host(tmp, 1)
+    model = _sim_model(tmp / "Llama-3.1-8B-Instruct", "meta-llama__Llama-3.1-8B-Instruct")
+    wl = fixed_levels(input_tokens=256, output_tokens=32, levels=[1], target=1, requests=6,
+                      cooldown_s=0.1)
+    request = OptimizeRequest(
+        model=ModelTarget(path=str(model)), workload=wl.traffic, objective=wl.objective,
+        budgets=Budgets(repeats=2), scenarios=[], quality_task_items=0,
+        quality_max_prompts=8, dimensions=["kv_precision"], github_search=False)
+    try:
+        report = optimize(request=request, runs_dir=str(tmp / "runs"),
+                          hardware=recorded_inventory("h100_sxm_8x", visible=1))
+    finally:
+        mp.undo()
+    return report, tmp / "runs" / report.run_id
+
+
+def test_one_user_on_one_simulated_gpu_routes_to_sglang_with_vllm_beside_it(one_user_run):
+    report, run_dir = one_user_run
+    md = (run_dir / "report.md").read_text()
+    # The specification's routing: one user on an NVIDIA GPU -> SGLang, vLLM as comparator,
+    # both tuned on the same workload and compared.
+    assert report.engine == "sglang" and report.engine_version.endswith("+simulated")
+    roles = {r.engine: r.role for r in report.engines.results}
+    assert roles == {"sglang": "routed", "vllm": "comparator"}, roles
+    assert report.engines.comparison is not None
+    assert "| vllm 0.32.0+simulated | comparator | comparator for a single user |" in md
+    # SGLang's KV pool, read from its own log, against the fit (both engines' lines parsed).
+    kv = {t.trial_id: t.kv for t in report.trials if t.kv is not None}
+    assert "t00-baseline-r1" in kv and "vllm-t00-baseline-r1" in kv, kv
+    assert all(abs(k.error) < 0.3 for k in kv.values()), kv
+    # No exact teacher forcing on SGLang yet (issue 33): said, not passed.
+    assert "The quality gate was NOT run: sglang offers no exact teacher forcing" in md
+    # vLLM's FP8 KV candidate met the gate on the comparator's side.
+    assert "`vllm-t02-kv=fp8-r1` (kv_precision=kv=fp8)" in md
+    # The Pareto memory axis is the engines' GPU memory from NVML, not host RSS.
+    assert all(p.memory_kind == "gpu" and p.memory_bytes and p.memory_bytes > 2**30
+               for p in report.pareto), report.pareto
+    assert "| GPU memory MiB |" in md and "Winner's GPU memory (measured, NVML" in md
+    assert "nvidia.com/gpu: '1'" in md
+    logs = list(run_dir.glob("trials/*/engine.log"))
+    assert any("SIMULATED SGLang" in p.read_text() for p in logs)
+    assert any("SIMULATED vLLM" in p.read_text() for p in logs)

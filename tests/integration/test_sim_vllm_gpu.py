@@ -21,6 +21,7 @@ from infopt.specs.base import EngineStartError
 from infopt.specs.serving import with_knobs
 from infopt.troubleshoot.diagnose import diagnose_file
 from tests.fixture_data import MODEL_CONFIGS
+from tests.sim import gpu_host
 from tests.sim import vllm_gpu as sim
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
@@ -112,15 +113,15 @@ def test_the_step_time_follows_batch_tp_kv_dtype_and_cuda_graphs():
     with tempfile.TemporaryDirectory() as d:
         shutil.copy(MODEL_CONFIGS / "meta-llama__Meta-Llama-3.1-70B.json",
                     Path(d) / "config.json")
-        model = sim.read_model(d)
-    gpu = sim.Gpu(**sim_gpu())
+        model = gpu_host.read_model(d)
+    gpu = gpu_host.Gpu(**sim_gpu())
 
     def step(batch=1, ctx=2048, **flags):
         argv = ["--model", "x", "--max-model-len", "8192", *sum(
             ([f"--{k.replace('_', '-')}"] + ([] if v is True else [str(v)])
              for k, v in flags.items()), [])]
         a = sim.parser().parse_args(argv)
-        return sim.step_s(model, gpu, a, sim.size_memory(model, gpu, a), batch, ctx)
+        return gpu_host.step_s(model, gpu, sim.shape_of(a), sim.size_memory(model, gpu, a), batch, ctx)
 
     assert step(tensor_parallel_size=4) < step(tensor_parallel_size=2)
     assert step(batch=64, tensor_parallel_size=4) > step(batch=1, tensor_parallel_size=4)

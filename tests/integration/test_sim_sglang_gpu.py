@@ -1,0 +1,127 @@
+"""The simulated SGLang GPU engine (tests/sim/sglang_gpu.py) driven through infopt's own SGLang
+adapter, as a trial would: started from the adapter's argv, its version read by the adapter's
+probe, its KV pool read by infopt's log parser and compared with the fit, probed by the API
+contract, and failing the way SGLang fails when memory does not fit, with infopt's
+troubleshooting naming the cause. The GPU is a SIMULATED H100 SXM from infopt's sourced GPU
+table; the model configs are the real ones in tests/fixtures/model_configs. No GPU ran any of
+this."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from infopt.engines import endpoint_for, process, sglang
+from infopt.engines.base import ServingTarget
+from infopt.specs.base import EngineStartError
+from infopt.specs.serving import with_knobs
+from infopt.troubleshoot.diagnose import diagnose_file
+from tests.fixture_data import MODEL_CONFIGS
+from tests.integration.test_sim_vllm_gpu import sim_gpu
+from tests.sim import gpu_host
+from tests.sim import sglang_gpu as sim
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
+
+
+@pytest.fixture
+def host(tmp_path, monkeypatch):
+    monkeypatch.setenv("INFOPT_SIM_GPU", json.dumps(sim_gpu()))
+    monkeypatch.setenv("INFOPT_SIM_TIME_SCALE", "0.05")
+    python = sim.write_python(tmp_path / "sim-sglang" / "bin")
+
+    def model(name: str) -> Path:
+        folder = tmp_path / "models" / name
+        folder.mkdir(parents=True, exist_ok=True)
+        shutil.copy(MODEL_CONFIGS / f"{name}.json", folder / "config.json")
+        return folder
+    return python, model
+
+
+def _config(folder: Path, **knobs):
+    cfg = json.loads((folder / "config.json").read_text())
+    t = ServingTarget(model_path=str(folder), served_model_name="m",
+                      native_context_tokens=cfg["max_position_embeddings"], usable_cpus=32)
+    return with_knobs(sglang.control_config(t), knobs) if knobs else sglang.control_config(t)
+
+
+def test_an_8b_model_serves_on_one_simulated_h100_through_the_sglang_adapter(host, tmp_path):
+    from infopt.contract.verify import verify_endpoint
+
+    python, model = host
+    assert sglang.detect_version(python) == sim.VERSION
+    cfg = _config(model("meta-llama__Llama-3.1-8B-Instruct"))
+    running = process.start(sglang.ADAPTER, cfg, python, tmp_path / "engine.log", 16 * 10**9)
+    try:
+        log = Path(running.log_path).read_text()
+        assert "SIMULATED SGLang" in log and "The server is fired up and ready to roll!" in log
+        kv = sglang.kv_from_log(log)  # infopt's own parser of "KV Cache is allocated"
+        # 0.88 x 79.6 GiB (NVML's 81,559 MiB) - 0.5 GiB context - ~15 GiB of weights = ~54.5
+        # GiB at 128 KiB a token (32 layers x 8 KV heads x 128 x 2 x 2 bytes): ~446k tokens.
+        assert kv is not None and 400_000 < kv.tokens < 500_000, kv
+        assert "max_running_requests=2048" in log  # 446k / 131,072 x 512 < 2,048: the floor
+        ep = endpoint_for("sglang", running.base_url, "m", running.pid)
+        checks = {c.feature: c for c in verify_endpoint(ep, features=(
+            "models", "whole", "stream", "include_usage"))}
+        assert all(c.ok for c in checks.values()), checks
+    finally:
+        process.stop(running.pid)
+
+
+def test_a_static_pool_the_weights_fill_fails_with_sglangs_not_enough_memory(host, tmp_path):
+    python, model = host
+    # 70B at TP 2: ~66 GiB of weights per GPU, against 0.5 x 79.6 GiB of static pool.
+    cfg = _config(model("meta-llama__Meta-Llama-3.1-70B"), tp_size=2, mem_fraction_static=0.5)
+    with pytest.raises(EngineStartError) as err:
+        process.start(sglang.ADAPTER, cfg, python, tmp_path / "nem.log", 140 * 10**9)
+    d = diagnose_file(str(err.value.log_path), "sglang")
+    assert d.category.value in ("oom", "kv_insufficient"), d
+    assert "Not enough memory" in d.root_error
+    assert any("mem-fraction-static" in r.change or "mem_fraction_static" in r.change
+               for r in d.remedies), d.remedies
+
+
+def test_weights_beyond_one_gpu_fail_as_cuda_out_of_memory(host, tmp_path):
+    python, model = host
+    cfg = _config(model("meta-llama__Meta-Llama-3.1-70B"))
+    with pytest.raises(EngineStartError) as err:
+        process.start(sglang.ADAPTER, cfg, python, tmp_path / "oom.log", 140 * 10**9)
+    d = diagnose_file(str(err.value.log_path), "sglang")
+    assert d.category.value == "oom" and "CUDA out of memory" in d.root_error
+
+
+def test_the_default_static_fraction_shrinks_with_tp_as_sglang_sets_it():
+    assert [sim.default_mem_fraction(tp) for tp in (1, 2, 4, 8, 16)] == \
+        [0.88, 0.87, 0.85, 0.81, 0.79]
+
+
+def test_disabled_cuda_graphs_slow_the_simulated_step():
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as d:
+        shutil.copy(MODEL_CONFIGS / "meta-llama__Llama-3.1-8B-Instruct.json",
+                    Path(d) / "config.json")
+        model = gpu_host.read_model(d)
+    gpu = gpu_host.Gpu(**sim_gpu())
+
+    def step(*flags: str) -> float:
+        a = sim.parser().parse_args(["--model-path", "x", "--context-length", "8192",
+                                     "--mem-fraction-static", "0.88", *flags])
+        return gpu_host.step_s(model, gpu, sim.shape_of(a, 8), sim.size_memory(model, gpu, a),
+                               8, 2048)
+
+    assert step("--cuda-graph-backend-decode", "disabled") > step()
+    assert step("--kv-cache-dtype", "fp8_e4m3") < step()
+
+
+def test_a_flag_sglang_does_not_have_is_refused_like_its_parser_refuses_it(host):
+    python, model = host
+    folder = model("meta-llama__Llama-3.1-8B-Instruct")
+    out = subprocess.run([python, "-m", "sglang.launch_server", "--model-path", str(folder),
+                          "--tensor-parallel-size", "2"], capture_output=True, text=True,
+                         timeout=30)
+    assert out.returncode == 2 and "unrecognized arguments: --tensor-parallel-size" in out.stderr

@@ -1,0 +1,434 @@
+"""The SIMULATED GPU host's common parts (issue 32): what every simulated engine shares once
+its own front end (tests/sim/vllm_gpu.py, tests/sim/sglang_gpu.py) has read its CLI, sized its
+memory by its own rule and printed its own start-up lines.
+
+- the model, read from its config.json (parameters, KV heads, native context), and the GPU,
+  from INFOPT_SIM_GPU (JSON: name, memory_bytes, hbm_bytes_per_s, bf16_flops_per_s, count,
+  link_bytes_per_s);
+- a timing model: a decode step reads the weights and the batch's KV at HBM speed, TP adds two
+  all-reduces per layer over the link, PP stages run one after another, CUDA graphs cut the
+  launch overhead; a prefill is compute-bound. Never infopt's cost model;
+- continuous batching per data-parallel replica, each with its running-request cap;
+- the OpenAI routes (/v1/models, /v1/completions with return_token_ids and prompt_logprobs,
+  /v1/chat/completions whole and streamed with include_usage, exactly max_tokens tokens),
+  /health, /version, /tokenize (one token per word) and /metrics in the engine's namespace,
+  served by a toy deterministic model whose numerics an FP8 KV cache nudges.
+
+Every duration is multiplied by INFOPT_SIM_TIME_SCALE (default 1); everything printed and
+served says SIMULATED. Standard library only: the stand-ins run under any python.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import queue
+import sys
+import threading
+import time
+import zlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+GIB = 2**30
+VOCAB = 64  # the toy model's vocabulary (tokens are ids; text is one letter per id)
+
+
+def write_python(folder: Path, engine_file: str, label: str) -> str:
+    """An executable `python` for an infopt adapter that runs the stand-in `engine_file`."""
+    path = folder / "python"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(f'#!/bin/sh\n# SIMULATED {label} ({Path(engine_file).name})\n'
+                    f'exec "{sys.executable}" "{Path(engine_file).resolve()}" "$@"\n')
+    path.chmod(0o755)
+    return str(path)
+
+
+# -- the model and the GPU ---------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Model:
+    architecture: str
+    layers: int
+    hidden: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+    params: int
+    bytes_per_param: float
+    native_context: int
+
+
+def read_model(folder: str) -> Model:
+    c = json.loads((Path(folder) / "config.json").read_text())
+    c = {**c.get("text_config", {}), **c}
+    hidden, layers = c["hidden_size"], c["num_hidden_layers"]
+    heads = c["num_attention_heads"]
+    kv_heads = c.get("num_key_value_heads") or heads
+    head_dim = c.get("head_dim") or hidden // heads
+    experts = c.get("num_local_experts") or c.get("num_experts") or 1
+    ffn = c.get("moe_intermediate_size") if experts > 1 and c.get("moe_intermediate_size") \
+        else c.get("intermediate_size", 4 * hidden)
+    attn = hidden * heads * head_dim * 2 + hidden * kv_heads * head_dim * 2
+    embed = c["vocab_size"] * hidden * (1 if c.get("tie_word_embeddings") else 2)
+    params = embed + layers * (attn + experts * 3 * hidden * ffn)
+    quant = (c.get("quantization_config") or {}).get("quant_method", "")
+    return Model(architecture=(c.get("architectures") or ["LlamaForCausalLM"])[0],
+                 layers=layers, hidden=hidden, heads=heads, kv_heads=kv_heads,
+                 head_dim=head_dim, params=params,
+                 bytes_per_param=1.0 if "fp8" in quant else 2.0,
+                 native_context=c.get("max_position_embeddings", 4096))
+
+
+@dataclass(frozen=True)
+class Gpu:
+    name: str
+    memory_bytes: int
+    hbm_bytes_per_s: float
+    bf16_flops_per_s: float
+    count: int
+    link_bytes_per_s: float
+
+
+def read_gpu(engine: str) -> Gpu:
+    raw = os.environ.get("INFOPT_SIM_GPU")
+    if not raw:
+        raise SystemExit(f"SIMULATED {engine}: INFOPT_SIM_GPU is not set (the simulated "
+                         "host's GPU)")
+    return Gpu(**json.loads(raw))
+
+
+# -- what the engine front end decided ----------------------------------------------------------
+
+@dataclass(frozen=True)
+class Shape:
+    """The serving shape, whatever the engine calls its flags."""
+
+    tp: int
+    pp: int
+    dp: int
+    max_seqs: int  # running requests per DP replica
+    max_len: int  # tokens per request (prompt + output)
+    kv_fp8: bool
+    graphs: bool  # CUDA graphs captured (else eager launches)
+
+
+@dataclass(frozen=True)
+class Memory:
+    weights_per_gpu: int
+    kv_bytes_per_token: int  # one GPU's share
+    available_kv: int
+    kv_tokens: int
+
+
+def weights_per_gpu(m: Model, s: Shape) -> int:
+    return int(m.params * m.bytes_per_param / (s.tp * s.pp))
+
+
+def kv_bytes_per_token(m: Model, s: Shape) -> int:
+    """K and V of one token on one GPU: its PP stage's layers, its TP share of the KV heads
+    (replicated when there are fewer KV heads than ranks)."""
+    heads_here = max(1, m.kv_heads // s.tp)
+    return 2 * math.ceil(m.layers / s.pp) * heads_here * m.head_dim * (1 if s.kv_fp8 else 2)
+
+
+# -- the timing model --------------------------------------------------------------------------
+
+def step_s(m: Model, g: Gpu, s: Shape, mem: Memory, batch: int, context: int) -> float:
+    """One decode step of `batch` sequences at `context` tokens: the weights and the KV read
+    at 85% of HBM speed, TP's two all-reduces per layer over the link, a launch overhead per
+    step (eager: per kernel; CUDA graphs: one replay). PP stages run one after another for a
+    token, so PP adds no speed at batch 1."""
+    read = mem.weights_per_gpu * s.pp + batch * context * mem.kv_bytes_per_token * s.pp
+    t = read / (0.85 * g.hbm_bytes_per_s)
+    if s.tp > 1:
+        msg = batch * m.hidden * 2
+        t += 2 * m.layers * (msg / g.link_bytes_per_s + 8e-6)
+    return t + (0.0012 if s.graphs else 0.004)
+
+
+def prefill_s(m: Model, g: Gpu, s: Shape, tokens: int) -> float:
+    return 2 * m.params * tokens / (s.tp * 0.5 * g.bf16_flops_per_s)
+
+
+# -- the toy numerics (the quality gate's scores) -----------------------------------------------
+
+def logprobs(prefix: list[int], fp8_kv: bool) -> list[float]:
+    h = sum((i + 1) * t for i, t in enumerate(prefix[-4:])) % VOCAB
+    if fp8_kv and (sum(prefix) % 29 == 0):  # a coarser KV flips some near-ties
+        h = (h + 1) % VOCAB
+    logits = [-abs(v - h) * 0.7 for v in range(VOCAB)]
+    z = math.log(sum(math.exp(x) for x in logits))
+    return [x - z for x in logits]
+
+
+def tokenize(text: str) -> list[int]:
+    """One token per whitespace-separated word (ids: a stable hash of the word), roughly what
+    a BPE tokenizer gives the load generator's word prompts."""
+    return [zlib.crc32(w.encode()) % VOCAB for w in text.split()]
+
+
+def greedy(prompt: list[int], n: int, fp8_kv: bool) -> list[int]:
+    out, seq = [], list(prompt)
+    for _ in range(n):
+        lp = logprobs(seq, fp8_kv)
+        tok = max(range(VOCAB), key=lambda v: lp[v])
+        out.append(tok)
+        seq.append(tok)
+    return out
+
+
+# -- the engine: continuous batching per DP replica -----------------------------------------------
+
+class Replica(threading.Thread):
+    def __init__(self, engine: Engine) -> None:
+        super().__init__(daemon=True)
+        self.e, self.waiting, self.running = engine, queue.Queue(), []
+
+    def submit(self, prompt_tokens: int, max_tokens: int) -> queue.Queue:
+        out: queue.Queue = queue.Queue()
+        self.waiting.put({"prompt": prompt_tokens, "left": max_tokens, "out": out, "ctx":
+                          prompt_tokens})
+        return out
+
+    def run(self) -> None:
+        e = self.e
+        while True:
+            if not self.running:
+                self.running.append(self.waiting.get())
+            while len(self.running) < e.shape.max_seqs and not self.waiting.empty():
+                self.running.append(self.waiting.get_nowait())
+            fresh = [r for r in self.running if r["ctx"] == r["prompt"]]
+            pause = sum(prefill_s(e.model, e.gpu, e.shape, r["prompt"]) for r in fresh)
+            ctx = max(r["ctx"] for r in self.running)
+            pause += step_s(e.model, e.gpu, e.shape, e.mem, len(self.running), ctx)
+            time.sleep(pause * e.scale)
+            e.steps += 1
+            for r in list(self.running):
+                r["ctx"] += 1
+                r["left"] -= 1
+                r["out"].put(r["left"] == 0)
+                if r["left"] == 0:
+                    self.running.remove(r)
+
+
+class Engine:
+    def __init__(self, shape: Shape, model: Model, gpu: Gpu, mem: Memory, scale: float) -> None:
+        self.shape, self.model, self.gpu, self.mem, self.scale = shape, model, gpu, mem, scale
+        self.replicas = [Replica(self) for _ in range(shape.dp)]
+        self.next, self.steps, self.requests = 0, 0, 0
+        self.lock = threading.Lock()
+        for r in self.replicas:
+            r.start()
+
+    def replica(self) -> Replica:
+        with self.lock:
+            self.next, self.requests = self.next + 1, self.requests + 1
+            return self.replicas[self.next % len(self.replicas)]
+
+    def running(self) -> int:
+        return sum(len(r.running) for r in self.replicas)
+
+
+# -- HTTP ---------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Front:
+    """What the HTTP side says differently per engine."""
+
+    engine: str  # "vLLM", "SGLang"
+    version: str
+    owned_by: str
+    metrics: Callable[[Engine, str], str]  # the /metrics text
+    too_long: Callable[[int, int, int], str]  # (limit, prompt, completion) -> error message
+
+
+def handler(engine: Engine, name: str, front: Front) -> type[BaseHTTPRequestHandler]:
+    class H(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+        disable_nagle_algorithm = True
+
+        def log_message(self, *args) -> None:
+            pass
+
+        def _json(self, obj, status: int = 200) -> None:
+            body = json.dumps(obj).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def _text(self, text: str) -> None:
+            body = text.encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "text/plain; version=0.0.4")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def do_GET(self) -> None:
+            if self.path == "/health":
+                self._json({})
+            elif self.path == "/version":
+                self._json({"version": front.version})
+            elif self.path == "/v1/models":
+                self._json({"object": "list", "data": [{
+                    "id": name, "object": "model", "owned_by": front.owned_by,
+                    "max_model_len": engine.shape.max_len}]})
+            elif self.path == "/metrics":
+                self._text(front.metrics(engine, name))
+            else:
+                self._json({"error": {"message": "Not Found", "code": 404}}, 404)
+
+        def do_POST(self) -> None:
+            req = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)))
+            routes = {"/tokenize": self._tokenize, "/v1/completions": self._completions,
+                      "/v1/chat/completions": self._chat}
+            route = routes.get(self.path)
+            if route is None:
+                self._json({"error": {"message": "Not Found", "code": 404}}, 404)
+            elif req.get("model", name) != name:
+                self._json({"error": {"message": f"The model `{req.get('model')}` does not "
+                                      "exist.", "type": "NotFoundError", "code": 404}}, 404)
+            else:
+                try:
+                    route(req)
+                except (KeyError, TypeError, ValueError, AttributeError) as exc:
+                    # The servers validate the body before scheduling: a 400, never a
+                    # dropped line.
+                    self._json({"error": {"message": f"[SIMULATED] invalid request: {exc!r}",
+                                          "type": "BadRequestError", "code": 400}}, 400)
+
+        def _tokenize(self, req) -> None:
+            toks = tokenize(req.get("prompt", ""))
+            self._json({"count": len(toks), "max_model_len": engine.shape.max_len,
+                        "tokens": toks})
+
+        def _completions(self, req) -> None:
+            prompt = req["prompt"] if isinstance(req["prompt"], list) else \
+                tokenize(req["prompt"])
+            n = int(req.get("max_tokens") or 16)
+            if self._too_long(len(prompt), n):
+                return
+            done = engine.replica().submit(len(prompt), n)
+            while not done.get():
+                pass
+            fp8 = engine.shape.kv_fp8
+            ids = greedy(prompt, n, fp8)
+            choice = {"index": 0, "text": "".join(chr(97 + t % 26) for t in ids),
+                      "finish_reason": "length"}
+            if req.get("return_token_ids"):
+                choice["token_ids"] = ids
+            k = req.get("prompt_logprobs")
+            if k is not None:
+                choice["prompt_logprobs"] = self._prompt_logprobs(prompt, int(k), fp8)
+            self._json({"id": "cmpl-sim", "object": "text_completion", "model": name,
+                        "choices": [choice], "usage": {
+                            "prompt_tokens": len(prompt), "completion_tokens": n,
+                            "total_tokens": len(prompt) + n}})
+
+        @staticmethod
+        def _prompt_logprobs(prompt: list[int], k: int, fp8: bool) -> list[dict | None]:
+            rows: list[dict | None] = [None]
+            for i in range(1, len(prompt)):
+                lp = logprobs(prompt[:i], fp8)
+                order = sorted(range(VOCAB), key=lambda v: -lp[v])
+                keep = {str(v): {"logprob": lp[v], "rank": order.index(v) + 1}
+                        for v in order[:k]}
+                keep[str(prompt[i])] = {"logprob": lp[prompt[i]],
+                                        "rank": order.index(prompt[i]) + 1}
+                rows.append(keep)
+            return rows
+
+        def _too_long(self, prompt: int, n: int) -> bool:
+            limit = engine.shape.max_len
+            if prompt + n <= limit:
+                return False
+            self._json({"error": {"message": front.too_long(limit, prompt, n),
+                                  "type": "BadRequestError", "param": "messages",
+                                  "code": 400}}, 400)
+            return True
+
+        def _chat(self, req) -> None:
+            messages = req["messages"]
+            if not isinstance(messages, list) or not all(isinstance(m, dict) for m in messages):
+                raise TypeError("messages must be a list of objects")
+            text = " ".join(str(m.get("content", "")) for m in messages)
+            prompt = len(tokenize(text)) + 8  # the chat template's tokens
+            n = int(req.get("max_completion_tokens") or req.get("max_tokens") or 16)
+            if self._too_long(prompt, n):
+                return
+            done = engine.replica().submit(prompt, n)
+            usage = {"prompt_tokens": prompt, "completion_tokens": n,
+                     "total_tokens": prompt + n}
+            head = {"id": "chatcmpl-sim", "created": int(time.time()), "model": name}
+            if not req.get("stream"):
+                while not done.get():
+                    pass
+                self._json({**head, "object": "chat.completion", "choices": [{
+                    "index": 0, "finish_reason": "length", "message": {
+                        "role": "assistant", "content": "tok " * n}}], "usage": usage})
+                return
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+            chunk = {**head, "object": "chat.completion.chunk"}
+            first, last = True, False
+            while not last:
+                last = done.get()
+                delta = {"content": "tok "} | ({"role": "assistant"} if first else {})
+                self._event({**chunk, "choices": [{
+                    "index": 0, "delta": delta, "finish_reason": "length" if last else None}]})
+                first = False
+            if (req.get("stream_options") or {}).get("include_usage"):
+                self._event({**chunk, "choices": [], "usage": usage})
+            self._send_chunk(b"data: [DONE]\n\n")
+            self.wfile.write(b"0\r\n\r\n")
+            self.wfile.flush()
+
+        def _event(self, obj) -> None:
+            self._send_chunk(b"data: " + json.dumps(obj).encode() + b"\n\n")
+
+        def _send_chunk(self, data: bytes) -> None:
+            self.wfile.write(b"%x\r\n%b\r\n" % (len(data), data))
+            self.wfile.flush()
+
+    return H
+
+
+class Server(ThreadingHTTPServer):
+    # socketserver's listen backlog is 5: a benchmark opening 16 connections at once would
+    # lose SYNs to it and wait out the 1 s retransmit (uvicorn, the engines' server, allows
+    # 2048).
+    request_queue_size = 2048
+
+
+def serve(engine: Engine, host: str, port: int, name: str, front: Front,
+          ready: Callable[[], None]) -> None:
+    """Bind, print the engine's ready line(s) (`ready`), serve until killed."""
+    server = Server((host, port), handler(engine, name, front))
+    server.daemon_threads = True
+    ready()
+    server.serve_forever()
+
+
+def publish_gpu_memory(devices: int, bytes_per_device: int) -> None:
+    """What the driver would list for this process: `bytes_per_device` on devices 0..n-1, as
+    `{pid}.json` in INFOPT_SIM_NVML_DIR (read by tests/fake_nvml.SimulatedProcessesBackend);
+    nothing when unset."""
+    folder = os.environ.get("INFOPT_SIM_NVML_DIR")
+    if not folder:
+        return
+    table = {str(i): bytes_per_device for i in range(devices)}
+    tmp = Path(folder) / f".{os.getpid()}.tmp"
+    tmp.write_text(json.dumps(table))
+    tmp.replace(Path(folder) / f"{os.getpid()}.json")
+
+
+def time_scale() -> float:
+    return float(os.environ.get("INFOPT_SIM_TIME_SCALE", "1"))
