@@ -134,7 +134,8 @@ def plan_fit(r: FitRequest, *, with_alternatives: bool = True) -> MemoryFit:
         f"{r.weight_path.source}){' from the checkpoint' if r.exact_weights_bytes else ''}, "
         f"split evenly over {shards} rank(s)",
         f"KV {bpt:,.0f} B/token/GPU at {r.kv_dtype} over full-attention layers"
-        + (f"; {state:,.0f} B/sequence/GPU of sliding-window/recurrent state" if state else ""),
+        + (f"; {state:,.0f} B/sequence/GPU of sliding-window, attention-chunk or recurrent "
+           "state" if state else ""),
         *budget.assumptions,
         *([f"one of {r.dp} data-parallel replicas, each with its own weights and KV pool: "
            f"{r.concurrency} sequence(s) per replica"] if r.dp > 1 else []),

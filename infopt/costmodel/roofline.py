@@ -7,6 +7,10 @@ Decode step for `batch` sequences at `context` tokens each, on one TP rank:
   flops  = 2 x executed linear params x batch / tp
            + attention 4 x full_layers x context x query_heads x head_dim x batch / tp
            (QK and AV; GQA shrinks KV traffic, not this work; MLA attends over the latent)
+  Sparse (indexed) layers, DeepSeek-V3.2: attention reads and attends only min(context,
+  index_topk) latents, while the indexer reads every cached key and scores it with each of its
+  heads, 2 x index_n_heads x index_head_dim FLOPs per key per layer, whole on every TP rank
+  (vLLM replicates the indexer); its FP8 scoring is costed at the path's rate.
   comm   = TP all-reduce: 2 per layer x batch x hidden x 2 bytes x 2 (tp-1)/tp (ring), over the
            interconnect, not overlapped (stated assumption)
   t_step = max(bytes/BW, flops/C) + comm/link; tokens/s = batch x tokens_per_step / t_step
@@ -18,14 +22,20 @@ bytes and work per rank for uniform routing (experts split whole instead of slic
 all-reduce becomes dispatch + combine all-to-alls of micro-batch x top_k x hidden x 2 bytes x
 (ep-1)/ep per MoE layer.
 Prefill of one prompt of T tokens: flops = 2 x P x T + 2 x full_layers x T^2 x q_heads x
-head_dim (causal QK+AV: 4 x T^2/2), bytes = weights once + T x kv_bpt written.
+head_dim (causal QK+AV: 4 x T^2/2; a sparse layer attends min(position, index_topk) tokens, and
+its indexer scores the causal T^2/2 pairs), bytes = weights once + T x kv_bpt written.
+Windowed layers' (sliding, chunked) attention FLOPs are left out of both phases.
 
 A W4A16 path multiplies at 16-bit rates; FP8/FP4 rates only where the kernel runs them.
 """
 
 from __future__ import annotations
 
-from infopt.costmodel.kv import kv_bytes_per_token_per_gpu, state_bytes_per_sequence_per_gpu
+from infopt.costmodel.kv import (
+    attended_tokens,
+    decode_read_bytes_per_sequence_per_gpu,
+    kv_bytes_per_token_per_gpu,
+)
 from infopt.costmodel.weights import decode_weight_traffic_bytes, executed_linear_params
 from infopt.specs.fit import (
     Bound,
@@ -62,6 +72,21 @@ def _attention_dim(m: ModelInspection) -> int:
     return a.head_dim
 
 
+def _indexer_flops_per_key(m: ModelInspection) -> int:
+    """A sparse layer's indexer scoring one cached key for one query: a dot product of
+    index_head_dim per indexer head (DeepSeek-V3.2: 2 x 64 x 128); 0 without an indexer."""
+    a = m.attention
+    return 2 * (a.index_n_heads or 0) * (a.index_head_dim or 0)
+
+
+def _attended_pairs(tokens: int, topk: int | None) -> float:
+    """(query, key) pairs a causal prefill of `tokens` attends: T^2/2, or with a sparse layer's
+    top-k, each query at most k keys (sum of min(i, k): k x T - k^2 / 2 once T > k)."""
+    if not topk or tokens <= topk:
+        return tokens * tokens / 2
+    return topk * tokens - topk * topk / 2
+
+
 def decode_row(m: ModelInspection, path: WeightPath, kv_dtype: str, batch: int, context: int,
                dev: DeviceBudget, envelope: Envelope, tp: int = 1,
                tokens_per_step: float = 1.0, exact_weights_bytes: int | None = None,
@@ -77,12 +102,13 @@ def decode_row(m: ModelInspection, path: WeightPath, kv_dtype: str, batch: int, 
     micro = max(1, -(-batch // pp))  # the sequences one stage steps at a time
     w = decode_weight_traffic_bytes(m, path, micro, exact_weights_bytes) / (tp * pp)
     kv_bpt = kv_bytes_per_token_per_gpu(m, kv_dtype, tp, pp)
-    state = state_bytes_per_sequence_per_gpu(m, kv_dtype, context, tp, pp)
-    kv = micro * (context * kv_bpt + state) + micro * kv_bpt * tokens_per_step
+    kv = (micro * decode_read_bytes_per_sequence_per_gpu(m, kv_dtype, context, tp, pp)
+          + micro * kv_bpt * tokens_per_step)
     full = m.kv_cache.full_attention_layers
     flops = {math: 2 * n * micro * tokens_per_step / (tp * pp) for math, (n, _) in rates.items()}
-    flops[path.math] += (4 * full * context * m.attention.num_query_heads * _attention_dim(m)
-                         * micro * tokens_per_step) / (tp * pp)
+    flops[path.math] += ((4 * full * attended_tokens(m, context) * m.attention.num_query_heads
+                          * _attention_dim(m) / tp + full * _indexer_flops_per_key(m) * context)
+                         * micro * tokens_per_step / pp)
     comm = _decode_comm(m, micro, tp, pp, ep)
     t_mem, t_comp, t_comm, t_step, bound = step_floor(
         w + kv, sum(flops.values()), comm, bw, _blended_rate(flops, rates),
@@ -139,7 +165,9 @@ def prefill_row(m: ModelInspection, path: WeightPath, kv_dtype: str, prompt_toke
     full = m.kv_cache.full_attention_layers
     t = prompt_tokens
     flops = {math: 2 * n * t / tp for math, (n, _) in rates.items()}
-    flops[path.math] += 2 * full * t * t * m.attention.num_query_heads * _attention_dim(m) / tp
+    flops[path.math] += full * (
+        4 * _attended_pairs(t, m.attention.index_topk) * m.attention.num_query_heads
+        * _attention_dim(m) / tp + _indexer_flops_per_key(m) * t * t / 2)
     comm = (2 * m.num_layers * t * m.hidden_size * 2 * 2 * (tp - 1) / tp) if tp > 1 else 0.0
     t_mem, t_comp, t_comm, t_step, bound = step_floor(
         w + kv_w, sum(flops.values()), comm, bw, _blended_rate(flops, rates),

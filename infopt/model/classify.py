@@ -13,10 +13,12 @@ shapes are in shapes.py, the per-layer plan in layers.py):
 * attention per attention layer: q, k, v, o projections, their biases where the family or
   `attention_bias` has them, per-head q/k norms (Qwen3, Gemma 3), the output gate folded into
   q_proj (Qwen3-Next, Qwen3.5), sink logits (gpt-oss); MLA: q_a/q_b (or q), kv_a_with_mqa, kv_b,
-  o and the two latent norms; DeciLM layers may each have their own KV head count;
+  o and the two latent norms, plus DeepSeek-V3.2's lightning indexer (wq_b, wk, key LayerNorm,
+  weights_proj); DeciLM layers may each have their own KV head count;
 * dense MLP: 3 x H x I when gated (SwiGLU), 2 x H x I otherwise (Nemotron-H relu2), plus biases;
   DeciLM layers each have their own I (or none, or one H x H Linear);
-* MoE layer: every routed expert, shared experts, router weight and router/score-correction bias;
+* MoE layer: every routed expert, shared experts (Llama 4: one of the experts' width, which its
+  config does not count), router weight and router/score-correction bias;
 * Mamba-2 mixer and Gated DeltaNet (linear_attention) mixer: see shapes.py;
 * norms: one per sub-block (two per classic decoder layer, one per Nemotron-H block, four per
   Gemma 3 layer, none for a skipped DeciLM block);
@@ -32,14 +34,17 @@ NVIDIA (Nemotron 3 Nano "3.2B active, 3.6B with embeddings") and OpenAI (gpt-oss
 and Mistral state active counts with the embedding table: add `params.embedding` to compare.
 
 KV bytes per token at 16 bit: full-attention layers x kv_heads x head_dim x 2 (K and V) x 2
-bytes; MLA layers cache (kv_lora_rank + qk_rope_head_dim) x 2 bytes; sliding layers are reported
-apart (they stop growing at the window); Mamba and linear-attention layers hold a fixed
+bytes; MLA layers cache (kv_lora_rank + qk_rope_head_dim) x 2 bytes; DeepSeek-V3.2's indexed
+(sparse) layers cache that latent plus the indexer's FP8 key (`indexer_bytes_per_token`, at its
+own format); sliding layers, and Llama 4's chunked local-attention layers, are reported apart
+(they stop growing at the window or chunk); Mamba and linear-attention layers hold a fixed
 per-sequence state (`recurrent_state_bytes_per_sequence` at the dtype the config asks for it).
 """
 
 from __future__ import annotations
 
 import numbers
+from dataclasses import replace
 from typing import Any
 
 from infopt.model import shapes
@@ -60,6 +65,7 @@ from infopt.specs.inspection import (
 )
 
 _QWEN_NEXT = Family(qk_norm=True, shared_expert_gate=True, gated_q=True)
+_LLAMA4 = Family(shared_experts=1, chunked_rope=True)
 # transformers models/<name>/modeling_<name>.py (and the checkpoints' remote code for
 # deepseek_v3 / nemotron_h / nemotron-nas) at the versions named in each config's
 # transformers_version.
@@ -77,13 +83,25 @@ _FAMILIES: dict[str, Family] = {
     "qwen3_5_text": _QWEN_NEXT,
     "deepseek_v2": Family(),
     "deepseek_v3": Family(score_correction_bias=True),
+    # V3 plus a lightning indexer on every MLA layer (modeling_deepseek_v32.py).
+    "deepseek_v32": Family(score_correction_bias=True, indexed_attention=True),
     "gpt_oss": Family(expert_bias=True, router_bias=True, sinks=True),
     "nemotron_h": Family(gated_mlp=False, score_correction_bias=True),
     "nemotron-nas": Family(),  # DeciLM: Llama blocks, per-layer block_configs (layers.py)
     "gemma3_text": Family(qk_norm=True, norms_per_block=2),  # GeGLU MLP: gated, 3 matrices
+    # modeling_llama4.py: the q/k norm is weightless (no parameters); every MoE layer has one
+    # shared expert of the experts' width (Llama4TextMoe.shared_expert); sigmoid router, no bias.
+    "llama4_text": _LLAMA4,
+    "llama4": _LLAMA4,  # a GGUF's general.architecture for the same text model
 }
 
 _ENCODER_HINTS = ("vision", "audio", "speech", "image", "visual", "video")
+_ATTENTION = (LayerKind.FULL_ATTENTION, LayerKind.SLIDING_ATTENTION,
+              LayerKind.CHUNKED_ATTENTION, LayerKind.INDEXED_ATTENTION)
+# Layers whose cache grows with the whole context, and those capped at a window or chunk.
+_GROWING = (LayerKind.FULL_ATTENTION, LayerKind.INDEXED_ATTENTION)
+_WINDOWED = (LayerKind.SLIDING_ATTENTION, LayerKind.CHUNKED_ATTENTION)
+_INDEX_KEYS = ("index_n_heads", "index_head_dim", "index_topk")
 
 
 # Keys that count something, with their least allowed value: each must be a whole number when
@@ -98,7 +116,9 @@ _COUNTS = {**dict.fromkeys((
     "moe_layer_freq", "decoder_sparse_step", "mamba_num_heads", "mamba_head_dim",
     "ssm_state_size", "n_groups", "conv_kernel", "linear_num_key_heads",
     "linear_num_value_heads", "linear_key_head_dim", "linear_value_head_dim",
-    "linear_conv_kernel_dim", "moe_k", "moe_layer_interval"), 1),
+    "linear_conv_kernel_dim", "moe_k", "moe_layer_interval", "attention_chunk_size",
+    "interleave_moe_layer_step", "intermediate_size_mlp", "no_rope_layer_interval",
+    "index_n_heads", "index_head_dim", "index_topk"), 1),
     **dict.fromkeys((
         "n_routed_experts", "num_local_experts", "num_experts", "n_shared_experts",
         "first_k_dense_replace", "num_nextn_predict_layers", "mtp_num_hidden_layers",
@@ -106,7 +126,8 @@ _COUNTS = {**dict.fromkeys((
         "moe_num_experts", "num_shared_experts", "moe_num_shared_experts",
         "moe_layer_start_index"), 0)}
 _SHAPES = {"architectures": list, "layer_types": list, "mlp_only_layers": list,
-           "hybrid_override_pattern": str, "block_configs": list}
+           "hybrid_override_pattern": str, "block_configs": list, "moe_layers": list,
+           "no_rope_layers": list}
 _LINEAR_KEYS = ("linear_num_key_heads", "linear_num_value_heads", "linear_key_head_dim",
                 "linear_value_head_dim", "linear_conv_kernel_dim")
 _MAMBA_KEYS = ("mamba_num_heads", "mamba_head_dim", "ssm_state_size", "n_groups", "conv_kernel")
@@ -224,7 +245,8 @@ class _Shapes:
     def __init__(self, k: _Keys, fam: Family, hidden: int, n_heads: int, n_kv: int,
                  layers: list[Layer], num_experts: int, top_k: int):
         self.k, self.fam, self.hidden, self.n_kv = k, fam, hidden, n_kv
-        self.attn = shapes.attention(k, fam, hidden, n_heads, n_kv)
+        self.attn = shapes.attention(k, fam, hidden, n_heads, n_kv, indexed=any(
+            x.mixer is LayerKind.INDEXED_ATTENTION for x in layers))
         kinds = _counts([x.mixer for x in layers])
         mlps = _counts([x.mlp for x in layers])
         self.intermediate = k.need("intermediate_size", "ffn_hidden_size") if (
@@ -258,7 +280,7 @@ class _Shapes:
         self.expert = mats * hidden * self.e_int + (
             (mats - 1) * self.e_int + hidden if fam.expert_bias or k.get("mlp_bias") else 0)
         n_shared = int(k.get("n_shared_experts", "num_shared_experts", "moe_num_shared_experts",
-                             default=0) or 0)
+                             default=fam.shared_experts) or 0)
         shared_int = k.get("moe_shared_expert_intermediate_size",
                            "shared_expert_intermediate_size")
         if shared_int is None and n_shared:
@@ -276,9 +298,10 @@ class _Shapes:
         """(ParamBreakdown field, params) of a layer's token mixer."""
         if layer.linear_mixer:
             return "attention", self.hidden * self.hidden
-        if layer.mixer in (LayerKind.FULL_ATTENTION, LayerKind.SLIDING_ATTENTION):
-            return "attention", self.attn.params(self.k, self.fam, self.hidden,
-                                                 layer.kv_heads or self.n_kv)
+        if layer.mixer in _ATTENTION:
+            return "attention", self.attn.params(
+                self.k, self.fam, self.hidden, layer.kv_heads or self.n_kv,
+                indexed=layer.mixer is LayerKind.INDEXED_ATTENTION)
         if layer.mixer is LayerKind.MAMBA:
             return "mamba", self.mamba_params
         if layer.mixer is LayerKind.LINEAR_ATTENTION:
@@ -333,7 +356,9 @@ def _mtp(k: _Keys, sh: _Shapes, hidden: int, notes: list[str]) -> tuple[int, int
         return 0, 0
     ffn = (sh.expert * sh.num_experts + sh.shared + sh.router if sh.num_experts
            else shapes.dense_mlp(k, sh.fam, hidden, sh.intermediate))
-    layer = sh.attn.params(k, sh.fam, hidden, sh.n_kv) + ffn + 2 * hidden
+    # DeepSeek-V3.2's MTP layer is a decoder layer of the model's own kind: indexer included.
+    layer = sh.attn.params(k, sh.fam, hidden, sh.n_kv,
+                           indexed=sh.attn.info.index_topk is not None) + ffn + 2 * hidden
     mtp = n_mtp * (2 * hidden + 2 * hidden * hidden + layer + hidden)
     notes.append(f"{n_mtp} multi-token-prediction layer(s) ({mtp / 1e9:.1f}B params) usable "
                  "as a speculative draft: counted in params.mtp, not in params_total.")
@@ -389,6 +414,30 @@ def refuse_unread_layout(cfg: dict[str, Any], layers: list, model_type: str,
             "choose another model or plan it by hand.")
 
 
+def _indexed(k: _Keys, fam: Family, layers: list[Layer], is_mla: bool, model_type: str,
+             architecture: str) -> list[Layer]:
+    """The plan with DeepSeek-V3.2's attention layers marked indexed (every one has a lightning
+    indexer, whether or not the installed transformers derives layer_types for it); a family
+    whose indexed layers infopt has not read is refused: GLM-5's shared indexers
+    (indexer_types), Kolibri's pooled index, Qwen4-Exp's compressed one differ in what they
+    cache, and sizing them as V3.2 or as full attention would be silently wrong."""
+    if fam.indexed_attention:
+        layers = [replace(x, mixer=LayerKind.INDEXED_ATTENTION)
+                  if x.mixer is LayerKind.FULL_ATTENTION else x for x in layers]
+    if not any(x.mixer is LayerKind.INDEXED_ATTENTION for x in layers):
+        return layers
+    if not fam.indexed_attention or not is_mla:
+        raise InputError(
+            f"{model_type or architecture} ({architecture}) has indexed (sparse) attention "
+            "layers whose indexer layout infopt does not read: sizing them as full attention "
+            "would miss the indexer's cache, and as DeepSeek-V3.2's could mis-state it. Not "
+            "supported yet (supported: deepseek_v32, one lightning indexer per MLA layer); "
+            "choose another model or plan it by hand.")
+    _need_keys(k, (*_INDEX_KEYS, "q_lora_rank"))
+    _missing(k, model_type, architecture, "size the sparse-attention indexer of")
+    return layers
+
+
 def classify_config(config: dict[str, Any], *, hf_quant_config: dict[str, Any] | None = None,
                     model: str = "", revision: str | None = None, license: str | None = None,
                     gated: bool | None = None,
@@ -428,7 +477,9 @@ def classify_config(config: dict[str, Any], *, hf_quant_config: dict[str, Any] |
         _need_keys(k, ("qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim"))
     _missing(k, model_type, architecture, "classify")
 
-    layers, window = layer_plan(k, n, num_experts > 0, n_heads, hidden, notes)
+    layers, window = layer_plan(k, n, num_experts > 0, n_heads, hidden, notes,
+                                chunked_rope=fam.chunked_rope)
+    layers = _indexed(k, fam, layers, is_mla, model_type, architecture)
     refuse_unread_layout(text, layers, model_type, architecture)
     if not is_mla and not k.get("head_dim") and hidden % n_heads:
         raise InputError(f"hidden_size {hidden} is not divisible by num_attention_heads "
@@ -479,7 +530,9 @@ def _inspection(config: dict[str, Any], k: _Keys, fam: Family, sh: _Shapes,
     return ModelInspection(
         **facts, weights_dtype=k.get("torch_dtype", "dtype", default=config.get("torch_dtype")),
         rope_scaling=_rope(k, notes), tie_word_embeddings=tied, attention=sh.attn.info,
-        layer_kinds=kinds, mlp_kinds=mlp_kinds, sliding_window_tokens=window,
+        layer_kinds=kinds, mlp_kinds=mlp_kinds,
+        sliding_window_tokens=window if kinds.get(LayerKind.SLIDING_ATTENTION) else None,
+        attention_chunk_tokens=window if kinds.get(LayerKind.CHUNKED_ATTENTION) else None,
         moe=_moe_info(sh, mlp_kinds), mamba=sh.mamba, linear_attention=sh.linear,
         mtp_layers=n_mtp, multimodal_encoders=_encoders(config, notes), params_total=total,
         params_active_per_token=active, params=params,
@@ -520,21 +573,47 @@ def _moe_info(sh: _Shapes, mlp_kinds: dict[MlpKind, int]) -> MoeInfo | None:
 
 def _kv(sh: _Shapes, layers: list[Layer], kinds: dict[LayerKind, int], window: int | None,
         notes: list[str]) -> KvCacheInfo:
-    full = sum(sh.kv_bytes(x) for x in layers if x.mixer is LayerKind.FULL_ATTENTION)
-    slide = sum(sh.kv_bytes(x) for x in layers if x.mixer is LayerKind.SLIDING_ATTENTION)
+    full = sum(sh.kv_bytes(x) for x in layers if x.mixer in _GROWING)
+    slide = sum(sh.kv_bytes(x) for x in layers if x.mixer in _WINDOWED)
+    indexed = kinds.get(LayerKind.INDEXED_ATTENTION, 0)
+    indexer = indexed * sh.attn.indexer_bytes_per_token()
+    _kv_notes(sh, kinds, window, indexer, notes)
     heads = {x.kv_heads for x in layers if x.kv_heads is not None}
     if len(heads) > 1:
         notes.append(f"attention layers have different KV head counts ({sorted(heads)}): "
                      f"tensor-parallel KV sharding is costed with {sh.n_kv}.")
     sixteen, declared = _state(sh, kinds, notes)
     return KvCacheInfo(
-        full_attention_layers=kinds.get(LayerKind.FULL_ATTENTION, 0), bytes_per_token_16bit=full,
-        sliding_attention_layers=kinds.get(LayerKind.SLIDING_ATTENTION, 0),
+        full_attention_layers=sum(kinds.get(x, 0) for x in _GROWING),
+        bytes_per_token_16bit=full, indexer_bytes_per_token=indexer,
+        sliding_attention_layers=sum(kinds.get(x, 0) for x in _WINDOWED),
         sliding_bytes_per_token_16bit=slide, sliding_window_tokens=window,
         recurrent_layers=kinds.get(LayerKind.MAMBA, 0) + kinds.get(
             LayerKind.LINEAR_ATTENTION, 0),
         recurrent_state_bytes_per_sequence_16bit=sixteen,
         recurrent_state_bytes_per_sequence=declared)
+
+
+def _kv_notes(sh: _Shapes, kinds: dict[LayerKind, int], window: int | None, indexer: int,
+              notes: list[str]) -> None:
+    """How the cache of chunked and indexed layers is sized: what a reader must know to check
+    the figures against an engine's."""
+    if kinds.get(LayerKind.CHUNKED_ATTENTION):
+        notes.append(
+            f"{kinds[LayerKind.CHUNKED_ATTENTION]} chunked local-attention layers attend "
+            f"within chunks of {window} tokens (a token sees 1 to {window}): each holds at most "
+            f"{window} tokens of KV per sequence (vLLM ChunkedLocalAttentionSpec), sized like a "
+            f"sliding window; {kinds.get(LayerKind.FULL_ATTENTION, 0)} NoPE layers attend to "
+            "the whole context.")
+    if indexer:
+        a = sh.attn.info
+        notes.append(
+            f"sparse attention: decode attends index_topk={a.index_topk} cached tokens per "
+            "layer, while the lightning indexer scores every cached key; its key cache is "
+            f"{indexer:,} B/token (FP8 + fp32 scale per 128, whatever the KV cache dtype) on "
+            "top of the latent. With an fp8 KV cache, vLLM and SGLang store the latent in "
+            "FlashMLA's fp8_ds_mla layout (656 B per token per layer for V3.2), which the cost "
+            "model uses.")
 
 
 def _rope(k: _Keys, notes: list[str]) -> dict[str, Any] | None:

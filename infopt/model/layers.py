@@ -9,10 +9,12 @@ Four ways configs describe it:
   width is `_ffn_mult_to_intermediate_size`: int(2 x ffn_mult x hidden / 3) rounded up to a
   multiple of 256 (configuration_decilm.py / block_config.py of the checkpoint; vLLM
   nemotron_nas.py uses the same);
-* `layer_types` (Gemma 3, gpt-oss, Qwen3-Next / Qwen3.5 with linear_attention), or a sliding
-  window rule (Qwen2's max_window_layers, Mistral's every-layer window);
+* `layer_types` (Gemma 3, gpt-oss, Qwen3-Next / Qwen3.5 with linear_attention, DeepSeek-V3.2's
+  indexed_attention), Llama 4's `no_rope_layers` + `attention_chunk_size`, or a sliding window
+  rule (Qwen2's max_window_layers, Mistral's every-layer window);
 * MoE placement keys (first_k_dense_replace, moe_layer_freq, decoder_sparse_step,
-  mlp_only_layers, ERNIE's moe_layer_start_index/end_index/interval).
+  mlp_only_layers, ERNIE's moe_layer_start_index/end_index/interval, Llama 4's moe_layers or
+  interleave_moe_layer_step).
 """
 
 from __future__ import annotations
@@ -92,11 +94,34 @@ def _decilm_plan(blocks: Any, n: int, n_heads: int, hidden: int) -> list[Layer]:
     return [_decilm_block(i, b, n_heads, hidden) for i, b in enumerate(blocks)]
 
 
-def _mixers(k: Keys, n: int, notes: list[str]) -> list[LayerKind]:
+def _llama4_mixers(k: Keys, n: int) -> list[LayerKind]:
+    """Llama 4 (transformers modeling_llama4.py Llama4TextAttention, vLLM llama4.py): layer i
+    uses RoPE when no_rope_layers[i] is 1, and a RoPE layer attends within its chunk of
+    attention_chunk_size tokens when that is set (vLLM: ChunkedLocalAttention); a NoPE layer
+    (0) attends to the whole context. An absent or empty no_rope_layers makes every
+    no_rope_layer_interval-th layer (default 4) NoPE, as Llama4TextConfig does."""
+    rope = k.cfg.get("no_rope_layers")
+    if not rope:
+        interval = int(k.get("no_rope_layer_interval", default=4))
+        rope = [int((i + 1) % interval != 0) for i in range(n)]
+    if len(rope) < n or any(r not in (0, 1) or isinstance(r, bool) for r in rope[:n]):
+        raise InputError(f"no_rope_layers must list a 0 (NoPE) or 1 (RoPE) for each of the "
+                         f"num_hidden_layers={n} layers, got {rope!r}; pass the checkpoint's "
+                         "config.json unmodified.")
+    chunked = k.get("attention_chunk_size") is not None
+    return [LayerKind.CHUNKED_ATTENTION if r and chunked else LayerKind.FULL_ATTENTION
+            for r in rope[:n]]
+
+
+def _mixers(k: Keys, n: int, notes: list[str], chunked_rope: bool) -> list[LayerKind]:
     window = k.get("sliding_window")
-    # A config's own layer_types first; with Qwen2's use_sliding_window key its own rule below;
-    # otherwise the family class's layer_types (Gemma 3 derives them from a pattern).
+    # A config's own layer_types first; then Llama 4's RoPE/NoPE rule (its own, not only the
+    # class's layer_types, which transformers before 4.54 did not derive); with Qwen2's
+    # use_sliding_window key its own rule below; otherwise the family class's layer_types
+    # (Gemma 3 derives them from a pattern, DeepSeek-V3.2 marks every layer indexed).
     types = k.cfg.get("layer_types")
+    if types is None and chunked_rope:
+        return _llama4_mixers(k, n)
     if types is None and "use_sliding_window" not in k.cfg:
         types = k.get("layer_types")
     if types is not None:
@@ -134,15 +159,23 @@ def _mlps(k: Keys, n: int, moe: bool) -> list[MlpKind]:
     end = k.get("moe_layer_end_index")
     end = n - 1 if end is None or int(end) < 0 else int(end)
     interval = int(k.get("moe_layer_interval", default=1))
+    # Llama 4 (Llama4TextConfig, vLLM llama4.py): the moe_layers indices when given, else every
+    # interleave_moe_layer_step-th layer counting from 1 (Maverick: 2, every other layer).
+    listed = k.get("moe_layers")
+    interleave = int(k.get("interleave_moe_layer_step", default=1))
     return [MlpKind.MOE if (i >= first_dense and i % freq == 0 and (i + 1) % step == 0
                             and i not in dense_only and start <= i <= end
-                            and (i + 1) % interval == 0) else MlpKind.DENSE
+                            and (i + 1) % interval == 0
+                            and (i in listed if listed is not None else (i + 1) % interleave == 0))
+            else MlpKind.DENSE
             for i in range(n)]
 
 
-def layer_plan(k: Keys, n: int, moe: bool, n_heads: int, hidden: int, notes: list[str]
-               ) -> tuple[list[Layer], int | None]:
-    """Per layer: token mixer and feed-forward block; and the sliding window if any slides."""
+def layer_plan(k: Keys, n: int, moe: bool, n_heads: int, hidden: int, notes: list[str],
+               chunked_rope: bool = False) -> tuple[list[Layer], int | None]:
+    """Per layer: token mixer and feed-forward block; and the tokens a windowed layer holds at
+    most (the sliding window, or Llama 4's attention chunk) if any layer is windowed.
+    `chunked_rope`: the family reads its layers by Llama 4's no_rope_layers rule."""
     pattern = k.get("hybrid_override_pattern")
     if pattern is not None:  # Nemotron-H: one block per character, a mixer OR an MLP
         if len(pattern) != n or set(pattern) - set(_MIXER_CHARS) - set(_MLP_CHARS):
@@ -153,10 +186,33 @@ def layer_plan(k: Keys, n: int, moe: bool, n_heads: int, hidden: int, notes: lis
     blocks = k.get("block_configs")
     if blocks is not None:
         return _decilm_plan(blocks, n, n_heads, hidden), None
-    mixers, window = _mixers(k, n, notes), k.get("sliding_window")
-    layers = [Layer(mixer, mlp) for mixer, mlp in zip(mixers, _mlps(k, n, moe), strict=True)]
+    mixers = _mixers(k, n, notes, chunked_rope)
+    # Llama 4's dense layers are wider than its experts (intermediate_size_mlp vs
+    # intermediate_size, modeling_llama4.py Llama4TextDecoderLayer).
+    dense_width = k.get("intermediate_size_mlp")
+    layers = [Layer(mixer, mlp, intermediate=int(dense_width)
+                    if dense_width and mlp is MlpKind.DENSE else None)
+              for mixer, mlp in zip(mixers, _mlps(k, n, moe), strict=True)]
+    return layers, _window(k, mixers)
+
+
+def _window(k: Keys, mixers: list[LayerKind]) -> int | None:
+    """The token cap of the windowed layers. Sliding and chunked layers in one model would need
+    two caps; no published model has both, so such a config is refused rather than mis-sized."""
     slides = LayerKind.SLIDING_ATTENTION in mixers
+    chunks = LayerKind.CHUNKED_ATTENTION in mixers
+    if slides and chunks:
+        raise InputError("layers are marked both sliding_attention and chunked_attention: "
+                         "infopt caps one kind of windowed layer per model. Not supported yet; "
+                         "plan it by hand.")
+    if chunks:
+        chunk = k.get("attention_chunk_size")
+        if not chunk:
+            raise InputError("layers are marked chunked_attention but attention_chunk_size is "
+                             "missing; add the chunk size (tokens) to the config.")
+        return int(chunk)
+    window = k.get("sliding_window")
     if slides and not window:
         raise InputError("layers are marked sliding_attention but sliding_window is missing; "
                          "add the window size (tokens) to the config.")
-    return layers, int(window) if slides else None
+    return int(window) if slides else None

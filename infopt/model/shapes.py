@@ -37,6 +37,9 @@ class Family:
     shared_expert_gate: bool = False  # sigmoid gate H -> 1 on the shared expert (Qwen2-MoE)
     sinks: bool = False  # per-head learned attention-sink logits
     norms_per_block: int = 1  # Gemma 2/3: a pre- and a post-norm around each sub-block
+    shared_experts: int = 0  # always-on experts of the routed width the config does not count
+    chunked_rope: bool = False  # layers read by Llama 4's no_rope_layers / chunk rule
+    indexed_attention: bool = False  # every attention layer has a DSA indexer (DeepSeek-V3.2)
 
 
 @dataclass(frozen=True)
@@ -46,9 +49,11 @@ class Attention:
     head_dim: int
     q_dim: int
 
-    def params(self, k: Keys, fam: Family, hidden: int, kv_heads: int) -> int:
+    def params(self, k: Keys, fam: Family, hidden: int, kv_heads: int,
+               indexed: bool = False) -> int:
         """q, k, v, o (+ biases, q/k norms, sinks) for a layer with `kv_heads` KV heads; MLA:
-        q_a/q_b (or q), kv_a_with_mqa, kv_b, o and the two latent norms."""
+        q_a/q_b (or q), kv_a_with_mqa, kv_b, o and the two latent norms; an indexed layer adds
+        its indexer (indexer_params)."""
         a = self.info
         if self.mla:
             q_rank, kv_rank = a.q_lora_rank, a.kv_lora_rank or 0
@@ -57,7 +62,8 @@ class Attention:
                  else hidden * a.num_query_heads * a.head_dim)
             return (q + hidden * (kv_rank + rope) + kv_rank
                     + kv_rank * a.num_query_heads * (nope + a.v_head_dim)
-                    + a.num_query_heads * a.v_head_dim * hidden)
+                    + a.num_query_heads * a.v_head_dim * hidden
+                    + (self.indexer_params(hidden) if indexed else 0))
         qkv_bias = fam.qkv_bias if fam.qkv_bias is not None else bool(k.get("attention_bias"))
         o_bias = fam.o_bias if fam.o_bias is not None else bool(k.get("attention_bias"))
         gated = k.get("attn_output_gate", default=fam.gated_q)
@@ -68,6 +74,24 @@ class Attention:
                 + (2 * self.head_dim if fam.qk_norm else 0)
                 + (a.num_query_heads if fam.sinks else 0))
 
+    def indexer_params(self, hidden: int) -> int:
+        """DeepSeek-V3.2's lightning indexer (transformers modeling_deepseek_v32.py
+        DeepseekV32Indexer; DeepSeek-V3.2-Exp inference/model.py Indexer): wq_b from the
+        q latent to index_n_heads x index_head_dim, wk H -> index_head_dim, a LayerNorm on the
+        key (weight and bias), weights_proj H -> index_n_heads."""
+        a = self.info
+        heads, dim = a.index_n_heads or 0, a.index_head_dim or 0
+        return (a.q_lora_rank or 0) * heads * dim + hidden * dim + 2 * dim + hidden * heads
+
+    def indexer_bytes_per_token(self) -> int:
+        """The indexer's key cache per token of one layer, FP8 keys and one fp32 scale per 128
+        elements whatever the KV cache dtype: vLLM deepseek_v2.py Indexer allocates
+        `index_head_dim + index_head_dim // quant_block_size * 4` uint8 per token
+        (quant_block_size 128); DeepSeek's reference keeps k_cache float8_e4m3fn [index_head_dim]
+        and k_scale_cache float32 [index_head_dim // 128]. 128 + 4 = 132 bytes for V3.2."""
+        dim = self.info.index_head_dim or 0
+        return dim + dim // 128 * 4
+
     def kv_bytes_per_token(self, kv_heads: int) -> int:
         """16-bit cache per token of one layer: MLA one latent + rope key; else K and V."""
         a = self.info
@@ -76,14 +100,20 @@ class Attention:
         return 2 * kv_heads * self.head_dim * 2
 
 
-def attention(k: Keys, fam: Family, hidden: int, n_heads: int, n_kv: int) -> Attention:
+def attention(k: Keys, fam: Family, hidden: int, n_heads: int, n_kv: int,
+              indexed: bool = False) -> Attention:
+    """The attention block's shape; `indexed`: its layers carry a DSA indexer (the index_*
+    keys, which the caller has checked are present)."""
     if k.get("kv_lora_rank") is not None:
         kv_rank, q_rank = int(k.get("kv_lora_rank")), k.get("q_lora_rank")
         nope, rope = int(k.get("qk_nope_head_dim")), int(k.get("qk_rope_head_dim"))
         info = AttentionInfo(kind=AttentionKind.MLA, num_query_heads=n_heads, num_kv_heads=n_kv,
                              head_dim=nope + rope, v_head_dim=int(k.get("v_head_dim")),
                              kv_lora_rank=kv_rank, qk_rope_head_dim=rope,
-                             q_lora_rank=int(q_rank) if q_rank else None)
+                             q_lora_rank=int(q_rank) if q_rank else None,
+                             index_n_heads=_index(k, "index_n_heads", indexed),
+                             index_head_dim=_index(k, "index_head_dim", indexed),
+                             index_topk=_index(k, "index_topk", indexed))
         return Attention(info, True, nope + rope, n_heads * (nope + rope))
     head_dim = int(k.get("head_dim", default=0) or hidden // n_heads)
     kind = (AttentionKind.MQA if n_kv == 1 else AttentionKind.MHA if n_kv == n_heads
@@ -91,6 +121,10 @@ def attention(k: Keys, fam: Family, hidden: int, n_heads: int, n_kv: int) -> Att
     info = AttentionInfo(kind=kind, num_query_heads=n_heads, num_kv_heads=n_kv,
                          head_dim=head_dim, v_head_dim=head_dim, sinks=fam.sinks)
     return Attention(info, False, head_dim, n_heads * head_dim)
+
+
+def _index(k: Keys, key: str, indexed: bool) -> int | None:
+    return int(k.get(key)) if indexed else None
 
 
 def dense_mlp(k: Keys, fam: Family, hidden: int, intermediate: int) -> int:

@@ -22,7 +22,9 @@ def render_inspection(m: ModelInspection) -> str:
         f"Attention: {att}" + (", attention sinks" if a.sinks else ""),
         "Layers: " + ", ".join(f"{k.value if hasattr(k, 'value') else k} x{v}"
                                for k, v in m.layer_kinds.items())
-        + (f" (sliding window {m.sliding_window_tokens} tokens)" if m.sliding_window_tokens else ""),
+        + (f" (sliding window {m.sliding_window_tokens} tokens)" if m.sliding_window_tokens else "")
+        + (f" (attention chunk {m.attention_chunk_tokens} tokens)" if m.attention_chunk_tokens
+           else ""),
         f"Native context: {m.native_context_tokens} tokens"
         + (f"; rope_scaling present (reported, not applied): {m.rope_scaling}" if m.rope_scaling
            else ""),
@@ -31,6 +33,15 @@ def render_inspection(m: ModelInspection) -> str:
         f"{m.kv_cache.full_attention_layers} full-attention layers",
     ]
     kv = m.kv_cache
+    if kv.sliding_attention_layers:
+        lines.append(f"Windowed KV: {kv.sliding_bytes_per_token_16bit:,} B/token at 16-bit over "
+                     f"{kv.sliding_attention_layers} layers, at most {kv.sliding_window_tokens} "
+                     "tokens per sequence")
+    if kv.indexer_bytes_per_token:
+        lines.append(f"Sparse attention: top-{a.index_topk} tokens per query; indexer keys "
+                     f"{kv.indexer_bytes_per_token:,} B/token (FP8 + scales) over "
+                     f"{kv.full_attention_layers} layers, {a.index_n_heads} heads x "
+                     f"{a.index_head_dim}")
     if kv.recurrent_layers:
         state = kv.recurrent_state_bytes_per_sequence or kv.recurrent_state_bytes_per_sequence_16bit
         lines.append(f"Recurrent state: {state / 2**20:,.1f} MiB per sequence over "

@@ -71,8 +71,9 @@ class MemoryFit(Spec):
     weights_bytes_per_gpu: int
     runtime_overhead_bytes_per_gpu: int  # CUDA context, activations, graphs (estimate)
     kv_budget_bytes_per_gpu: int
-    kv_bytes_per_token_per_gpu: float  # at full-attention layers (sliding/recurrent apart)
-    state_bytes_per_sequence_per_gpu: int  # recurrent/Mamba state + sliding-window cap at context
+    kv_bytes_per_token_per_gpu: float  # growing layers + a DSA indexer (sliding/recurrent apart)
+    # recurrent/Mamba state + the sliding-window or attention-chunk cap at context
+    state_bytes_per_sequence_per_gpu: int
     required_kv_bytes_per_gpu: int  # context x concurrency needs this much
     kv_capacity_tokens: int  # what the engine would allocate (block-rounded)
     max_concurrency_at_context: float  # kv_capacity / (context incl. state), unrounded

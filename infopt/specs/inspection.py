@@ -31,6 +31,12 @@ class LayerKind(StrEnum):
 
     FULL_ATTENTION = "full_attention"  # KV grows with the whole context
     SLIDING_ATTENTION = "sliding_attention"  # KV capped at sliding_window_tokens
+    # Llama 4's RoPE layers: attention within a chunk of attention_chunk_tokens, so a sequence
+    # keeps at most one chunk of KV (a token sees 1 to chunk tokens; the memory bound is the chunk)
+    CHUNKED_ATTENTION = "chunked_attention"
+    # DeepSeek-V3.2's sparse attention (DSA): MLA over the index_topk tokens a lightning indexer
+    # picks; the latent and the indexer's keys are cached for the whole context
+    INDEXED_ATTENTION = "indexed_attention"
     LINEAR_ATTENTION = "linear_attention"  # fixed-size recurrent state (e.g. Gated DeltaNet)
     MAMBA = "mamba"  # SSM state + conv buffer per sequence, no per-token KV
 
@@ -108,6 +114,11 @@ class AttentionInfo(Spec):
     qk_rope_head_dim: int | None = None  # MLA decoupled RoPE key width (also cached)
     q_lora_rank: int | None = None  # MLA low-rank query compression; None: plain q projection
     sinks: bool = False  # learned per-head attention-sink logits (gpt-oss)
+    # DeepSeek sparse attention (indexed_attention layers): the lightning indexer's heads and key
+    # width, and the cached tokens each query attends (index_topk); None without an indexer.
+    index_n_heads: int | None = None
+    index_head_dim: int | None = None
+    index_topk: int | None = None
 
 
 class MoeInfo(Spec):
@@ -150,23 +161,32 @@ class LinearAttentionInfo(Spec):
 class KvCacheInfo(Spec):
     """Per-sequence cache at 2 bytes per element, derived from the layer classification.
 
-    Total for one sequence of T tokens: full x T + sliding x min(T, window) + recurrent.
+    Total for one sequence of T tokens: (full + indexer) x T + sliding x min(T, window)
+    + recurrent.
     """
 
-    full_attention_layers: int  # includes MLA layers; their per-token cost is the latent
-    bytes_per_token_16bit: int  # over full-attention/MLA layers: grows with every token
+    # Layers whose cache grows with the context: full attention, MLA, and indexed (sparse)
+    # layers, whose per-token cost is the latent.
+    full_attention_layers: int
+    bytes_per_token_16bit: int  # over those layers: grows with every token
+    # Windowed layers: sliding-window layers, or Llama 4's chunked local-attention layers (a
+    # model has one kind or the other); each holds at most sliding_window_tokens per sequence.
     sliding_attention_layers: int
-    sliding_bytes_per_token_16bit: int  # over sliding layers: stops growing at the window
-    sliding_window_tokens: int | None
+    sliding_bytes_per_token_16bit: int  # over windowed layers: stops growing at the window
+    sliding_window_tokens: int | None  # the sliding window, or the attention chunk
     recurrent_layers: int  # mamba / linear-attention layers
     recurrent_state_bytes_per_sequence_16bit: int  # fixed per sequence, whatever its length
     # The same at the dtypes the config asks for the state (an fp32 SSM/recurrent state where
     # mamba_ssm_cache_dtype / mamba_ssm_dtype says float32); None: as the 16-bit figure.
     recurrent_state_bytes_per_sequence: int | None = None
+    # The sparse-attention indexer's key cache over indexed layers, at the format engines store
+    # it whatever the KV cache dtype (DeepSeek-V3.2: FP8 keys + an fp32 scale per 128); grows
+    # with every token like the latent beside it.
+    indexer_bytes_per_token: int = 0
 
     def bytes_per_sequence_16bit(self, context_tokens: int) -> int:
         window = self.sliding_window_tokens or context_tokens
-        return (self.bytes_per_token_16bit * context_tokens
+        return ((self.bytes_per_token_16bit + self.indexer_bytes_per_token) * context_tokens
                 + self.sliding_bytes_per_token_16bit * min(context_tokens, window)
                 + self.recurrent_state_bytes_per_sequence_16bit)
 
@@ -193,6 +213,7 @@ class ModelInspection(Spec):
     layer_kinds: dict[LayerKind, int]  # token mixer -> layer count
     mlp_kinds: dict[MlpKind, int]  # feed-forward kind -> layer count (separate from the mixer)
     sliding_window_tokens: int | None  # only when some layer actually slides
+    attention_chunk_tokens: int | None = None  # only when some layer attends in chunks (Llama 4)
     moe: MoeInfo | None
     mamba: MambaInfo | None
     linear_attention: LinearAttentionInfo | None = None

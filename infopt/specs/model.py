@@ -64,5 +64,7 @@ class ModelProfile(Spec):
 
     @property
     def kv_bytes_per_token_f16(self) -> int:
-        """KV bytes per token at 16-bit over the layers whose cache grows with context."""
-        return self.inspection.kv_cache.bytes_per_token_16bit
+        """KV bytes per token at 16-bit over the layers whose cache grows with context, with a
+        sparse-attention indexer's keys (kept at their own FP8 format)."""
+        kv = self.inspection.kv_cache
+        return kv.bytes_per_token_16bit + kv.indexer_bytes_per_token

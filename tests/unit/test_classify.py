@@ -28,6 +28,7 @@ from tests.fixture_data import MODEL_CONFIGS, require
 CONFIGS = require(MODEL_CONFIGS)
 
 FULL, SLIDE, MAMBA = LayerKind.FULL_ATTENTION, LayerKind.SLIDING_ATTENTION, LayerKind.MAMBA
+CHUNKED, INDEXED = LayerKind.CHUNKED_ATTENTION, LayerKind.INDEXED_ATTENTION
 LINEAR = LayerKind.LINEAR_ATTENTION
 DENSE, MOE = MlpKind.DENSE, MlpKind.MOE
 
@@ -104,6 +105,16 @@ PUBLISHER = {
     "meta-llama__Meta-Llama-3.1-70B": (70.6e9, None, None),
     # https://huggingface.co/Qwen/Qwen3-235B-A22B: "235B in total and 22B activated".
     "Qwen__Qwen3-235B-A22B": (235e9, 22e9, "with_embedding"),
+    # https://huggingface.co/meta-llama/Llama-4-Scout-17B-16E-Instruct model card: "17B
+    # activated, 109B total" (Meta states active with the embedding table; its total may include
+    # the vision encoder, not counted here: ours is 107.8B, inside 2% either way).
+    "meta-llama__Llama-4-Scout-17B-16E-Instruct": (109e9, 17e9, "with_embedding"),
+    # https://huggingface.co/meta-llama/Llama-4-Maverick-17B-128E-Instruct: "17B activated,
+    # 400B total".
+    "meta-llama__Llama-4-Maverick-17B-128E-Instruct": (400e9, 17e9, "with_embedding"),
+    # github.com/deepseek-ai/DeepSeek-V3.2-Exp inference/config_671B_v3.2.json: DeepSeek names
+    # the model 671B (V3's main model; the indexers add 0.85B, the 14B MTP module is apart).
+    "deepseek-ai__DeepSeek-V3.2": (671e9, None, None),
 }
 
 
@@ -177,6 +188,18 @@ EXPECTED = {
                                        {DENSE: 80}, None, None, None),
     "Qwen__Qwen3-235B-A22B": ((AttentionKind.GQA, 64, 4, 128), {FULL: 94}, {MOE: 94}, None,
                               (128, 8, 0, 0, 1536), None),
+    # Llama 4: no layer slides (window None); the 36 RoPE layers attend in 8192-token chunks
+    # (attention_chunk_tokens, test_classify_chunked_sparse.py), every 4th layer globally.
+    "meta-llama__Llama-4-Scout-17B-16E-Instruct": ((AttentionKind.GQA, 40, 8, 128),
+                                                   {CHUNKED: 36, FULL: 12}, {MOE: 48}, None,
+                                                   (16, 1, 1, 0, 8192), None),
+    "meta-llama__Llama-4-Maverick-17B-128E-Instruct": ((AttentionKind.GQA, 40, 8, 128),
+                                                       {CHUNKED: 36, FULL: 12},
+                                                       {DENSE: 24, MOE: 24}, None,
+                                                       (128, 1, 1, 24, 8192), None),
+    "deepseek-ai__DeepSeek-V3.2": ((AttentionKind.MLA, 128, 128, 192), {INDEXED: 61},
+                                   {DENSE: 3, MOE: 58}, None, (256, 8, 1, 3, 2048),
+                                   (QuantMethod.FP8, 8, None, "W8A8")),
 }
 
 

@@ -16,6 +16,7 @@ from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_N
 
 from infopt.model.classify import classify_config
 from infopt.specs.base import InputError
+from infopt.specs.inspection import LayerKind
 
 FAMILIES = sorted(MODEL_FOR_CAUSAL_LM_MAPPING_NAMES)
 EXPERT_KEYS = ("n_routed_experts", "num_local_experts", "num_experts", "moe_num_experts")
@@ -92,4 +93,36 @@ def test_the_families_read_wrong_before_are_right_or_refused():
     assert classify_config(_config("doge"), model="doge").moe is None
     for family in ("jamba", "zamba", "zamba2", "bamba", "falcon_h1"):
         with pytest.raises(InputError, match=r"recurrent \(Mamba/SSM\) or hybrid layers .* Not supported"):
+            classify_config(_config(family), model=family)
+
+
+def test_llama4_and_deepseek_v32_are_sized_not_refused():
+    """Refused until issue 32 item 12: Llama 4's chunked_attention layers and DeepSeek-V3.2's
+    indexed_attention layers were kinds infopt did not know. Their classes' defaults are the
+    released shapes (Llama4TextConfig: Scout; DeepseekV32Config: V3.2)."""
+    for family in ("llama4", "llama4_text"):
+        m = classify_config(_config(family), model=family)
+        assert m.layer_kinds == {LayerKind.CHUNKED_ATTENTION: 36, LayerKind.FULL_ATTENTION: 12}
+        assert m.attention_chunk_tokens == 8192
+        assert (m.moe.num_experts, m.moe.experts_per_token, m.moe.num_shared_experts) == (16, 1, 1)
+        # 12 global layers x 8 KV heads x 128 x (K, V) x 2 B = 49,152 B/token, all context long;
+        # 36 chunked layers x 4,096 B = 147,456 B/token, at most 8,192 tokens of it.
+        kv = m.kv_cache
+        assert kv.bytes_per_sequence_16bit(8192) == (49_152 + 147_456) * 8192  # 196,608 B/token
+        assert kv.bytes_per_sequence_16bit(131072) == 49_152 * 131072 + 147_456 * 8192
+        assert kv.bytes_per_sequence_16bit(131072) / 131072 == 58_368
+    m = classify_config(_config("deepseek_v32"), model="deepseek_v32")
+    assert m.layer_kinds == {LayerKind.INDEXED_ATTENTION: 61}
+    assert (m.moe.num_experts, m.moe.experts_per_token, m.moe.num_shared_experts) == (256, 8, 1)
+    # 61 x (512 + 64) x 2 B of latent + 61 x (128 + 4) B of FP8 indexer key = 78,324 B/token.
+    assert m.kv_cache.bytes_per_sequence_16bit(131072) == 78_324 * 131072
+
+
+def test_other_sparse_indexer_families_are_still_refused():
+    """Indexed layers whose indexer infopt has not read (GLM-5's shared indexers, Kolibri's
+    pooled index, Qwen4-Exp's compressed one, ...) stay refused in one paragraph."""
+    unread = [t for t in ("glm_moe_dsa", "axk2", "hy_v4", "dots3_note_text", "kolibri1_1",
+                          "qwen4_exp_text") if t in FAMILIES and _config(t) is not None]
+    for family in unread:
+        with pytest.raises(InputError, match=r"indexed \(sparse\) attention .* Not supported"):
             classify_config(_config(family), model=family)
