@@ -21,7 +21,7 @@ from infopt.specs.results import EngineFit, NoFitReport
 from infopt.specs.workload import longest_request
 from infopt.tuning.candidates import fit_config
 from infopt.tuning.nofit import NothingFits, binding, nothing_fits_message, smallest_gap
-from infopt.tuning.start_shape import StartShape, start_shape
+from infopt.tuning.start_shape import StartShape, start_shape, widest_shape
 
 
 def viable_plans(request, plans: list, hw, workload, run_dir: Path, run_id: str
@@ -33,7 +33,9 @@ def viable_plans(request, plans: list, hw, workload, run_dir: Path, run_id: str
     for plan in plans:
         engine, model, *_ = plan
         shape = _start_shape(request, engine, model, hw, workload)
-        _, baseline = start_configs(request, engine, model, hw, shape)
+        # Nothing fits: its numbers on the host's widest layout, where it comes closest.
+        sized = shape or _widest(request, engine, model, hw)
+        _, baseline = start_configs(request, engine, model, hw, sized)
         fits.append(EngineFit(engine=engine.value, config=baseline,
                               fit=fit_of(model, hw, baseline, workload.target_concurrency)))
         if shape is None:
@@ -55,6 +57,14 @@ def viable_plans(request, plans: list, hw, workload, run_dir: Path, run_id: str
     md, _ = write_report(run_dir, report, nofit_markdown(report))
     get_run_logger().error("nothing fits: %s", report.binding)
     raise NothingFits(nothing_fits_message(fits, str(md)))
+
+
+def _widest(request, engine, model, hw) -> StartShape | None:
+    if not hw.gpus:
+        return None
+    native = start_configs(request, engine, model, hw)[1]
+    return widest_shape(model.inspection, len(hw.gpus), adapter_for(engine).layout_knobs,
+                        native)
 
 
 def _start_shape(request, engine, model, hw, workload) -> StartShape | None:

@@ -5,6 +5,7 @@ with the same model). Pure; the flow writes it and stops before starting anythin
 from __future__ import annotations
 
 from infopt.specs.base import InfoptError
+from infopt.specs.fit import Layout
 from infopt.specs.results import EngineFit
 
 GIB = 2**30
@@ -16,7 +17,9 @@ class NothingFits(InfoptError):
 
 def binding(e: EngineFit) -> str:
     f = e.fit
-    return (f"memory: {e.engine}'s baseline ({f.context_tokens:,}-token context x "
+    where = "" if f.tp * f.pp * f.dp == 1 else \
+        f" on {Layout(tp=f.tp, pp=f.pp, dp=f.dp).label} ({f.tp * f.pp * f.dp} GPUs)"
+    return (f"memory: {e.engine}'s baseline{where} ({f.context_tokens:,}-token context x "
             f"{f.concurrency} sequence(s), {f.kv_dtype} KV, {f.weight_path} weights) needs "
             f"{needed_bytes(e) / GIB:.2f} GiB per device (weights "
             f"{f.weights_bytes_per_gpu / GIB:.2f} GiB + KV {f.required_kv_bytes_per_gpu / GIB:.2f}"

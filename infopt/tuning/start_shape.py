@@ -81,6 +81,23 @@ def start_shape(m: ModelInspection, gpu_count: int, knobs: LayoutKnobs | None,
         f"longest request ({workload_tokens:,} tokens)"))
 
 
+def widest_shape(m: ModelInspection, gpu_count: int, knobs: LayoutKnobs | None,
+                 native: Any) -> StartShape | None:
+    """Where a model that fits nowhere comes closest: the layout over the most GPUs the engine
+    can express (TP first among the widest: its weights split the most ways), for the no-fit
+    report's numbers. None on one GPU or for an engine without layouts."""
+    widest: tuple[Layout, dict[str, Any]] | None = None
+    for lay in fitting_layouts(m, gpu_count):
+        if knobs is not None and isinstance(ch := knobs.changes_from(native, lay), dict) and (
+                widest is None or lay.gpus > widest[0].gpus):
+            widest = (lay, ch)
+    if widest is None:
+        return None
+    layout, changes = widest
+    return StartShape(changes, layout, None, f"nothing fits: sized on {layout.label} "
+                      f"({layout.gpus} GPUs), the widest layout of this host")
+
+
 def _longest_context(floor: int, native: int, fits: Callable[[int], bool]) -> int | None:
     """The longest context in [floor, native) that fits, a multiple of CONTEXT_STEP_TOKENS
     (or the floor itself); None when the floor does not. The fit shrinks with the context."""

@@ -34,14 +34,15 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
 SHARDS = 4
 
 
-def _sim_model(folder: Path, name: str) -> Path:
-    """config.json and sparse safetensors shards summing to the checkpoint's bf16 size."""
+def _sim_model(folder: Path, name: str, weights_bytes: int | None = None) -> Path:
+    """config.json and sparse safetensors shards summing to the checkpoint's size
+    (`weights_bytes`, else its parameters at bf16)."""
     folder.mkdir(parents=True)
     shutil.copy(MODEL_CONFIGS / f"{name}.json", folder / "config.json")
-    params = host.read_model(str(folder)).params
+    size = weights_bytes or host.read_model(str(folder)).params * 2
     for i in range(1, SHARDS + 1):
         with (folder / f"model-{i:05d}-of-{SHARDS:05d}.safetensors").open("wb") as f:
-            f.truncate(params * 2 // SHARDS)
+            f.truncate(size // SHARDS)
     return folder
 
 
@@ -178,3 +179,61 @@ def test_one_user_on_one_simulated_gpu_routes_to_sglang_with_vllm_beside_it(one_
     logs = list(run_dir.glob("trials/*/engine.log"))
     assert any("SIMULATED SGLang" in p.read_text() for p in logs)
     assert any("SIMULATED vLLM" in p.read_text() for p in logs)
+
+
+def _optimize_on_eight(tmp: Path, model: Path, concurrency: int, dimensions: list[str]):
+    from flows.optimize import optimize
+
+    mp = _sim_host(tmp, 8)
+    wl = fixed_levels(input_tokens=256, output_tokens=16, levels=[concurrency],
+                      target=concurrency, requests=2 * concurrency, cooldown_s=0.1)
+    request = OptimizeRequest(
+        model=ModelTarget(path=str(model)), engines=["vllm"], workload=wl.traffic,
+        objective=wl.objective, budgets=Budgets(repeats=2), scenarios=[],
+        quality_task_items=0, quality_max_prompts=8, dimensions=dimensions,
+        github_search=False)
+    try:
+        return optimize(request=request, runs_dir=str(tmp / "runs"),
+                        hardware=recorded_inventory("h100_sxm_8x"))
+    finally:
+        mp.undo()
+
+
+def test_a_70b_model_starts_on_the_smallest_tp_that_holds_it_at_its_full_context(
+        prefect_api, tmp_path):
+    """Llama-3.1-70B (bf16, ~131 GiB) on 8 simulated H100s, two users at the native 131,072
+    tokens: TP=1 cannot hold the weights and TP=2 leaves ~4 GiB of KV a GPU, short of two
+    full-context sequences; the run starts at TP=4 and says why, and its deployment asks for
+    the 4 GPUs it ran on, not the host's 8."""
+    model = _sim_model(tmp_path / "Meta-Llama-3.1-70B", "meta-llama__Meta-Llama-3.1-70B")
+    report = _optimize_on_eight(tmp_path, model, 2, ["prefix_caching"])
+    run_dir = tmp_path / "runs" / report.run_id
+    start = next(t for t in report.trials if t.role == "baseline")
+    assert start.config.tensor_parallel_size == 4, start.config
+    assert start.kv is not None and abs(start.kv.error) < 0.3  # the engine's log vs the fit
+    md = (run_dir / "report.md").read_text()
+    assert "the baseline does not fit one GPU at the native 131,072-token context" in md
+    assert "nvidia.com/gpu: '4'" in md and "--tensor-parallel-size 4" in md
+
+
+def test_a_model_beyond_eight_gpus_ends_in_the_no_fit_report(prefect_api, tmp_path):
+    """DeepSeek-V3 in its released FP8 (~671 GB of weights) on 8 simulated H100s of 80 GB:
+    no layout holds it; nothing is started, the run writes the no-fit report with the binding
+    constraint in numbers, and the CLI-facing error names it."""
+    from infopt.tuning.nofit import NothingFits
+
+    model = _sim_model(tmp_path / "DeepSeek-V3", "deepseek-ai__DeepSeek-V3",
+                       weights_bytes=671 * 10**9)
+    with pytest.raises(NothingFits) as err:
+        _optimize_on_eight(tmp_path, model, 1, ["parallel_layout"])
+    [run_dir] = list((tmp_path / "runs").iterdir())
+    data = json.loads((run_dir / "report.json").read_text())
+    assert data["kind"] == "no-fit"
+    md = (run_dir / "report.md").read_text()
+    assert md.startswith("# No configuration fits: DeepSeek-V3 on this machine")
+    # Its numbers are those of the host's widest layout, where it comes closest: 671 GB over
+    # 8 GPUs is ~78 GiB a GPU against 0.9 x 79.6 GiB, not TP=1's 625 GiB.
+    assert "**Binding constraint:** memory: vllm's baseline on TP=8 (8 GPUs)" in md
+    assert "GPUs: 8" in md and "split evenly over 8 rank(s)" in md
+    assert not list(run_dir.glob("trials/*/engine.log"))  # nothing was started
+    assert "report.md" in str(err.value)

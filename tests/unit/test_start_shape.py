@@ -148,3 +148,19 @@ def test_the_flow_starts_both_configs_in_the_shape_and_says_when_the_defaults_ca
     assert _start_shape(strict, adapter_for("llamacpp").name, m, hw, wl) is None
     assert start_configs(strict, adapter_for("llamacpp").name, m, hw)[1].ctx_per_slot_tokens \
         == m.native_context_tokens
+
+
+def test_the_widest_layout_sizes_a_model_that_fits_nowhere():
+    """The no-fit report's numbers come from where the model comes closest: TP over every GPU
+    (Llama-3.1-70B's 64 query heads split 8 ways), not one GPU."""
+    from infopt.tuning.start_shape import widest_shape
+
+    m = _model("meta-llama__Meta-Llama-3.1-70B")
+    native = adapter_for("vllm").baseline_config(ServingTarget(
+        model_path=m.path, served_model_name="m", native_context_tokens=131072, usable_cpus=2))
+    shape = widest_shape(m.inspection, 8, adapter_for("vllm").layout_knobs, native)
+    assert shape is not None and shape.layout == Layout(tp=8)
+    assert shape.changes == {"tensor_parallel_size": 8}
+    assert "TP=8 (8 GPUs), the widest layout" in shape.note
+    assert widest_shape(m.inspection, 1, adapter_for("vllm").layout_knobs, native) is None
+    assert widest_shape(m.inspection, 8, None, native) is None
