@@ -167,10 +167,12 @@ def alternatives(r: FitRequest, fit: MemoryFit) -> list[str]:
     opts: list[str] = []
     for tp in (2, 4, 8):
         if tp > r.tp and r.model.attention.num_query_heads % tp == 0:
-            alt = plan_fit(replace(r, tp=tp, gpu_count=max(r.gpu_count, tp * r.pp)),
+            # Every replica widens: a DP layout needs tp x pp x dp GPUs.
+            gpus = tp * r.pp * r.dp
+            alt = plan_fit(replace(r, tp=tp, gpu_count=max(r.gpu_count, gpus)),
                            with_alternatives=False)
             if alt.fits:
-                opts.append(f"tensor parallel tp={tp} on {tp * r.pp} GPUs: fits, KV capacity "
+                opts.append(f"tensor parallel tp={tp} on {gpus} GPUs: fits, KV capacity "
                             f"{alt.kv_capacity_tokens:,} tokens, "
                             f"{alt.max_concurrency_at_context:.1f} sequences at full context")
                 break

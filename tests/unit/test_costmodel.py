@@ -142,6 +142,17 @@ def test_70b_bf16_does_not_fit_one_h100_and_offers_alternatives():
     assert "8-bit KV cache" not in text and "shorter context" not in text
 
 
+def test_a_data_parallel_layout_that_does_not_fit_offers_wider_replicas_without_failing():
+    """Regression (found on the simulated 8-GPU host): Mixtral's DP=8 replicas of TP=1 do not
+    fit; the TP alternative must count every replica's GPUs (tp x pp x dp), not tp x pp, or
+    the fit of the alternative refuses its own layout."""
+    m = _model("mistralai__Mixtral-8x7B-v0.1")
+    fit = _fit(m, gpu_count=8, dp=8, context_tokens=32_768, concurrency=2)
+    assert not fit.fits
+    assert any(a.startswith("tensor parallel tp=2 on 16 GPUs") for a in fit.alternatives), \
+        fit.alternatives
+
+
 def test_on_a_cpu_the_host_must_hold_the_weights_beside_a_fixed_kv_space():
     m = _model("meta-llama__Llama-3.1-8B-Instruct")
     host = DeviceBudget(name="CPU", memory_bytes=24 * GIB, bandwidth_bytes_per_s=50e9,
