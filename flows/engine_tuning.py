@@ -52,7 +52,7 @@ from infopt.tuning.control import (
     serving_target,
     why_pruned,
 )
-from infopt.tuning.hub_weights import reference_weights
+from infopt.tuning.hub_weights import reference_weights, served_precision
 from infopt.tuning.ladder import climbs, ladder_facts, rules_for
 from infopt.tuning.start_shape import StartShape
 from infopt.tuning.weights import BITS_PER_WEIGHT
@@ -203,7 +203,10 @@ def reference_config(control, model: ModelProfile, hw: HardwareInventory, worklo
     """(the quality reference's configuration, its weights' digest, why when it is not the
     control): the control, or the control on a downloaded checkpoint of higher precision that
     fits (infopt.tuning.hub_weights.reference_weights)."""
-    served = BITS_PER_WEIGHT.get(current_type(model) or "")
+    # GGUF types and HF checkpoints alike: an FP8 or 4-bit HF folder's reference may be a
+    # downloaded 16-bit checkpoint of the same model.
+    served_fmt, served = served_precision(model) or (None, None)
+
     def fits(path: str) -> bool:
         return fit_of(model, hw, with_knob(control, "model_path", path),
                       workload.target_concurrency).fits
@@ -213,7 +216,7 @@ def reference_config(control, model: ModelProfile, hw: HardwareInventory, worklo
         return control, digest, None
     return (with_knob(control, "model_path", better.path), model_digest(better.path),
             f"the shortlisted {better.fmt} from {better.source} ({better.bits_per_weight} bits "
-            f"per weight, more than the served {current_type(model)}'s {served}, and it fits)")
+            f"per weight, more than the served {served_fmt}'s {served}, and it fits)")
 
 
 def start_configs(request: OptimizeRequest, engine: EngineName, model: ModelProfile,

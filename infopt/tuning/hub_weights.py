@@ -11,7 +11,7 @@ from collections.abc import Callable
 from infopt.engines import serves
 from infopt.specs.base import InputError
 from infopt.specs.checkpoint import CheckpointCandidate, HubFile, Shortlist
-from infopt.specs.model import ModelFormat
+from infopt.specs.model import ModelFormat, ModelProfile
 from infopt.specs.request import Authorization, OptimizeRequest
 from infopt.tuning.weights import BITS_PER_WEIGHT
 
@@ -98,6 +98,24 @@ def identical_to(files: list[HubFile], local_digest: str) -> bool:
     """The one file is byte-for-byte the served checkpoint (its LFS sha256 is the digest)."""
     return (len(files) == 1 and files[0].lfs_sha256 is not None
             and local_digest == f"sha256:{files[0].lfs_sha256}")
+
+
+_FLOAT_BITS = {"float32": 32.0, "float16": 16.0, "bfloat16": 16.0}
+
+
+def served_precision(model: ModelProfile) -> tuple[str, float] | None:
+    """(its format name, bits per weight) of the checkpoint the run serves: a GGUF file's type,
+    an HF directory's quantized weight bits (FP8 -> 8, AWQ/GPTQ -> 4), or the dtype of an
+    unquantized one; None when its metadata does not say. What a reference must exceed."""
+    if model.format is ModelFormat.GGUF:
+        gguf_type = model.weight_format.split(" ")[0]
+        bits = BITS_PER_WEIGHT.get(gguf_type)
+        return (gguf_type, bits) if bits else None
+    q = model.inspection.quantization
+    if q is not None:
+        return (q.scheme, float(q.bits)) if q.bits else None
+    dtype = model.inspection.weights_dtype or ""
+    return (dtype, _FLOAT_BITS[dtype]) if dtype in _FLOAT_BITS else None
 
 
 def reference_weights(served_bits: float | None, variants, fits: Callable[[str], bool]):

@@ -124,3 +124,31 @@ def test_the_reference_is_the_highest_precision_downloaded_checkpoint_that_fits(
     assert reference_weights(4.78, every, lambda p: p != q8.path) is q6  # Q8_0 does not fit
     assert reference_weights(4.78, (q4, made), lambda p: True) is None  # nothing better
     assert reference_weights(None, every, lambda p: True) is None  # served bits unknown
+
+
+def test_an_hf_checkpoints_reference_is_raised_to_a_higher_precision_hf_download():
+    """Issue 32, item 8: an FP8 or 4-bit HF folder has bits to exceed too (it had none, so its
+    reference was never raised): a downloaded 16-bit or FP8 HF checkpoint of the same model
+    that fits becomes the reference."""
+    import json
+
+    from infopt.engines.ladder import WeightVariant
+    from infopt.model.classify import classify_config
+    from infopt.specs.model import ModelFormat, ModelProfile
+    from infopt.tuning.hub_weights import reference_weights, served_precision
+    from tests.fixture_data import MODEL_CONFIGS
+
+    def profile(name: str) -> ModelProfile:
+        cfg = json.loads((MODEL_CONFIGS / f"{name}.json").read_text())
+        return ModelProfile(path=f"/m/{name}", format=ModelFormat.HF, file_bytes=1,
+                            inspection=classify_config(cfg, model=name), source="test")
+
+    fp8 = profile("Qwen__Qwen3-30B-A3B-FP8")
+    fmt, bits = served_precision(fp8)
+    assert bits == 8.0 and "8" in fmt
+    assert served_precision(profile("Qwen__Qwen3-30B-A3B")) == ("bfloat16", 16.0)
+    bf16 = WeightVariant("bf16", "/hub/Qwen3-30B-A3B", 16.0, source="Qwen/Qwen3-30B-A3B")
+    awq = WeightVariant("awq", "/hub/Qwen3-30B-A3B-AWQ", 4.0, source="org/Qwen3-30B-A3B-AWQ")
+    assert reference_weights(bits, (awq, bf16), lambda p: True) is bf16
+    assert reference_weights(bits, (awq, bf16), lambda p: p != bf16.path) is None  # no fit
+    assert reference_weights(4.0, (awq,), lambda p: True) is None  # not more bits
