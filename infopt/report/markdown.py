@@ -74,9 +74,9 @@ def _control_lines(r: OptimizationReport) -> list[str]:
         return lines + [f"No gain can be stated: {g.note}.", ""]
     c = g.comparison
     gain = f"{g.ratio:.2f}x" if g.ratio is not None else "—"
-    interval = ("" if c is None else f"; difference {c.diff:+.2f}, {c.ci:.0%} bootstrap "
-                f"interval [{c.ci_low:+.2f}, {c.ci_high:+.2f}] over {c.n_b} winner vs {c.n_a} "
-                "control trials")
+    interval = ("" if c is None else f"; difference {c.diff:+.2f}, {c.ci:.0%} interval "
+                f"[{c.ci_low:+.2f}, {c.ci_high:+.2f}] ({c.interval}) over {c.n_b} winner vs "
+                f"{c.n_a} control trials")
     better = "higher" if g.higher_is_better else "lower"
     lines += [f"**Winner {g.winner_median:.2f} vs control {g.control_median:.2f} {unit} "
               f"(medians, measured; {better} is better): {gain}**{interval} → {g.note}.", ""]

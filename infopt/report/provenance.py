@@ -18,8 +18,9 @@ from infopt.specs.results import ProvenanceKind as K
 from infopt.specs.results import ProvenanceRule
 
 _TRIAL = "trial {trial_id}: its records trials/{key}/"
-_BOOT = ("bootstrap (seeded, resampling each side's trials) over the measured trial "
-         "objectives it compares (infopt.analysis.compare)")
+_BOOT = ("bootstrap (seeded, resampling each side's trials; below 10 trials a side widened to "
+         "Welch's t interval) over the measured trial objectives it compares "
+         "(infopt.analysis.compare)")
 _FIT = ("infopt.costmodel.fit: weights + KV bytes per token x tokens held + runtime overhead, "
         "per device, from the model's config and the device's memory (an estimate before the "
         "engine starts; the engine's own log is read back where it reports its KV cache)")

@@ -91,7 +91,9 @@ def median(values: list[float]) -> float | None:
 def rule_text(objective: str, higher: bool, min_gain: float, repeats: int) -> str:
     return (f"one dimension at a time in the specification's order; each candidate screened "
             f"with one trial, the promising ones (better than the incumbent's worst repeat) "
-            f"confirmed with {repeats} trials; accepted only if the bootstrap interval of its "
-            f"difference from the incumbent excludes zero ({'higher' if higher else 'lower'} "
+            f"confirmed with {repeats} trials; accepted only if the interval of its "
+            f"difference from the incumbent (percentile bootstrap; below 10 trials a side, "
+            f"widened to Welch's t, which the bootstrap undercovers there) excludes zero "
+            f"({'higher' if higher else 'lower'} "
             f"{objective} is better" + (f", margin {min_gain:.0%}" if min_gain else "")
             + ") and every gate passed; the accepted change carries into the next dimension")

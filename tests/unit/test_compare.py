@@ -118,3 +118,27 @@ def test_summarize_repeats_by_hand():
     assert empty.n == 0 and empty.median is None and empty.spread is None
     with pytest.raises(InputError):
         summarize_repeats([1.0, float("nan")])
+
+
+def test_two_trials_a_side_that_merely_interleave_in_order_are_no_difference():
+    """Regression (the simulated GPU host): two trials each, both of b above both of a by 0.3 %
+    (553, 554 vs 555, 556). Every bootstrap resample then puts b above a, and the percentile
+    interval [+1, +3] alone called it a win, as it does for one tie in six. Welch's t interval
+    at 2 per side (df ~2) spans zero, and the verdict follows the widened interval."""
+    c = bootstrap_diff([553.0, 554.0], [555.0, 556.0], higher_is_better=True, seed=0)
+    assert c.low_sample and c.interval.startswith("percentile bootstrap widened to Welch")
+    assert c.ci_low < 0 < c.ci_high and c.verdict == "no_difference"
+    # By hand: diff 2, se = sqrt(0.5/2 + 0.5/2) = 0.7071, df = 2, t(0.975, 2) = 4.3027.
+    assert c.ci_low == pytest.approx(2 - 4.3027 * 0.70711, abs=1e-3)
+
+
+def test_a_large_gain_still_clears_the_widened_interval_at_two_trials():
+    # TP=8 against TP=4 on the simulated host: +25 % with ~2 % spread between repeats.
+    c = bootstrap_diff([1070.0, 1105.0], [1355.0, 1352.0], higher_is_better=True, seed=0)
+    assert c.verdict == "b_better" and c.ci_low > 0
+
+
+def test_from_ten_a_side_the_percentile_bootstrap_alone_decides():
+    a = [1.0 + 0.01 * i for i in range(10)]
+    c = bootstrap_diff(a, [x + 1 for x in a], higher_is_better=True, seed=0)
+    assert not c.low_sample and c.interval == "percentile bootstrap"
