@@ -103,6 +103,18 @@ bench-tuner: engines
 	@$(PIP_ENV) $(PY) -m pip install -q -e '.[test,bench]' 2>&1 | { $(QUIET_PIP); }
 	@$(PY) -m bench.tuner_bench $(if $(SMOKE),--smoke)
 
+# Issue 32's one-shot check on an NVIDIA GPU (bench/gpu_check.sh; not run on a real GPU yet):
+# assembles .gpucheck/ (llama.cpp sources, the model's recipe, wheels for a machine without
+# network; must fit the device tool's 64 MiB) and, where nvidia-smi lists a GPU, runs it: CUDA
+# build, `infopt hardware`, decode against `infopt plan`, a short optimize (~8 min). Without a
+# GPU it prints the device tool's call (command, carry) instead.
+.PHONY: bench-gpu
+bench-gpu: engines
+	@bash bench/gpu_check.sh prepare
+	@if nvidia-smi -L 2>/dev/null | grep -q '^GPU 0:'; then \
+	  GPU_CHECK_PYTHON=$${GPU_CHECK_PYTHON:-$(PY)} bash bench/gpu_check.sh run; \
+	else echo "[make] no NVIDIA GPU here: .gpucheck/ is ready for a GPU machine"; fi
+
 # Refit the attainable estimate on infopt/costmodel/data/published_results.csv (~10 s) and
 # print its held-out errors; writes infopt/costmodel/data/attainable_fit.json. RUNS="runs/<id>
 # ..." adds the measured levels of those GPU runs (a CPU run is left out, with its reason).
