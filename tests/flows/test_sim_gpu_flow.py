@@ -188,14 +188,15 @@ def test_one_user_on_one_simulated_gpu_routes_to_sglang_with_vllm_beside_it(one_
     assert any("SIMULATED vLLM" in p.read_text() for p in logs)
 
 
-def _optimize_on_eight(tmp: Path, model: Path, concurrency: int, dimensions: list[str]):
+def _optimize_on_eight(tmp: Path, model: Path, concurrency: int, dimensions: list[str],
+                       engines: list[str] | None = None):
     from flows.optimize import optimize
 
     mp = _sim_host(tmp, 8)
     wl = fixed_levels(input_tokens=256, output_tokens=16, levels=[concurrency],
                       target=concurrency, requests=2 * concurrency, cooldown_s=0.1)
     request = OptimizeRequest(
-        model=ModelTarget(path=str(model)), engines=["vllm"], workload=wl.traffic,
+        model=ModelTarget(path=str(model)), engines=engines, workload=wl.traffic,
         objective=wl.objective, budgets=Budgets(repeats=2), scenarios=[],
         quality_task_items=0, quality_max_prompts=8, dimensions=dimensions,
         github_search=False)
@@ -211,10 +212,13 @@ def test_a_70b_model_starts_on_the_smallest_tp_that_holds_it_at_its_full_context
     """Llama-3.1-70B (bf16, ~131 GiB) on 8 simulated H100s, two users at the native 131,072
     tokens: TP=1 cannot hold the weights and TP=2 leaves ~4 GiB of KV a GPU, short of two
     full-context sequences; the run starts at TP=4 and says why, and its deployment asks for
-    the 4 GPUs it ran on, not the host's 8."""
+    the 4 GPUs it ran on, not the host's 8. Two users on NVIDIA GPUs route to vLLM, with
+    SGLang tuned beside it on the same workload (its own start shape, TP=4 too)."""
     model = _sim_model(tmp_path / "Meta-Llama-3.1-70B", "meta-llama__Meta-Llama-3.1-70B")
-    report = _optimize_on_eight(tmp_path, model, 2, ["prefix_caching"])
+    report = _optimize_on_eight(tmp_path, model, 2, ["prefix_caching"], engines=None)
     run_dir = tmp_path / "runs" / report.run_id
+    roles = {r.engine: r.role for r in report.engines.results}
+    assert roles == {"vllm": "routed", "sglang": "comparator"}, roles
     start = next(t for t in report.trials if t.role == "baseline")
     assert start.config.tensor_parallel_size == 4, start.config
     assert start.kv is not None and abs(start.kv.error) < 0.3  # the engine's log vs the fit
@@ -232,7 +236,7 @@ def test_a_model_beyond_eight_gpus_ends_in_the_no_fit_report(prefect_api, tmp_pa
     model = _sim_model(tmp_path / "DeepSeek-V3", "deepseek-ai__DeepSeek-V3",
                        weights_bytes=671 * 10**9)
     with pytest.raises(NothingFits) as err:
-        _optimize_on_eight(tmp_path, model, 1, ["parallel_layout"])
+        _optimize_on_eight(tmp_path, model, 1, ["parallel_layout"], engines=["vllm"])
     [run_dir] = list((tmp_path / "runs").iterdir())
     data = json.loads((run_dir / "report.json").read_text())
     assert data["kind"] == "no-fit"
