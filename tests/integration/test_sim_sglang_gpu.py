@@ -8,7 +8,6 @@ this."""
 
 from __future__ import annotations
 
-import json
 import shutil
 import subprocess
 from pathlib import Path
@@ -16,12 +15,10 @@ from pathlib import Path
 import pytest
 
 from infopt.engines import endpoint_for, process, sglang
-from infopt.engines.base import ServingTarget
 from infopt.specs.base import EngineStartError
-from infopt.specs.serving import with_knobs
 from infopt.troubleshoot.diagnose import diagnose_file
 from tests.fixture_data import MODEL_CONFIGS
-from tests.integration.test_sim_vllm_gpu import sim_gpu
+from tests.integration.test_sim_vllm_gpu import control, sim_gpu, sim_host
 from tests.sim import gpu_host
 from tests.sim import sglang_gpu as sim
 
@@ -30,23 +27,11 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 
 @pytest.fixture
 def host(tmp_path, monkeypatch):
-    monkeypatch.setenv("INFOPT_SIM_GPU", json.dumps(sim_gpu()))
-    monkeypatch.setenv("INFOPT_SIM_TIME_SCALE", "0.05")
-    python = sim.write_python(tmp_path / "sim-sglang" / "bin")
-
-    def model(name: str) -> Path:
-        folder = tmp_path / "models" / name
-        folder.mkdir(parents=True, exist_ok=True)
-        shutil.copy(MODEL_CONFIGS / f"{name}.json", folder / "config.json")
-        return folder
-    return python, model
+    return sim_host(tmp_path, monkeypatch, sim)
 
 
 def _config(folder: Path, **knobs):
-    cfg = json.loads((folder / "config.json").read_text())
-    t = ServingTarget(model_path=str(folder), served_model_name="m",
-                      native_context_tokens=cfg["max_position_embeddings"], usable_cpus=32)
-    return with_knobs(sglang.control_config(t), knobs) if knobs else sglang.control_config(t)
+    return control(sglang, folder, **knobs)
 
 
 def test_an_8b_model_serves_on_one_simulated_h100_through_the_sglang_adapter(host, tmp_path):

@@ -36,13 +36,13 @@ def sim_gpu(key: str = "h100_sxm5_80gb", count: int = 8) -> dict:
             "link_bytes_per_s": g.nvlink_bytes_per_s_per_direction or 32e9}
 
 
-@pytest.fixture
-def host(tmp_path, monkeypatch):
-    """The simulated host's `python` for vLLM, its GPU in the environment the engine
-    inherits, and a model folder per fixture config."""
+def sim_host(tmp_path: Path, monkeypatch, stand_in) -> tuple[str, object]:
+    """A simulated engine's `python` (`stand_in`: a tests/sim engine module), its GPU in the
+    environment the engine inherits, and a model folder per fixture config."""
     monkeypatch.setenv("INFOPT_SIM_GPU", json.dumps(sim_gpu()))
     monkeypatch.setenv("INFOPT_SIM_TIME_SCALE", "0.05")
-    python = sim.write_python(tmp_path / "sim-vllm" / "bin")
+    python = stand_in.write_python(tmp_path / f"sim-{stand_in.__name__.rsplit('.', 1)[-1]}"
+                                   / "bin")
 
     def model(name: str) -> Path:
         folder = tmp_path / "models" / name
@@ -52,11 +52,21 @@ def host(tmp_path, monkeypatch):
     return python, model
 
 
-def _config(folder: Path, **knobs):
+def control(adapter_module, folder: Path, **knobs):
+    """The engine's control configuration for the model in `folder`, with `knobs` changed."""
     cfg = json.loads((folder / "config.json").read_text())
     t = ServingTarget(model_path=str(folder), served_model_name="m",
                       native_context_tokens=cfg["max_position_embeddings"], usable_cpus=32)
-    return with_knobs(vllm.control_config(t), knobs) if knobs else vllm.control_config(t)
+    return with_knobs(adapter_module.control_config(t), knobs)
+
+
+@pytest.fixture
+def host(tmp_path, monkeypatch):
+    return sim_host(tmp_path, monkeypatch, sim)
+
+
+def _config(folder: Path, **knobs):
+    return control(vllm, folder, **knobs)
 
 
 def test_an_8b_model_serves_on_one_simulated_h100_through_the_adapter(host, tmp_path):
