@@ -73,25 +73,35 @@ def _sim_host(tmp: Path, gpus: int) -> pytest.MonkeyPatch:
     return mp
 
 
-@pytest.fixture(scope="module")
-def sim_run(prefect_api, tmp_path_factory):
+def _optimize(tmp: Path, model: Path, gpus: int, users: int, dimensions: list[str],
+              engines: list[str] | None = None, output_tokens: int = 16,
+              requests: int | None = None):
+    """The optimize flow on the first `gpus` of the recorded 8x H100 host, `users` closed-loop
+    streams of 256 + `output_tokens` tokens."""
     from flows.optimize import optimize
 
-    tmp = tmp_path_factory.mktemp("sim-gpu")
-    mp = _sim_host(tmp, 8)
-    model = _sim_model(tmp / "Mixtral-8x7B-v0.1", "mistralai__Mixtral-8x7B-v0.1")
-    wl = fixed_levels(input_tokens=256, output_tokens=32, levels=[16], target=16, requests=16,
-                      cooldown_s=0.1)
+    mp = _sim_host(tmp, gpus)
+    wl = fixed_levels(input_tokens=256, output_tokens=output_tokens, levels=[users],
+                      target=users, requests=requests or 2 * users, cooldown_s=0.1)
     request = OptimizeRequest(
-        model=ModelTarget(path=str(model)), engines=["vllm"], workload=wl.traffic,
+        model=ModelTarget(path=str(model)), engines=engines, workload=wl.traffic,
         objective=wl.objective, budgets=Budgets(repeats=2), scenarios=[],
-        quality_task_items=0, quality_max_prompts=8, dimensions=["parallel_layout"],
+        quality_task_items=0, quality_max_prompts=8, dimensions=dimensions,
         github_search=False)
     try:
-        report = optimize(request=request, runs_dir=str(tmp / "runs"),
-                          hardware=recorded_inventory("h100_sxm_8x"))
+        return optimize(request=request, runs_dir=str(tmp / "runs"),
+                        hardware=recorded_inventory("h100_sxm_8x",
+                                                    visible=gpus if gpus < 8 else None))
     finally:
         mp.undo()
+
+
+@pytest.fixture(scope="module")
+def sim_run(prefect_api, tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("sim-gpu")
+    model = _sim_model(tmp / "Mixtral-8x7B-v0.1", "mistralai__Mixtral-8x7B-v0.1")
+    report = _optimize(tmp, model, 8, 16, ["parallel_layout"], ["vllm"], output_tokens=32,
+                       requests=16)
     return report, tmp / "runs" / report.run_id
 
 
@@ -141,22 +151,9 @@ def test_the_layout_families_are_climbed_in_order_on_eight_simulated_gpus(sim_ru
 @pytest.fixture(scope="module")
 def one_user_run(prefect_api, tmp_path_factory):
     """One user on one simulated H100: routed to SGLang, vLLM tuned beside it."""
-    from flows.optimize import optimize
-
     tmp = tmp_path_factory.mktemp("sim-gpu-1")
-    mp = _sim_host(tmp, 1)
     model = _sim_model(tmp / "Llama-3.1-8B-Instruct", "meta-llama__Llama-3.1-8B-Instruct")
-    wl = fixed_levels(input_tokens=256, output_tokens=32, levels=[1], target=1, requests=6,
-                      cooldown_s=0.1)
-    request = OptimizeRequest(
-        model=ModelTarget(path=str(model)), workload=wl.traffic, objective=wl.objective,
-        budgets=Budgets(repeats=2), scenarios=[], quality_task_items=0,
-        quality_max_prompts=8, dimensions=["kv_precision"], github_search=False)
-    try:
-        report = optimize(request=request, runs_dir=str(tmp / "runs"),
-                          hardware=recorded_inventory("h100_sxm_8x", visible=1))
-    finally:
-        mp.undo()
+    report = _optimize(tmp, model, 1, 1, ["kv_precision"], output_tokens=32, requests=6)
     return report, tmp / "runs" / report.run_id
 
 
@@ -188,25 +185,6 @@ def test_one_user_on_one_simulated_gpu_routes_to_sglang_with_vllm_beside_it(one_
     assert any("SIMULATED vLLM" in p.read_text() for p in logs)
 
 
-def _optimize_on_eight(tmp: Path, model: Path, concurrency: int, dimensions: list[str],
-                       engines: list[str] | None = None):
-    from flows.optimize import optimize
-
-    mp = _sim_host(tmp, 8)
-    wl = fixed_levels(input_tokens=256, output_tokens=16, levels=[concurrency],
-                      target=concurrency, requests=2 * concurrency, cooldown_s=0.1)
-    request = OptimizeRequest(
-        model=ModelTarget(path=str(model)), engines=engines, workload=wl.traffic,
-        objective=wl.objective, budgets=Budgets(repeats=2), scenarios=[],
-        quality_task_items=0, quality_max_prompts=8, dimensions=dimensions,
-        github_search=False)
-    try:
-        return optimize(request=request, runs_dir=str(tmp / "runs"),
-                        hardware=recorded_inventory("h100_sxm_8x"))
-    finally:
-        mp.undo()
-
-
 def test_a_70b_model_starts_on_the_smallest_tp_that_holds_it_at_its_full_context(
         prefect_api, tmp_path):
     """Llama-3.1-70B (bf16, ~131 GiB) on 8 simulated H100s, two users at the native 131,072
@@ -215,7 +193,7 @@ def test_a_70b_model_starts_on_the_smallest_tp_that_holds_it_at_its_full_context
     the 4 GPUs it ran on, not the host's 8. Two users on NVIDIA GPUs route to vLLM, with
     SGLang tuned beside it on the same workload (its own start shape, TP=4 too)."""
     model = _sim_model(tmp_path / "Meta-Llama-3.1-70B", "meta-llama__Meta-Llama-3.1-70B")
-    report = _optimize_on_eight(tmp_path, model, 2, ["prefix_caching"], engines=None)
+    report = _optimize(tmp_path, model, 8, 2, ["prefix_caching"])
     run_dir = tmp_path / "runs" / report.run_id
     roles = {r.engine: r.role for r in report.engines.results}
     assert roles == {"vllm": "routed", "sglang": "comparator"}, roles
@@ -236,7 +214,7 @@ def test_a_model_beyond_eight_gpus_ends_in_the_no_fit_report(prefect_api, tmp_pa
     model = _sim_model(tmp_path / "DeepSeek-V3", "deepseek-ai__DeepSeek-V3",
                        weights_bytes=671 * 10**9)
     with pytest.raises(NothingFits) as err:
-        _optimize_on_eight(tmp_path, model, 1, ["parallel_layout"], engines=["vllm"])
+        _optimize(tmp_path, model, 8, 1, ["parallel_layout"], ["vllm"])
     [run_dir] = list((tmp_path / "runs").iterdir())
     data = json.loads((run_dir / "report.json").read_text())
     assert data["kind"] == "no-fit"
