@@ -191,6 +191,21 @@ def test_the_comparator_wins_only_beyond_the_noise():
     assert got.chosen == "vllm" and "routed engine llamacpp failed" in got.reason
 
 
+def test_a_decided_gain_under_the_switch_margin_keeps_the_routed_engine():
+    # Tight repeats: +0.6% is beyond the noise, but the engines were measured in separate
+    # windows, so a switch must also clear ENGINE_SWITCH_MARGIN (2%).
+    routed = _result("vllm", "routed", [100.0, 100.1, 100.2])
+    slightly = _result("sglang", "comparator", [100.6, 100.7, 100.8])
+    assert lad.judge([100.0, 100.1, 100.2], [100.6, 100.7, 100.8], True, 0, 0.0)[0]
+    got = lad.engine_choice([routed, slightly], True, 0, 0.0)
+    assert got.chosen == "vllm" and got.comparison.verdict == "no_difference"
+    assert "by 0.6%" in got.reason and "under the 2% an engine switch must clear" in got.reason
+    clear = _result("sglang", "comparator", [104.0, 104.1, 104.2])  # +4%: beyond both
+    assert lad.engine_choice([routed, clear], True, 0, 0.0).chosen == "sglang"
+    # The request's own margin, when larger, is the one to clear.
+    assert lad.engine_choice([routed, clear], True, 0, 0.05).chosen == "vllm"
+
+
 def test_the_comparator_is_an_other_engine_serving_a_local_format():
     from infopt.engines import serves
     from infopt.engines.routing import comparator_for, route_for
