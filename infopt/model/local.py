@@ -43,7 +43,14 @@ _GGUF_KEYS = (
     ("sliding_window", "attention.sliding_window"),
     ("kv_lora_rank", "attention.kv_lora_rank"),
     ("q_lora_rank", "attention.q_lora_rank"),
+    ("interleave_moe_layer_step", "interleave_moe_layer_step"),  # Llama 4's MoE layer stride
+    ("attention_chunk_size", "attention.chunk_size"),  # written by some converters (Ollama's)
 )
+# llama.cpp does not read Llama 4's chunk from the GGUF: llama-model.cpp (LLM_ARCH_LLAMA4)
+# sets n_swa = 8192, chunked, with swa pattern 4 (3 chunked layers, then 1 full), "the same
+# for Scout and Maverick". The layer pattern is Llama4TextConfig's default no_rope interval 4,
+# which the classifier applies when no_rope_layers is absent.
+_LLAMA4_CHUNK_TOKENS = 8192
 
 
 def read_gguf(path: Path) -> tuple[dict[str, Any], list[tuple[str, str, int]]]:
@@ -89,6 +96,8 @@ def gguf_to_config(meta: dict[str, Any], tensor_names: set[str]) -> dict[str, An
             cfg[hf_key] = value
     if "num_local_experts" in cfg:
         cfg["num_experts"] = cfg["num_local_experts"]
+    if arch == "llama4":
+        cfg.setdefault("attention_chunk_size", _LLAMA4_CHUNK_TOKENS)
     return cfg
 
 

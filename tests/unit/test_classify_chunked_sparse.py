@@ -262,3 +262,43 @@ def test_inspect_text_shows_the_chunk_and_the_indexer():
     v32 = render_inspection(classify_config(_load(V32)))
     assert "indexed_attention x61" in v32
     assert "Sparse attention: top-2048 tokens per query; indexer keys 8,052 B/token" in v32
+
+
+def _llama4_gguf_metadata(text: dict) -> dict:
+    """The GGUF keys llama.cpp's converter writes for Llama 4 (convert_hf_to_gguf.py
+    Llama4Model: the dense MLP width as feed_forward_length, the experts' as
+    expert_feed_forward_length, interleave_moe_layer_step; no chunk size, which llama.cpp
+    fixes at 8192 in llama-model.cpp)."""
+    a = "llama4"
+    return {"general.architecture": a, "tokenizer.ggml.tokens.count": text["vocab_size"],
+            f"{a}.block_count": text["num_hidden_layers"],
+            f"{a}.embedding_length": text["hidden_size"],
+            f"{a}.feed_forward_length": text["intermediate_size_mlp"],
+            f"{a}.attention.head_count": text["num_attention_heads"],
+            f"{a}.attention.head_count_kv": text["num_key_value_heads"],
+            f"{a}.attention.key_length": text["head_dim"],
+            f"{a}.context_length": text["max_position_embeddings"],
+            f"{a}.expert_count": text["num_local_experts"],
+            f"{a}.expert_used_count": text["num_experts_per_tok"],
+            f"{a}.expert_feed_forward_length": text["intermediate_size"],
+            f"{a}.interleave_moe_layer_step": text["interleave_moe_layer_step"],
+            f"{a}.rope.freq_base": text["rope_theta"]}
+
+
+@pytest.mark.parametrize("name", [SCOUT, MAVERICK])
+def test_a_llama4_gguf_is_sized_like_its_hf_config(name):
+    from infopt.model.local import gguf_to_config
+
+    hf = _load(name)
+    g = classify_config(gguf_to_config(_llama4_gguf_metadata(hf["text_config"]),
+                                       {"output.weight"}))
+    h = classify_config(hf)
+    assert g.layer_kinds == h.layer_kinds == {CHUNKED: 36, FULL: 12}
+    assert g.attention_chunk_tokens == 8192
+    assert g.kv_cache.bytes_per_sequence_16bit(131072) == 7_650_410_496
+    # Maverick's MoE layers every other layer (interleave 2) and the widths: parameters agree.
+    same = ("mlp_kinds", "moe", "attention", "params_total", "params_active_per_token", "params",
+            "kv_cache")
+    dh, dg = h.model_dump(), g.model_dump()
+    assert {k: dg[k] for k in same} == {k: dh[k] for k in same}
+    assert dh["params_total"] and dh["moe"]
