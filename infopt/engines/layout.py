@@ -24,6 +24,9 @@ class LayoutKnobs:
     ep: str | None = None
     ep_is_flag: bool = False  # vLLM: a switch over the TP (x DP) ranks; others: a size
     missing: str = ""
+    # Where the engine places its ranks on GPUs (`rank_placement` computes it): the source
+    # that shows TP ranks adjacent, pipeline stages strided by TP and replicas outermost.
+    rank_order: str = ""
 
     def changes(self, layout: Layout) -> dict[str, Any] | str:
         """The knob changes that run `layout` (axes at 1 are left at the engine's default), or
@@ -56,10 +59,9 @@ class LayoutKnobs:
 
 
 def rank_placement(layout: Layout) -> list[str]:
-    """Which GPUs (by visible index) each replica's pipeline stages run on, in vLLM's rank
-    order: TP ranks adjacent, PP groups strided by TP, DP replicas outermost (vLLM's
-    vllm/distributed/parallel_state.py: the TP groups are consecutive ranks, [g0, g1], [g2, g3];
-    a PP group takes every TP-th, [g0, g2, g4, g6]). One line per replica."""
+    """Which GPUs (by visible index) each replica's pipeline stages run on: TP ranks adjacent,
+    PP groups strided by TP, DP replicas outermost, the order vLLM, SGLang and TensorRT-LLM
+    share (each adapter's `LayoutKnobs.rank_order` cites its source). One line per replica."""
     out = []
     for replica in range(layout.dp):
         first = replica * layout.tp * layout.pp

@@ -245,5 +245,9 @@ ADAPTER = EngineAdapter(
     container_executable="python3",
     # --dp-size replicas under SGLang's own data-parallel controller (plain DP, not DP
     # attention); --ep-size over the TP ranks.
-    layout_knobs=LayoutKnobs(tp="tp_size", pp="pp_size", dp="dp_size", ep="ep_size"),
+    layout_knobs=LayoutKnobs(
+        tp="tp_size", pp="pp_size", dp="dp_size", ep="ep_size",
+        rank_order="sglang/srt/entrypoints/engine.py _launch_scheduler_processes: gpu_id = "
+        "base_gpu_id + pp_rank x tp_size + tp_rank x gpu_id_step (step 1); each DP replica "
+        "starts its own base after the one before"),
 )

@@ -238,5 +238,7 @@ ADAPTER = EngineAdapter(
     kv_dtype_knobs=(),
     layout_knobs=LayoutKnobs(tp="tp_size", pp="pp_size", ep="ep_size", missing=(
         "trtllm-serve runs one TP x PP engine per server; DP replicas are separate servers "
-        "behind a router (or attention DP: enable_attention_dp in the extra options)")),
+        "behind a router (or attention DP: enable_attention_dp in the extra options)"),
+        rank_order="tensorrt_llm/mapping.py: tp_groups are consecutive ranks, pp_groups "
+        "range(i, world_size, tp_size)"),
 )

@@ -12,7 +12,10 @@ from infopt.specs.serving import VllmConfig
 # How vLLM spells each axis: --tensor-parallel-size, --pipeline-parallel-size,
 # --data-parallel-size, and --enable-expert-parallel over the TP (x DP) ranks.
 LAYOUT = LayoutKnobs(tp="tensor_parallel_size", pp="pipeline_parallel_size",
-                     dp="data_parallel_size", ep="enable_expert_parallel", ep_is_flag=True)
+                     dp="data_parallel_size", ep="enable_expert_parallel", ep_is_flag=True,
+                     rank_order="vllm/distributed/parallel_state.py: TP groups are consecutive "
+                     "ranks ([g0, g1], [g2, g3]); a PP group takes every TP-th ([g0, g2, g4, "
+                     "g6]); DP ranks outermost")
 
 
 def weights(cfg: VllmConfig, f: LadderFacts) -> list[LadderCandidate] | str:

@@ -47,7 +47,7 @@ def measured_layout_lines(trials) -> list[str]:
     fullest GPU does, which the sum over GPUs hides)."""
     from infopt.engines.layout import config_layout, rank_placement
 
-    rows = []
+    rows, orders = [], {}
     for t in trials:
         layout = config_layout(t.config)
         if layout.gpus <= 1 and not t.gpu_memory_by_device_bytes:
@@ -57,13 +57,23 @@ def measured_layout_lines(trials) -> list[str]:
                   if per else "not read (no NVML)")
         fullest = f"{max(per.values()) / GIB:.1f}" if per else "-"
         value = "-" if t.objective_value is None else f"{t.objective_value:.4g}"
+        orders[t.config.engine] = _rank_order(t.config.engine)
         rows.append(f"| {t.trial_id} | {layout.label} | {'<br>'.join(rank_placement(layout))} "
                     f"| {memory} | {fullest} | {value} |")
     if not rows:
         return []
     return ["", "### Parallel layouts measured: rank placement and GPU memory per device", "",
-            "Rank placement in vLLM's order (TP ranks adjacent, pipeline stages strided by TP, "
-            "replicas outermost) over the visible GPUs; memory as NVML reported it for the "
-            "engine's processes after the benchmark (GiB).", "",
+            "Rank placement in the engine's order (TP ranks adjacent, pipeline stages strided "
+            "by TP, replicas outermost) over the visible GPUs ("
+            + "; ".join(f"{e}: {o}" for e, o in orders.items())
+            + "); memory as NVML reported it for the engine's processes after the benchmark "
+            "(GiB).", "",
             "| trial | layout | ranks | GPU memory per device (GiB) | fullest GPU (GiB) | "
             "objective |", "|---|---|---|---|---:|---:|", *rows]
+
+
+def _rank_order(engine: str) -> str:
+    from infopt.engines import adapter_for
+
+    knobs = adapter_for(engine).layout_knobs
+    return (knobs.rank_order if knobs is not None else "") or "its source is not recorded"

@@ -108,3 +108,4 @@ def test_the_report_places_each_layouts_ranks_and_shows_each_gpus_memory():
     assert "t00-baseline" not in text  # one GPU, no NVML reading: nothing to place
     assert ("| t05-TP2_DP2-r1 | TP=2 DP=2 | replica 0: GPUs 0,1<br>replica 1: GPUs 2,3 | "
             "GPU 0: 70.0, GPU 1: 70.0, GPU 2: 71.0, GPU 3: 69.0 | 71.0 | 250 |") in text
+    assert "vllm: vllm/distributed/parallel_state.py" in text  # the engine's own source
