@@ -55,7 +55,9 @@ def endpoint_for(engine: EngineName | str, base_url: str, model: str,
 def identify_engine(base_url: str, timeout_s: float = 5.0) -> EngineName | None:
     """The engine serving `base_url`, by each adapter's identity probe (None: none matched).
     An unreachable URL is not an error here: the caller's first real request reports it."""
-    for name, a in ENGINES.items():
+    # A bare /version is the most generic route (other servers may answer it too): tried last.
+    for name, a in sorted(ENGINES.items(), key=lambda kv: kv[1].identity_probe is not None
+                          and kv[1].identity_probe[0] == "/version"):
         if a.identity_probe is None:
             continue
         path, key = a.identity_probe

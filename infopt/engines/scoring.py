@@ -9,6 +9,13 @@
   `post_sampling_probs` is off), so the token's logprob is exact even outside the top-k.
   Verified on llama.cpp 0.3.36: the biased token's logprob equals its value in an unbiased top-k.
 
+- SGLang: its native /generate route returns input-token logprobs (`return_logprob`,
+  `logprob_start_len`, `top_logprobs_num`; meta_info `input_token_logprobs` as [logprob,
+  token id, text] per position from logprob_start_len, `input_top_logprobs` likewise, per
+  sglang/srt/managers/io_struct.py GenerateReqInput and test/srt/test_srt_endpoint.py, which
+  asserts len(input_token_logprobs) + logprob_start_len == prompt_tokens), so one request per
+  sequence scores the continuation exactly; /tokenize has vLLM's request and answer.
+
 Each answer is checked against what was asked (the token that came back is the one forced, k
 entries, logprobs <= 0): a server that ignores a field fails loudly here, never as a silent
 score at chance (lm-evaluation-harness through llama-server, llama.cpp issue 27174).
@@ -142,3 +149,46 @@ PROMPT_LOGPROBS_SCORING = TokenScoring(
     tokenize=vllm_tokenize, generate=vllm_generate, score=vllm_score,
     how="/v1/completions with prompt_logprobs=k over prompt + continuation, one request per "
         "sequence (exact)")
+
+
+# --- SGLang (native /generate) ----------------------------------------------------------------
+
+def sglang_generate(client: httpx.Client, base: str, model: str, prompt: list[int],
+                    n: int) -> list[int]:
+    js = _post(client, f"{base}/generate", {"input_ids": prompt, "sampling_params": {
+        "max_new_tokens": n, "temperature": 0.0}})
+    ids = js.get("output_ids")
+    if not isinstance(ids, list):
+        raise ScoringError("SGLang's /generate answered without output_ids: token ids are "
+                           "needed to teacher-force the continuation")
+    return [int(t) for t in ids]
+
+
+def sglang_score(client: httpx.Client, base: str, model: str, prompt: list[int],
+                 continuation: list[int], k: int) -> list[PositionScore]:
+    js = _post(client, f"{base}/generate", {
+        "input_ids": prompt + continuation, "return_logprob": True,
+        "logprob_start_len": len(prompt), "top_logprobs_num": k,
+        "sampling_params": {"max_new_tokens": 1, "temperature": 0.0}})
+    meta = js.get("meta_info") or {}
+    rows, tops = meta.get("input_token_logprobs"), meta.get("input_top_logprobs") or []
+    if rows is None or len(rows) != len(continuation):
+        raise ScoringError(f"asked input logprobs for the {len(continuation)} continuation "
+                           f"tokens, got {None if rows is None else len(rows)}")
+    out = []
+    for i, (tok, row) in enumerate(zip(continuation, rows, strict=True)):
+        logprob, token_id = row[0], int(row[1])
+        if token_id != tok or logprob is None:
+            raise ScoringError(f"input_token_logprobs at position {i} is for token {token_id} "
+                               f"(logprob {logprob}), not the given {tok}")
+        top = sorted((TokenLogprob(token_id=int(t[1]), logprob=t[0])
+                      for t in (tops[i] if i < len(tops) and tops[i] else [])),
+                     key=lambda t: -t.logprob)
+        out.append(_checked(tok, logprob, top, k, f"position {i}"))
+    return out
+
+
+SGLANG_SCORING = TokenScoring(
+    tokenize=vllm_tokenize, generate=sglang_generate, score=sglang_score,
+    how="SGLang /generate with return_logprob, logprob_start_len at the continuation and "
+        "top_logprobs_num=k over prompt + continuation, one request per sequence (exact)")

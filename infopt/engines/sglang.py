@@ -43,7 +43,9 @@ from infopt.engines.base import (
     min_tokens_and_ignore_eos,
     version_report,
 )
-from infopt.engines.layout import LayoutKnobs
+from infopt.engines.scoring import SGLANG_SCORING
+from infopt.engines.sglang_ladder import LAYOUT
+from infopt.engines.sglang_ladder import RULES as LADDER
 from infopt.specs.fit import KvObservation
 from infopt.specs.inspection import ModelInspection
 from infopt.specs.serving import EngineName, SglangConfig
@@ -243,11 +245,14 @@ ADAPTER = EngineAdapter(
         source="sgl-project/sglang python/sglang/srt/utils.py cpu_has_amx_support, "
                "docs/platforms/cpu_server.md"),),
     container_executable="python3",
-    # --dp-size replicas under SGLang's own data-parallel controller (plain DP, not DP
-    # attention); --ep-size over the TP ranks.
-    layout_knobs=LayoutKnobs(
-        tp="tp_size", pp="pp_size", dp="dp_size", ep="ep_size",
-        rank_order="sglang/srt/entrypoints/engine.py _launch_scheduler_processes: gpu_id = "
-        "base_gpu_id + pp_rank x tp_size + tp_rank x gpu_id_step (step 1); each DP replica "
-        "starts its own base after the one before"),
+    # The native /tokenize (docs: basic_usage/native_api.md) takes vLLM's body and answers
+    # {"tokens", "count", "max_model_len"}; /generate scores teacher-forced tokens exactly.
+    tokenize_path="/tokenize",
+    # http_server.py: GET /get_model_info answers {"model_path", "is_generation", ...}.
+    identity_probe=("/get_model_info", "is_generation"),
+    tokenize_body=lambda model, text: {"model": model, "prompt": text, "add_special_tokens": False},
+    tokenize_count=lambda js: int(js["count"]),
+    token_scoring=SGLANG_SCORING,
+    layout_knobs=LAYOUT,
+    ladder=LADDER,
 )

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from infopt.engines.ladder import LadderFacts, candidate, ladder_rules
 from infopt.engines.layout import LayoutKnobs
+from infopt.engines.shared_rules import checkpoint_variants, layout_candidates
 from infopt.specs.ladder import Dimension as D
 from infopt.specs.ladder import LadderCandidate
 from infopt.specs.serving import VllmConfig
@@ -19,12 +20,7 @@ LAYOUT = LayoutKnobs(tp="tensor_parallel_size", pp="pipeline_parallel_size",
 
 
 def weights(cfg: VllmConfig, f: LadderFacts) -> list[LadderCandidate] | str:
-    out = [candidate(D.WEIGHTS, {"model_path": v.path}, label=v.label,
-                     why=f"{v.fmt} checkpoint of the exact model"
-                     + (f"; {v.why}" if v.why else ""))
-           for v in f.weight_variants if v.path != cfg.model_path]
-    return out or (f.weights_note or "only this checkpoint of the model is local; others come "
-                   "through the download gate (model.download)")
+    return checkpoint_variants(cfg, f)
 
 
 def kv_precision(cfg: VllmConfig, f: LadderFacts) -> list[LadderCandidate] | str:
@@ -81,18 +77,7 @@ def prefix_caching(cfg: VllmConfig, f: LadderFacts) -> list[LadderCandidate] | s
 
 
 def parallel_layout(cfg: VllmConfig, f: LadderFacts) -> list[LadderCandidate] | str:
-    if f.gpu_count <= 1:
-        return "one device: no tensor/pipeline/data/expert-parallel layout to compare"
-    out = []
-    for layout, why in f.layouts:
-        changes = LAYOUT.changes_from(cfg, layout)
-        if isinstance(changes, str) or not changes or all(
-                getattr(cfg, k) == v for k, v in changes.items()):
-            continue  # the TP=1 control, or the incumbent's own layout
-        out.append(candidate(D.PARALLEL_LAYOUT, changes, why=f"{layout.label}: {why}",
-                             label=layout.label.replace("=", "").replace(" ", "_"),
-                             family=layout.family))
-    return out or f"no layout of {f.gpu_count} GPUs divides this model's heads"
+    return layout_candidates(LAYOUT, cfg, f)
 
 
 def speculative(cfg: VllmConfig, f: LadderFacts) -> str:

@@ -56,8 +56,9 @@ def quality_endpoint(base_url: str, model: str | None, engine: str | None, *,
     name = engine or identify_engine(base_url)
     if name is None and not tasks_only_ok:
         raise InputError(
-            f"{base_url} is neither a llama-server (GET /props) nor a vLLM server (GET "
-            "/version), the engines whose exact token scoring infopt knows; if it is one "
+            f"{base_url} is neither a llama-server (GET /props), a vLLM server (GET "
+            "/version) nor an SGLang server (GET /get_model_info), the engines whose exact "
+            "token scoring infopt knows; if it is one "
             "behind a proxy, name it with --reference-engine / --candidate-engine, or compare "
             "on the generative task sets alone with --tasks N")
     model = model or served_model(base_url)
@@ -68,7 +69,7 @@ def _unscored(*endpoints: Endpoint | None) -> str | None:
     """Why token fidelity cannot be measured (None: it can)."""
     if bad := [e.base_url for e in endpoints if e is not None and e.scoring is None]:
         return (f"{', '.join(bad)} offers no exact token scoring infopt knows (neither "
-                "llama-server nor vLLM), so token fidelity was not measured")
+                "llama-server, vLLM nor SGLang), so token fidelity was not measured")
     return None
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from infopt.engines import endpoint_for, process, sglang
+from infopt.engines import endpoint_for, identify_engine, process, sglang
 from infopt.specs.base import EngineStartError
 from infopt.troubleshoot.diagnose import diagnose_file
 from tests.fixture_data import MODEL_CONFIGS
@@ -36,6 +36,7 @@ def _config(folder: Path, **knobs):
 
 def test_an_8b_model_serves_on_one_simulated_h100_through_the_sglang_adapter(host, tmp_path):
     from infopt.contract.verify import verify_endpoint
+    from infopt.quality.teacher import build_reference
 
     python, model = host
     assert sglang.detect_version(python) == sim.VERSION
@@ -53,6 +54,12 @@ def test_an_8b_model_serves_on_one_simulated_h100_through_the_sglang_adapter(hos
         checks = {c.feature: c for c in verify_endpoint(ep, features=(
             "models", "whole", "stream", "include_usage"))}
         assert all(c.ok for c in checks.values()), checks
+        # The quality gate's teacher forcing through SGLang's native /generate: the engine
+        # scores the tokens it generated, and a server without the route fails loudly.
+        ref = build_reference(ep, tokens=8, prompts={"a": "hello there", "b": "1, 2, 3,"})
+        assert ref.self_agreement == 1.0 and "SGLang /generate" in ep.scoring.how
+        # `infopt quality` against a bare URL knows it for SGLang (GET /get_model_info).
+        assert identify_engine(running.base_url) == "sglang"
     finally:
         process.stop(running.pid)
 

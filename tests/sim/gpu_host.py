@@ -246,6 +246,10 @@ class Front:
     owned_by: str
     metrics: Callable[[Engine, str], str]  # the /metrics text
     too_long: Callable[[int, int, int], str]  # (limit, prompt, completion) -> error message
+    # vLLM's prompt_logprobs extension on /v1/completions (SGLang's completions lack it).
+    prompt_logprobs: bool = True
+    # SGLang's native /generate: input_ids in, output_ids and input/output logprobs out.
+    native_generate: bool = False
 
 
 def handler(engine: Engine, name: str, front: Front) -> type[BaseHTTPRequestHandler]:
@@ -277,6 +281,8 @@ def handler(engine: Engine, name: str, front: Front) -> type[BaseHTTPRequestHand
                 self._json({})
             elif self.path == "/version":
                 self._json({"version": front.version})
+            elif self.path == "/get_model_info" and front.native_generate:
+                self._json({"model_path": name, "tokenizer_path": name, "is_generation": True})
             elif self.path == "/v1/models":
                 self._json({"object": "list", "data": [{
                     "id": name, "object": "model", "owned_by": front.owned_by,
@@ -290,6 +296,8 @@ def handler(engine: Engine, name: str, front: Front) -> type[BaseHTTPRequestHand
             req = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)))
             routes = {"/tokenize": self._tokenize, "/v1/completions": self._completions,
                       "/v1/chat/completions": self._chat}
+            if front.native_generate:
+                routes["/generate"] = self._generate
             route = routes.get(self.path)
             if route is None:
                 self._json({"error": {"message": "Not Found", "code": 404}}, 404)
@@ -325,13 +333,52 @@ def handler(engine: Engine, name: str, front: Front) -> type[BaseHTTPRequestHand
                       "finish_reason": "length"}
             if req.get("return_token_ids"):
                 choice["token_ids"] = ids
-            k = req.get("prompt_logprobs")
+            k = req.get("prompt_logprobs") if front.prompt_logprobs else None
             if k is not None:
                 choice["prompt_logprobs"] = self._prompt_logprobs(prompt, int(k), fp8)
             self._json({"id": "cmpl-sim", "object": "text_completion", "model": name,
                         "choices": [choice], "usage": {
                             "prompt_tokens": len(prompt), "completion_tokens": n,
                             "total_tokens": len(prompt) + n}})
+
+        def _generate(self, req) -> None:
+            """SGLang's /generate (io_struct.py GenerateReqInput): logprobs from
+            logprob_start_len as [logprob, token id, None] (None text: return_text_in_logprobs
+            off), the first prompt token's logprob None, top lists likewise."""
+            prompt = req["input_ids"] if "input_ids" in req else tokenize(req["text"])
+            sp = req.get("sampling_params") or {}
+            n = int(sp.get("max_new_tokens", 128))
+            if self._too_long(len(prompt), n):
+                return
+            done = engine.replica().submit(len(prompt), n)
+            while not done.get():
+                pass
+            fp8 = engine.shape.kv_fp8
+            ids = greedy(prompt, n, fp8)
+            meta = {"id": "sim", "finish_reason": {"type": "length", "length": n},
+                    "prompt_tokens": len(prompt), "completion_tokens": n, "cached_tokens": 0}
+            if req.get("return_logprob"):
+                start, k = int(req.get("logprob_start_len", -1)), int(req.get(
+                    "top_logprobs_num") or 0)
+                start = len(prompt) - 1 if start < 0 else start
+                seq = prompt + ids
+                rows = [self._position(seq, i, k, fp8) for i in range(start, len(seq))]
+                cut = len(prompt) - start
+                meta.update(input_token_logprobs=[r[0] for r in rows[:cut]],
+                            output_token_logprobs=[r[0] for r in rows[cut:]])
+                if k:
+                    meta.update(input_top_logprobs=[r[1] for r in rows[:cut]],
+                                output_top_logprobs=[r[1] for r in rows[cut:]])
+            self._json({"text": "".join(chr(97 + t % 26) for t in ids), "output_ids": ids,
+                        "meta_info": meta})
+
+        @staticmethod
+        def _position(seq: list[int], i: int, k: int, fp8: bool) -> tuple[list, list | None]:
+            if i == 0:  # nothing predicts the first token
+                return [None, seq[0], None], None
+            lp = logprobs(seq[:i], fp8)
+            order = sorted(range(VOCAB), key=lambda v: -lp[v])
+            return [lp[seq[i]], seq[i], None], [[lp[v], v, None] for v in order[:k]]
 
         @staticmethod
         def _prompt_logprobs(prompt: list[int], k: int, fp8: bool) -> list[dict | None]:

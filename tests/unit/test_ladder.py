@@ -105,9 +105,9 @@ def test_vllm_tries_fp8_kv_the_target_cap_batched_tokens_and_eager():
 
 
 def test_an_engine_without_a_ladder_still_tunes_its_running_request_cap():
-    rules = lad.rules_for(adapter_for(EngineName.SGLANG))
+    rules = lad.rules_for(adapter_for(EngineName.TRTLLM))
     assert [d for d, r in rules.items() if r is not None] == [Dimension.SCHEDULING]
-    assert "no rule for this dimension" in lad.derive(rules[Dimension.WEIGHTS], "sglang",
+    assert "no rule for this dimension" in lad.derive(rules[Dimension.WEIGHTS], "trtllm",
                                                       None, facts())
 
 
@@ -238,3 +238,33 @@ def test_base_overrides_must_name_a_knob_of_an_engine_the_run_tunes():
     check_overrides(req, [EngineName.LLAMACPP, EngineName.VLLM])  # vLLM's knob: allowed
     with pytest.raises(InfoptError, match=r"\['enforce_eager'\]: not a knob of llamacpp"):
         check_overrides(req, [EngineName.LLAMACPP])
+
+
+def test_sglang_derives_each_dimension_from_its_documented_server_arguments():
+    from infopt.engines import sglang
+
+    t = ServingTarget(model_path="/m/hf", served_model_name="m", native_context_tokens=8192,
+                      usable_cpus=16)
+    base = sglang.baseline_config(t)
+    rules = lad.rules_for(sglang.ADAPTER)
+    f = facts(gpu_count=1, target_concurrency=8, mean_prompt_tokens=300)
+    got = {d: lad.derive(r, "sglang", base, f) for d, r in rules.items()}
+    assert labels(got[Dimension.KV_PRECISION]) == ["kv=fp8_e4m3"]
+    assert labels(got[Dimension.SCHEDULING]) == ["max_running_requests=8"]
+    # 8 x 300 = 2,400 prompt tokens at the target load: one 4,096-token chunk.
+    assert labels(got[Dimension.PREFILL]) == ["chunked_prefill_size=4096"]
+    assert labels(got[Dimension.COMPILATION]) == ["torch_compile"]
+    # No shared prefixes: the radix cache is overhead; with them, it stays on.
+    assert labels(got[Dimension.PREFIX_CACHING]) == ["radix_cache=off"]
+    shared = lad.derive(rules[Dimension.PREFIX_CACHING], "sglang", base,
+                        facts(prefix_reuse=True))
+    assert "already serves the workload's shared prefixes" in shared
+    assert "one device" in got[Dimension.PARALLEL_LAYOUT]
+    assert "not on SGLang's ladder yet" in got[Dimension.SPECULATIVE]
+    # Every candidate renders flags the SGLang CLI takes (its argv builder, not a guess).
+    for cands in got.values():
+        for c in [] if isinstance(cands, str) else cands:
+            argv = sglang.build_launch(lad.apply(base, c), "python", 30000).argv
+            assert any(a.startswith("--") for a in argv[5:])
+    cpu = lad.derive(rules[Dimension.COMPILATION], "sglang", base, facts(gpu_count=0))
+    assert "GPU paths" in cpu

@@ -153,4 +153,4 @@ def test_an_unknown_server_and_an_unreachable_one_are_one_paragraph_errors(tmp_p
     with pytest.raises(InputError, match="cannot reach"):
         build_reference(endpoint_for("llamacpp", "http://127.0.0.1:9", "m"))
     with pytest.raises(InputError, match="no exact teacher forcing"):
-        build_reference(endpoint_for("sglang", "http://127.0.0.1:9", "m"))
+        build_reference(endpoint_for("trtllm", "http://127.0.0.1:9", "m"))

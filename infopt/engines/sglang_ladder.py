@@ -1,0 +1,98 @@
+"""SGLang's tuning ladder: which values of each dimension are worth a launch, derived from the
+incumbent and the run's facts. Flags as in infopt.engines.sglang (SGLang 0.5.23
+server_args.py; https://docs.sglang.io/advanced_features/server_arguments.html)."""
+
+from __future__ import annotations
+
+from infopt.engines.ladder import LadderFacts, candidate, ladder_rules
+from infopt.engines.layout import LayoutKnobs
+from infopt.engines.shared_rules import checkpoint_variants, layout_candidates
+from infopt.specs.ladder import Dimension as D
+from infopt.specs.ladder import LadderCandidate
+from infopt.specs.serving import SglangConfig
+
+# --tp-size/--pp-size, --dp-size replicas under SGLang's own data-parallel controller (plain
+# DP, not DP attention), --ep-size over the TP ranks.
+LAYOUT = LayoutKnobs(
+    tp="tp_size", pp="pp_size", dp="dp_size", ep="ep_size",
+    rank_order="sglang/srt/entrypoints/engine.py _launch_scheduler_processes: gpu_id = "
+    "base_gpu_id + pp_rank x tp_size + tp_rank x gpu_id_step (step 1); each DP replica "
+    "starts its own base after the one before")
+
+
+def weights(cfg: SglangConfig, f: LadderFacts) -> list[LadderCandidate] | str:
+    return checkpoint_variants(cfg, f)
+
+
+def kv_precision(cfg: SglangConfig, f: LadderFacts) -> list[LadderCandidate] | str:
+    if cfg.kv_cache_dtype != "auto":
+        return f"the incumbent already runs kv_cache_dtype={cfg.kv_cache_dtype}"
+    share = ("" if f.kv_read_share is None else
+             f"; KV reads are ~{f.kv_read_share:.1%} of weight reads per decoded token here")
+    # fp8_e4m3 (not e5m2): the precision-first FP8 format, and SGLang's spelling of FP8 KV.
+    return [candidate(D.KV_PRECISION, {"kv_cache_dtype": "fp8_e4m3"}, label="kv=fp8_e4m3",
+                      why="--kv-cache-dtype fp8_e4m3: the specification's first optimized "
+                          "candidate (half the KV bytes: twice the pool, less to read per "
+                          "step); the 16-bit KV is the control" + share)]
+
+
+def scheduling(cfg: SglangConfig, f: LadderFacts) -> list[LadderCandidate] | str:
+    # Unset, SGLang derives the cap from the KV pool (max_total_num_tokens / context x 512,
+    # at least 2048: scheduler.py): far above a small target, so the running batch is sized
+    # for loads the workload never brings.
+    if cfg.max_running_requests == f.target_concurrency:
+        return f"the incumbent already caps running requests at {cfg.max_running_requests}"
+    return [candidate(D.SCHEDULING, {"max_running_requests": f.target_concurrency},
+                      why=f"--max-running-requests {f.target_concurrency}: the running batch "
+                          "capped at the target load instead of the pool-derived default")]
+
+
+def prefill(cfg: SglangConfig, f: LadderFacts) -> list[LadderCandidate] | str:
+    # Tokens per prefill chunk: the target load's prompts in one chunk. SGLang's default is by
+    # GPU memory (2048 under 35 GB up to 16384 on the largest: server_args.py).
+    burst = max(256, 1 << (max(1, f.mean_prompt_tokens * f.target_concurrency) - 1)
+                .bit_length())
+    if cfg.chunked_prefill_size == burst:
+        return f"the incumbent already prefills {burst} tokens per chunk"
+    return [candidate(D.PREFILL, {"chunked_prefill_size": burst},
+                      why=f"--chunked-prefill-size {burst}: the target load's prompts "
+                          f"({f.target_concurrency} x {f.mean_prompt_tokens} tokens) in one "
+                          "chunk instead of the memory-derived default")]
+
+
+def compilation(cfg: SglangConfig, f: LadderFacts) -> list[LadderCandidate] | str:
+    if f.gpu_count == 0:
+        return "SGLang's CUDA graphs and torch.compile are GPU paths; this run has no GPU"
+    if cfg.enable_torch_compile:
+        return "the incumbent already runs torch.compile"
+    return [candidate(D.COMPILATION, {"enable_torch_compile": True}, label="torch_compile",
+                      why="--enable-torch-compile: compiled decode kernels over the CUDA "
+                          "graphs, documented to help small models at small batch sizes; "
+                          "slower start, kept only if it measures better")]
+
+
+def prefix_caching(cfg: SglangConfig, f: LadderFacts) -> list[LadderCandidate] | str:
+    if f.prefix_reuse:
+        if cfg.disable_radix_cache:
+            return [candidate(D.PREFIX_CACHING, {"disable_radix_cache": False},
+                              label="radix_cache=on",
+                              why="the radix cache on: the workload shares prompt prefixes")]
+        return "the radix cache (on by default) already serves the workload's shared prefixes"
+    if cfg.disable_radix_cache:
+        return "the incumbent already runs without the radix cache"
+    return [candidate(D.PREFIX_CACHING, {"disable_radix_cache": True}, label="radix_cache=off",
+                      why="--disable-radix-cache: the workload has no shared prefixes, so the "
+                          "tree's matching and eviction are pure overhead")]
+
+
+def parallel_layout(cfg: SglangConfig, f: LadderFacts) -> list[LadderCandidate] | str:
+    return layout_candidates(LAYOUT, cfg, f)
+
+
+def speculative(cfg: SglangConfig, f: LadderFacts) -> str:
+    return ("not on SGLang's ladder yet: --speculative-algorithm (EAGLE/EAGLE3/NEXTN/NGRAM) "
+            "needs the exact model's drafter found and verified through the download gate")
+
+
+RULES = ladder_rules(weights, kv_precision, scheduling, prefill, compilation, prefix_caching,
+                     parallel_layout, speculative)

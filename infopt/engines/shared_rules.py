@@ -1,0 +1,39 @@
+"""Ladder rules that read the same on every engine whose config has the knob: the exact
+model's other checkpoints, and the parallel layouts spelt through the adapter's LayoutKnobs.
+Pure; each engine's ladder module passes its own config and knobs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from infopt.engines.ladder import LadderFacts, candidate
+from infopt.engines.layout import LayoutKnobs
+from infopt.specs.ladder import Dimension as D
+from infopt.specs.ladder import LadderCandidate
+
+
+def checkpoint_variants(cfg: Any, f: LadderFacts) -> list[LadderCandidate] | str:
+    """Each local checkpoint of the exact model the incumbent does not already load."""
+    out = [candidate(D.WEIGHTS, {"model_path": v.path}, label=v.label,
+                     why=f"{v.fmt} checkpoint of the exact model"
+                     + (f"; {v.why}" if v.why else ""))
+           for v in f.weight_variants if v.path != cfg.model_path]
+    return out or (f.weights_note or "only this checkpoint of the model is local; others come "
+                   "through the download gate (model.download)")
+
+
+def layout_candidates(knobs: LayoutKnobs, cfg: Any, f: LadderFacts
+                      ) -> list[LadderCandidate] | str:
+    """The layout matrix's layouts as this engine spells them, less the incumbent's own."""
+    if f.gpu_count <= 1:
+        return "one device: no tensor/pipeline/data/expert-parallel layout to compare"
+    out = []
+    for layout, why in f.layouts:
+        changes = knobs.changes_from(cfg, layout)
+        if isinstance(changes, str) or not changes or all(
+                getattr(cfg, k) == v for k, v in changes.items()):
+            continue  # the TP=1 control, a layout the engine cannot run, or the incumbent's
+        out.append(candidate(D.PARALLEL_LAYOUT, changes, why=f"{layout.label}: {why}",
+                             label=layout.label.replace("=", "").replace(" ", "_"),
+                             family=layout.family))
+    return out or f"no layout of {f.gpu_count} GPUs divides this model's heads"
