@@ -39,7 +39,8 @@ def render_hardware(hw: HardwareInventory) -> str:
         lines.append(f"GPU {g.index}: {g.name} [{g.catalog_match or 'not in catalog'}], "
                      f"{_gib(g.memory_total_bytes)}, CC {g.compute_capability or '?'}{bw_txt}")
     for pair in hw.gpu_pairs:
-        lines.append(f"  GPU{pair.a}<->GPU{pair.b}: PCIe {pair.pcie_path}, NVLink x"
+        path = pair.pcie_path or "path not recorded"
+        lines.append(f"  GPU{pair.a}<->GPU{pair.b}: PCIe {path}, NVLink x"
                      f"{pair.nvlink_links or 0}")
     lines += [f"note: {n}" for n in hw.gpu_notes]
     return "\n".join(lines)
