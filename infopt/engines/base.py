@@ -228,6 +228,10 @@ class EngineAdapter(Generic[C]):
     # Exact teacher forcing for the quality gate (infopt.engines.scoring). None: the gate
     # cannot score this engine's tokens and says so.
     token_scoring: TokenScoring | None = None
+    # (startup log, config) -> why the ready engine serves less context than it was given
+    # (an engine that shortens max_seq_len to fit its KV pool, with a warning only); None:
+    # it does not do that, or did not. A start that did is refused: context is never cut.
+    context_shortened: Callable[[str, Any], str | None] | None = None
     # (GET path, JSON key) that only this engine's server answers with: tells a bare URL's
     # engine apart (infopt.engines.identify_engine). None: not identifiable this way.
     identity_probe: tuple[str, str] | None = None

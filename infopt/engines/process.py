@@ -17,6 +17,7 @@ import subprocess
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -152,6 +153,7 @@ def start(adapter: EngineAdapter, config, executable: str, log_path: Path,
     try:
         _wait_ready(proc, f"{url}{adapter.health_path}", timeout_s, poll_interval_s, log_path,
                     adapter.display_name)
+        _refuse_shortened_context(adapter, config, log_path)
     except BaseException:
         stop(proc.pid)
         raise
@@ -161,6 +163,16 @@ def start(adapter: EngineAdapter, config, executable: str, log_path: Path,
         log_path=str(log_path), startup_s=time.perf_counter() - t0,
         bind_addresses=listening(proc.pid),
         api_key_source=exposure.key_source if secret_env and exposure else None)
+
+
+def _refuse_shortened_context(adapter: EngineAdapter, config: Any, log_path: Path) -> None:
+    if adapter.context_shortened is None:
+        return
+    why = adapter.context_shortened(Path(log_path).read_text(errors="replace"), config)
+    if why is not None:
+        raise EngineStartError(f"{adapter.display_name} started but {why}; infopt never serves "
+                               "a shorter context than asked. Engine log: " + str(log_path),
+                               str(log_path))
 
 
 _PORT_TAKEN = re.compile(r"address already in use|couldn't bind", re.IGNORECASE)

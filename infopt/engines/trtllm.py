@@ -140,6 +140,33 @@ def kv_from_log(text: str) -> KvObservation | None:
     return None
 
 
+# _torch/pyexecutor/resource_manager.py: when the KV pool holds fewer tokens than max_seq_len,
+# the PyTorch backend warns "Attention window size N exceeds upper bound M for available
+# blocks. Reducing to M." and "Adjusted max_seq_len to M", then serves the shorter context.
+# It sizes twice (a small pool for the profiling run, then the real one), warning before each
+# "Allocated ... paged KV cache" line: only the warnings before the last allocation speak for
+# the served pool; the "max_seq_len=N, max_num_requests=M" line after it, where printed, says
+# what is served.
+_ADJUSTED_RE = re.compile(r"Adjusted max_seq_len to (\d+)")
+_SERVED_RE = re.compile(r"max_seq_len=(\d+), max_num_requests=")
+
+
+def context_shortened(text: str, cfg: TrtllmConfig) -> str | None:
+    allocations = [m.start() for m in _ALLOCATED_RE.finditer(text)]
+    served = [int(m.group(1)) for m in _SERVED_RE.finditer(text)]
+    if served:
+        final = served[-1]
+    else:
+        start = allocations[-2] if len(allocations) >= 2 else 0
+        end = allocations[-1] if allocations else len(text)
+        adjusted = [int(m.group(1)) for m in _ADJUSTED_RE.finditer(text, start, end)]
+        final = min(adjusted) if adjusted else cfg.max_seq_len
+    if final >= cfg.max_seq_len:
+        return None
+    return (f"lowered max_seq_len from {cfg.max_seq_len} to {final} tokens to fit its KV pool "
+            "(\"Adjusted max_seq_len to ...\")")
+
+
 # tensorrt_llm/__init__.py prints "[TensorRT-LLM] TensorRT LLM version: X" on import (older
 # releases: "TensorRT-LLM version: X"), so any trtllm-serve invocation reports it.
 _VERSION_RE = re.compile(r"TensorRT[- ]LLM version: (\S+)")
@@ -227,6 +254,7 @@ ADAPTER = EngineAdapter(
     readiness_timeout_s=readiness_timeout_s,
     metric_prefix="trtllm_",
     kv_from_log=kv_from_log,
+    context_shortened=context_shortened,
     memory_shape=memory_shape,
     control_config=control_config,
     upstream_repos=("NVIDIA/TensorRT-LLM",),

@@ -486,3 +486,23 @@ def test_with_knob_on_the_new_engines():
     assert isinstance(m, MlxConfig) and m.decode_concurrency == 4
     with pytest.raises(ValidationError):
         with_knob(m, "decode_concurrency", 0)
+
+
+def test_trtllm_shortening_max_seq_len_is_seen_only_for_the_served_pool():
+    """TensorRT-LLM sizes a small pool for its profiling run (which may clamp max_seq_len)
+    and then the real one; only a clamp of the real one shortens what is served."""
+    from infopt.engines import trtllm
+    from infopt.specs.serving import TrtllmConfig
+
+    cfg = TrtllmConfig(model_path="/m", served_model_name="m", max_seq_len=131072)
+    warn = ("[TRT-LLM] [W] Attention window size 131072 exceeds upper bound {n} for available "
+            "blocks. Reducing to {n}.\n[TRT-LLM] [W] Adjusted max_seq_len to {n}\n")
+    alloc = ("[TensorRT-LLM][INFO] [MemUsageChange] Allocated {g} GiB for max tokens in paged "
+             "KV cache ({n}).\n")
+    profiling = warn.format(n=8224) + alloc.format(g="1.00", n=8224)
+    fits = profiling + "[TRT-LLM] [I] Peak memory ...\n" + alloc.format(g="56.85", n=465728)
+    assert trtllm.context_shortened(fits, cfg) is None
+    short = profiling + warn.format(n=68000) + alloc.format(g="10.38", n=68000)
+    assert "from 131072 to 68000" in trtllm.context_shortened(short, cfg)
+    served = fits + "[TRT-LLM] [I] max_seq_len=65536, max_num_requests=2048\n"
+    assert "to 65536" in trtllm.context_shortened(served, cfg)

@@ -84,7 +84,11 @@ def test_parse_catalog_handles_empty_cells_and_aliases():
 
 @pytest.mark.parametrize("fixture", sorted(FIXTURES.glob("*.json")), ids=lambda p: p.stem)
 def test_recorded_memory_totals_agree_with_catalog(fixture):
-    for device in json.loads(fixture.read_text())["devices"]:
+    recorded = json.loads(fixture.read_text())
+    for device in recorded["devices"]:
+        if "memory_total_mib" not in device:  # a host whose memory the source does not give
+            assert any("memory" in k for k in recorded.get("not_recorded", [])), fixture
+            continue
         spec = match_gpu(device["name"], device["memory_total_mib"] * MIB)
         assert spec is not None, device["name"]
         assert spec.nvml_memory_total_mib == device["memory_total_mib"]
