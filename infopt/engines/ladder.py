@@ -50,6 +50,9 @@ class LadderFacts:
     weights_note: str | None = None  # why no (more) weight variants exist, when none do
     current_weights: str | None = None  # the format of the checkpoint the run started from
     speculative_draft: str | None = None  # a draft model found for the exact model, if any
+    # The host RAM the user allows for reusable KV prefixes (request.kv_prefix_budget; None:
+    # not given, so a tier is measured at the engine's own size, never grown past it).
+    kv_prefix_ram_bytes: int | None = None
     # The parallel-layout matrix's layouts with their reasons (infopt.costmodel.layouts), when
     # the run has several GPUs; the TP=1 control first.
     layouts: tuple[tuple[Any, str], ...] = ()

@@ -81,6 +81,8 @@ def build_launch(cfg: LlamaCppConfig, executable: str, port: int) -> Launch:
         argv += ["-ub", str(cfg.ubatch_tokens)]
     if cfg.spec_type is not None:
         argv += ["--spec-type", cfg.spec_type]
+    if cfg.cache_ram_mib is not None:
+        argv += ["--cache-ram", str(cfg.cache_ram_mib)]
     if cfg.log_verbosity is not None:
         argv += ["-lv", str(cfg.log_verbosity)]
     return Launch(argv=argv, engine=EngineName.LLAMACPP.value, port=port,

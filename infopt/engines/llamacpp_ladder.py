@@ -125,11 +125,40 @@ def speculative(cfg: LlamaCppConfig, f: LadderFacts) -> list[LadderCandidate] | 
     why = ("n-gram drafting from the tokens in context (--spec-type ngram-simple, no draft "
            "model): lossless under greedy decoding; pays off when the output repeats the "
            "prompt or itself, and can lose when the CPU is already saturated by the batch")
-    note = ("" if f.speculative_draft else "; no draft model of the exact model is known here, "
-            "and this build has no host-RAM KV tier (--cache-ram)")
+    note = ("" if f.speculative_draft else "; no draft model of the exact model is known here")
     return [candidate(D.SPECULATIVE, {"spec_type": "ngram-simple"}, label="spec=ngram-simple",
                       why=why + note)]
 
 
+# The bundled build's --cache-ram default (llama-server --help: "default: 8192").
+DEFAULT_CACHE_RAM_MIB = 8192
+MIB = 2**20
+
+
+def kv_tier(cfg: LlamaCppConfig, f: LadderFacts) -> list[LadderCandidate] | str:
+    """The host-RAM prompt cache (--cache-ram), measured only where prompts share prefixes:
+    idle slots' prompts are kept in RAM and restored for a later request with the same
+    prefix instead of prefilling it again. The build's default keeps 8 GiB; the candidates
+    are the tier sized to the user's allowance, and no tier (does it earn its RAM here?)."""
+    if not f.prefix_reuse:
+        return ("the workload shares no prompt prefixes: a host-RAM prompt cache has nothing to "
+                "restore (the build's own --cache-ram stays)")
+    current = DEFAULT_CACHE_RAM_MIB if cfg.cache_ram_mib is None else cfg.cache_ram_mib
+    out = []
+    allowed = None if f.kv_prefix_ram_bytes is None else f.kv_prefix_ram_bytes // MIB
+    if allowed is not None and allowed > 0 and allowed != current:
+        out.append(candidate(D.KV_TIER, {"cache_ram_mib": allowed},
+                             label=f"cache_ram={allowed}MiB",
+                             why=f"--cache-ram {allowed}: the prompt cache sized to the "
+                                 f"kv_prefix_budget the user allows ({allowed} MiB of host RAM) "
+                                 f"instead of {current} MiB"))
+    if current != 0:
+        out.append(candidate(D.KV_TIER, {"cache_ram_mib": 0}, label="cache_ram=off",
+                             why=f"--cache-ram 0: no host-RAM tier, against {current} MiB: the "
+                                 "tier is kept only if restoring prefixes measures better than "
+                                 "prefilling them again"))
+    return out or "the incumbent already runs without a host-RAM prompt cache"
+
+
 RULES = ladder_rules(weights, kv_precision, scheduling, prefill, compilation, prefix_caching,
-                     parallel_layout, speculative)
+                     parallel_layout, speculative, kv_tier)

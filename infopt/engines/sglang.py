@@ -95,6 +95,8 @@ def build_launch(cfg: SglangConfig, python: str, port: int) -> Launch:
         argv.append("--enable-torch-compile")
     if cfg.disable_radix_cache:
         argv.append("--disable-radix-cache")
+    if cfg.hicache_size_gb is not None:
+        argv += ["--enable-hierarchical-cache", "--hicache-size", str(cfg.hicache_size_gb)]
     # Local weights only: the optimizer never lets an engine reach a hub on its own.
     return Launch(argv=argv, env={"HF_HUB_OFFLINE": "1"}, engine=EngineName.SGLANG.value,
                   port=port, model_path=cfg.model_path)

@@ -6,7 +6,11 @@ from __future__ import annotations
 
 from infopt.engines.ladder import LadderFacts, candidate, ladder_rules
 from infopt.engines.layout import LayoutKnobs
-from infopt.engines.shared_rules import checkpoint_variants, layout_candidates
+from infopt.engines.shared_rules import (
+    checkpoint_variants,
+    host_ram_tier,
+    layout_candidates,
+)
 from infopt.specs.ladder import Dimension as D
 from infopt.specs.ladder import LadderCandidate
 from infopt.specs.serving import SglangConfig
@@ -94,5 +98,16 @@ def speculative(cfg: SglangConfig, f: LadderFacts) -> str:
             "needs the exact model's drafter found and verified through the download gate")
 
 
+def kv_tier(cfg: SglangConfig, f: LadderFacts) -> list[LadderCandidate] | str:
+    """The hierarchical cache (--enable-hierarchical-cache --hicache-size, GB of host memory
+    per rank): the radix cache spills to host RAM and loads prefixes back."""
+    size = max(1, (f.kv_prefix_ram_bytes or 0) // 10**9)
+    return host_ram_tier(f, cfg.hicache_size_gb, "hicache_size_gb", size, "GB",
+                         "--enable-hierarchical-cache --hicache-size", "hicache",
+                         "SGLang's hierarchical cache backs GPU memory with host RAM; this run "
+                         "has no GPU")
+
+
+
 RULES = ladder_rules(weights, kv_precision, scheduling, prefill, compilation, prefix_caching,
-                     parallel_layout, speculative)
+                     parallel_layout, speculative, kv_tier)

@@ -65,7 +65,8 @@ _VALUE_FLAGS = (("max_num_seqs", "--max-num-seqs"),
                 ("tensor_parallel_size", "--tensor-parallel-size"),
                 ("pipeline_parallel_size", "--pipeline-parallel-size"),
                 ("data_parallel_size", "--data-parallel-size"),
-                ("distributed_executor_backend", "--distributed-executor-backend"))
+                ("distributed_executor_backend", "--distributed-executor-backend"),
+                ("kv_offloading_size_gib", "--kv-offloading-size"))
 
 
 def _flags(cfg: VllmConfig) -> list[str]:

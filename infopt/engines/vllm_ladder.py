@@ -5,7 +5,11 @@ from __future__ import annotations
 
 from infopt.engines.ladder import LadderFacts, candidate, ladder_rules
 from infopt.engines.layout import LayoutKnobs
-from infopt.engines.shared_rules import checkpoint_variants, layout_candidates
+from infopt.engines.shared_rules import (
+    checkpoint_variants,
+    host_ram_tier,
+    layout_candidates,
+)
 from infopt.specs.ladder import Dimension as D
 from infopt.specs.ladder import LadderCandidate
 from infopt.specs.serving import VllmConfig
@@ -87,5 +91,17 @@ def speculative(cfg: VllmConfig, f: LadderFacts) -> str:
             "exact model")
 
 
+def kv_tier(cfg: VllmConfig, f: LadderFacts) -> list[LadderCandidate] | str:
+    """Native CPU offloading (--kv-offloading-size, GiB summed over TP ranks): KV blocks
+    evicted from the GPU kept in host RAM and brought back for a later request with the same
+    prefix."""
+    size = round((f.kv_prefix_ram_bytes or 0) / 2**30, 1)
+    return host_ram_tier(f, cfg.kv_offloading_size_gib, "kv_offloading_size_gib", size, "GiB",
+                         "--kv-offloading-size", "kv_offload",
+                         "on the CPU backend the KV cache already lives in host RAM: no tier "
+                         "below it")
+
+
+
 RULES = ladder_rules(weights, kv_precision, scheduling, prefill, compilation, prefix_caching,
-                     parallel_layout, speculative)
+                     parallel_layout, speculative, kv_tier)

@@ -20,6 +20,7 @@ def summarize_level(records: list[RequestRecord], concurrency: int, wall_s: floa
     out_tokens = sum(r.output_tokens or 0 for r in ok)
     prompts = [r.prompt_tokens for r in ok if r.prompt_tokens is not None]
     tpots = [r.tpot_s for r in ok if r.tpot_s is not None]
+    cached = [r.prompt_tokens_cached for r in ok if r.prompt_tokens_cached is not None]
     per_s = (lambda x: x / wall_s) if wall_s > 0 else (lambda x: 0.0)
     return LevelResult(
         concurrency=concurrency,
@@ -37,6 +38,7 @@ def summarize_level(records: list[RequestRecord], concurrency: int, wall_s: floa
         output_tokens_total=out_tokens,
         prompt_tokens_total=sum(prompts),
         prompt_tokens_mean=float(np.mean(prompts)) if prompts else None,
+        prompt_tokens_cached_total=sum(cached) if cached else None,
         output_tokens_per_s=per_s(out_tokens),
         total_tokens_per_s=per_s(out_tokens + sum(prompts)),
         requests_per_s=per_s(len(ok)),

@@ -22,6 +22,9 @@ def trial_row(t: Trial, target: int, unit: str) -> dict:
         "quality": None if t.quality is None else ("passed" if t.quality.passed else "failed"),
         f"TTFT p50 at {target} (ms)": _ms(lvl.ttft_s.p50) if lvl else None,
         f"ITL p50 at {target} (ms)": _ms(lvl.itl_s.p50) if lvl else None,
+        "prompt tokens from the prefix cache (%)": (
+            None if lvl is None or lvl.prefix_hit_ratio is None
+            else round(100 * lvl.prefix_hit_ratio, 1)),
         "requests": lvl.requests if lvl else None, "errors": lvl.errors if lvl else None,
         "failed": t.failed, "records": f"trials/{t.key}/requests.jsonl" if t.key else None,
     }

@@ -25,7 +25,8 @@ class Dimension(StrEnum):
     COMPILATION = "compilation"  # graph capture / torch.compile vs eager
     PREFIX_CACHING = "prefix_caching"
     PARALLEL_LAYOUT = "parallel_layout"  # TP -> PP -> DP -> EP
-    SPECULATIVE = "speculative"  # speculative decoding and KV offload tiers
+    SPECULATIVE = "speculative"  # speculative decoding: drafter and draft length
+    KV_TIER = "kv_tier"  # host-RAM / SSD tiers for reused KV prefixes (kv_prefix_budget)
     USER = "user"  # the request's own knob and values (`tune`) instead of the ladder
 
 

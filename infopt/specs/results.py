@@ -124,6 +124,9 @@ class LevelResult(Spec):
     output_tokens_total: int
     prompt_tokens_total: int = 0
     prompt_tokens_mean: float | None = None  # from usage.prompt_tokens (template included)
+    # Prompt tokens the engine served from its prefix cache (usage's cached_tokens), summed;
+    # None when it reported none for any request (not measured, not zero).
+    prompt_tokens_cached_total: int | None = None
     output_tokens_per_s: float  # aggregate over the measured phase's wall time
     total_tokens_per_s: float = 0.0  # (prompt + output tokens) / wall time
     requests_per_s: float
@@ -141,6 +144,13 @@ class LevelResult(Spec):
     # NVML during the phase, over the engine's GPUs (None: no GPU or not sampled).
     gpu_util_percent_mean: float | None = None
     gpu_memory_used_peak_bytes: int | None = None
+
+    @property
+    def prefix_hit_ratio(self) -> float | None:
+        """The share of prompt tokens served from the prefix cache (None: not reported)."""
+        if self.prompt_tokens_cached_total is None or not self.prompt_tokens_total:
+            return None
+        return self.prompt_tokens_cached_total / self.prompt_tokens_total
 
 
 class SloResult(Spec):

@@ -76,6 +76,10 @@ class LlamaCppConfig(_Common):
     # --spec-type: speculative drafting without a draft model (n-gram lookup in the context);
     # None = none (llama.cpp's default).
     spec_type: Literal["ngram-simple", "ngram-map-k", "ngram-mod", "ngram-cache"] | None = None
+    # --cache-ram: the host-RAM prompt cache (MiB) that keeps idle slots' prompts for later
+    # requests with the same prefix (llama.cpp PR 16391); None = the build's default, 8192;
+    # 0 = off; -1 = no limit.
+    cache_ram_mib: int | None = Field(None, ge=-1)
     # -lv: 4 makes this build log its KV buffer sizes (checked against the cost model).
     log_verbosity: int | None = Field(None, ge=0, le=5)
 
@@ -118,6 +122,9 @@ class VllmConfig(_Common):
     # multiprocessing on). None = vLLM's default.
     distributed_executor_backend: Literal["mp", "uni", "ray"] | None = None
     engine_core_multiprocessing: bool | None = None
+    # --kv-offloading-size: a host-RAM tier for KV blocks (GiB, summed over TP ranks; the
+    # native backend), vllm/config/cache.py 0.32; None = no tier (vLLM's default).
+    kv_offloading_size_gib: float | None = Field(None, gt=0)
 
 
 class SglangConfig(_Common):
@@ -146,6 +153,9 @@ class SglangConfig(_Common):
     disable_cuda_graph: bool = False
     enable_torch_compile: bool = False
     disable_radix_cache: bool = False
+    # --enable-hierarchical-cache with --hicache-size (GB of host memory per rank): the radix
+    # cache's host-RAM tier (HiCache); None = no tier (SGLang's default).
+    hicache_size_gb: int | None = Field(None, ge=1)
     speculative_algorithm: Literal["EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM"] | None = None
     speculative_draft_model_path: str | None = None
     speculative_num_steps: int | None = Field(None, ge=1)

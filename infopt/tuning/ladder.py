@@ -86,7 +86,8 @@ def _cap_rule(adapter: EngineAdapter):
 
 def ladder_facts(model: ModelProfile, hw: HardwareInventory, workload: Workload,
                  base: Trial | None, variants: tuple[WeightVariant, ...] = (),
-                 weights_note: str | None = None, current: str | None = None) -> LadderFacts:
+                 weights_note: str | None = None, current: str | None = None,
+                 kv_prefix_ram_bytes: int | None = None) -> LadderFacts:
     """The facts the rules derive from: the device, and the workload as the baseline measured
     it (prompt tokens with the chat template; forced output tokens)."""
     t = workload.target_concurrency
@@ -98,6 +99,7 @@ def ladder_facts(model: ModelProfile, hw: HardwareInventory, workload: Workload,
     return LadderFacts(
         target_concurrency=t, usable_cpus=hw.host.usable_cpus,
         physical_cores=hw.host.physical_cores, gpu_count=len(hw.gpus),
+        kv_prefix_ram_bytes=kv_prefix_ram_bytes,
         mean_prompt_tokens=prompt, mean_output_tokens=output,
         prefix_reuse=workload.traffic.prefix.reuse_ratio > 0, kv_read_share=share,
         weight_variants=variants, weights_note=weights_note, current_weights=current,

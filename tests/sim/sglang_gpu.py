@@ -91,6 +91,8 @@ def parser() -> argparse.ArgumentParser:
                    choices=["full", "breakable", "disabled"])
     p.add_argument("--enable-torch-compile", action="store_true")
     p.add_argument("--disable-radix-cache", action="store_true")
+    p.add_argument("--enable-hierarchical-cache", action="store_true")
+    p.add_argument("--hicache-size", type=int, default=0)  # GB of host memory per rank
     for flag in ("--speculative-algorithm", "--speculative-draft-model-path"):
         p.add_argument(flag, default=None)
     for flag in ("--speculative-num-steps", "--speculative-eagle-topk",

@@ -90,6 +90,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--enable-auto-tool-choice", action="store_true")
     p.add_argument("--enable-prefix-caching", action=argparse.BooleanOptionalAction)
     p.add_argument("--enable-expert-parallel", action="store_true")
+    p.add_argument("--kv-offloading-size", type=float, default=None)  # GiB of host RAM
     return p
 
 

@@ -34,7 +34,7 @@ def labels(out) -> list[str]:
 def test_the_dimensions_come_in_the_specifications_order():
     assert [d.value for d in LADDER_ORDER] == [
         "weights", "kv_precision", "scheduling", "prefill", "compilation", "prefix_caching",
-        "parallel_layout", "speculative"]
+        "parallel_layout", "speculative", "kv_tier"]
     for engine in EngineName:
         assert list(lad.rules_for(adapter_for(engine))) == list(LADDER_ORDER)
 
@@ -268,3 +268,37 @@ def test_sglang_derives_each_dimension_from_its_documented_server_arguments():
             assert any(a.startswith("--") for a in argv[5:])
     cpu = lad.derive(rules[Dimension.COMPILATION], "sglang", base, facts(gpu_count=0))
     assert "GPU paths" in cpu
+
+
+def test_kv_tiers_are_tried_only_on_shared_prefixes_and_within_the_users_allowance():
+    from infopt.engines import sglang
+
+    rules = lad.rules_for(llamacpp.ADAPTER)[Dimension.KV_TIER]
+    # No shared prefixes: nothing for a tier to restore.
+    assert "shares no prompt prefixes" in lad.derive(rules, "llamacpp", BASE, facts())
+    # Shared prefixes: without the build's default 8 GiB tier, and sized to the allowance.
+    got = lad.derive(rules, "llamacpp", BASE, facts(prefix_reuse=True,
+                                                     kv_prefix_ram_bytes=2 * 2**30))
+    assert labels(got) == ["cache_ram=2048MiB", "cache_ram=off"]
+    assert "--cache-ram" in " ".join(
+        llamacpp.build_launch(lad.apply(BASE, got[0]), "llama-server", 8080).argv)
+    assert labels(lad.derive(rules, "llamacpp", BASE, facts(prefix_reuse=True))) == [
+        "cache_ram=off"]
+    # GPU engines: only with a GPU, and only with RAM the user allowed.
+    v = lad.rules_for(vllm.ADAPTER)[Dimension.KV_TIER]
+    vbase = vllm.baseline_config(T)
+    assert "already lives in host RAM" in lad.derive(v, "vllm", vbase, facts(prefix_reuse=True))
+    assert "user's to allow" in lad.derive(v, "vllm", vbase, facts(prefix_reuse=True,
+                                                                    gpu_count=1))
+    got = lad.derive(v, "vllm", vbase, facts(prefix_reuse=True, gpu_count=1,
+                                             kv_prefix_ram_bytes=64 * 2**30))
+    assert labels(got) == ["kv_offload=64GiB"]
+    argv = vllm.build_launch(lad.apply(vbase, got[0]), "python", 8000).argv
+    assert argv[argv.index("--kv-offloading-size") + 1] == "64.0"
+    s = lad.rules_for(sglang.ADAPTER)[Dimension.KV_TIER]
+    sbase = sglang.baseline_config(T)
+    got = lad.derive(s, "sglang", sbase, facts(prefix_reuse=True, gpu_count=1,
+                                               kv_prefix_ram_bytes=64 * 10**9))
+    assert labels(got) == ["hicache=64GB"]
+    argv = sglang.build_launch(lad.apply(sbase, got[0]), "python", 30000).argv
+    assert "--enable-hierarchical-cache" in argv and argv[argv.index("--hicache-size") + 1] == "64"
