@@ -225,7 +225,8 @@ def start_configs(request: OptimizeRequest, engine: EngineName, model: ModelProf
                   ) -> tuple[AnyServingConfig, AnyServingConfig]:
     """(the control: the engine's defaults, the baseline plus the request's base_overrides),
     both in `shape` when the run starts on a layout or a shortened context (viability)."""
-    target = serving_target(model, hw, served_name=served_name(model), port=request.port)
+    target = serving_target(model, hw, served_name=served_name(model), port=request.port,
+                            kv_prefix_ram_bytes=request.kv_prefix_budget.ram_bytes)
     if shape is not None and shape.context_tokens:
         target = replace(target, native_context_tokens=shape.context_tokens)
     control, baseline = control_config(engine, target), baseline_config(engine, target)

@@ -125,6 +125,10 @@ class ServingTarget:
     native_context_tokens: int
     usable_cpus: int
     port: int | None = None
+    # The host RAM the user allows for reusable KV prefixes (request.kv_prefix_budget): an
+    # engine whose defaults keep more (llama.cpp's 8 GiB prompt cache) is capped to it in the
+    # baseline. None: not given.
+    kv_prefix_ram_bytes: int | None = None
 
 
 @dataclass(frozen=True)

@@ -33,6 +33,7 @@ from infopt.engines.base import (
 )
 from infopt.engines.kernel_log import KernelLog
 from infopt.engines.layout import LayoutKnobs
+from infopt.engines.llamacpp_ladder import DEFAULT_CACHE_RAM_MIB
 from infopt.engines.llamacpp_ladder import RULES as LADDER
 from infopt.engines.scoring import LLAMACPP_SCORING
 from infopt.specs.contract import ContractRemedy
@@ -168,10 +169,13 @@ def control_config(t: ServingTarget) -> LlamaCppConfig:
 
 def baseline_config(t: ServingTarget) -> LlamaCppConfig:
     """The simplest correct configuration: one slot holding the full native context, one
-    thread per usable CPU."""
+    thread per usable CPU; the host-RAM prompt cache within the RAM the user allows for KV
+    prefixes when that is less than the build's 8 GiB."""
+    allowed = None if t.kv_prefix_ram_bytes is None else t.kv_prefix_ram_bytes // 2**20
+    cap = allowed if allowed is not None and allowed < DEFAULT_CACHE_RAM_MIB else None
     return LlamaCppConfig(model_path=t.model_path, served_model_name=t.served_model_name,
                           port=t.port, threads=t.usable_cpus, parallel_slots=1,
-                          ctx_per_slot_tokens=t.native_context_tokens)
+                          ctx_per_slot_tokens=t.native_context_tokens, cache_ram_mib=cap)
 
 
 def kv_allocation(m: ModelInspection, memory_bytes: int, weights_bytes: int, tp: int, device: str,

@@ -10,6 +10,7 @@ from infopt.engines.shared_rules import (
     checkpoint_variants,
     host_ram_tier,
     layout_candidates,
+    prefill_burst_tokens,
 )
 from infopt.specs.ladder import Dimension as D
 from infopt.specs.ladder import LadderCandidate
@@ -54,8 +55,7 @@ def scheduling(cfg: SglangConfig, f: LadderFacts) -> list[LadderCandidate] | str
 def prefill(cfg: SglangConfig, f: LadderFacts) -> list[LadderCandidate] | str:
     # Tokens per prefill chunk: the target load's prompts in one chunk. SGLang's default is by
     # GPU memory (2048 under 35 GB up to 16384 on the largest: server_args.py).
-    burst = max(256, 1 << (max(1, f.mean_prompt_tokens * f.target_concurrency) - 1)
-                .bit_length())
+    burst = prefill_burst_tokens(f)
     if cfg.chunked_prefill_size == burst:
         return f"the incumbent already prefills {burst} tokens per chunk"
     return [candidate(D.PREFILL, {"chunked_prefill_size": burst},

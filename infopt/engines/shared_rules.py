@@ -12,6 +12,13 @@ from infopt.specs.ladder import Dimension as D
 from infopt.specs.ladder import LadderCandidate
 
 
+def prefill_burst_tokens(f: LadderFacts) -> int:
+    """Tokens per scheduler step that take the target load's prompts at once (a power of two,
+    at least 256): the prefill dimension's value on every engine with such a budget."""
+    return max(256, 1 << (max(1, f.mean_prompt_tokens * f.target_concurrency) - 1)
+               .bit_length())
+
+
 def checkpoint_variants(cfg: Any, f: LadderFacts) -> list[LadderCandidate] | str:
     """Each local checkpoint of the exact model the incumbent does not already load."""
     out = [candidate(D.WEIGHTS, {"model_path": v.path}, label=v.label,

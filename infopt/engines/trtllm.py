@@ -53,7 +53,8 @@ from infopt.engines.base import (
     min_tokens_and_ignore_eos,
     version_report,
 )
-from infopt.engines.layout import LayoutKnobs
+from infopt.engines.trtllm_ladder import LAYOUT
+from infopt.engines.trtllm_ladder import RULES as LADDER
 from infopt.specs.fit import KvObservation
 from infopt.specs.inspection import ModelInspection
 from infopt.specs.serving import EngineName, TrtllmConfig
@@ -264,9 +265,6 @@ ADAPTER = EngineAdapter(
     container_executable="trtllm-serve",
     # The KV type is kv_cache_config.dtype, a nested option, not a flat knob.
     kv_dtype_knobs=(),
-    layout_knobs=LayoutKnobs(tp="tp_size", pp="pp_size", ep="ep_size", missing=(
-        "trtllm-serve runs one TP x PP engine per server; DP replicas are separate servers "
-        "behind a router (or attention DP: enable_attention_dp in the extra options)"),
-        rank_order="tensorrt_llm/mapping.py: tp_groups are consecutive ranks, pp_groups "
-        "range(i, world_size, tp_size)"),
+    layout_knobs=LAYOUT,
+    ladder=LADDER,
 )

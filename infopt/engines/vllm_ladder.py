@@ -9,6 +9,7 @@ from infopt.engines.shared_rules import (
     checkpoint_variants,
     host_ram_tier,
     layout_candidates,
+    prefill_burst_tokens,
 )
 from infopt.specs.ladder import Dimension as D
 from infopt.specs.ladder import LadderCandidate
@@ -49,8 +50,7 @@ def scheduling(cfg: VllmConfig, f: LadderFacts) -> list[LadderCandidate] | str:
 
 def prefill(cfg: VllmConfig, f: LadderFacts) -> list[LadderCandidate] | str:
     # Tokens per scheduler step (chunked prefill's budget): the target load's prompts at once.
-    burst = max(256, 1 << (max(1, f.mean_prompt_tokens * f.target_concurrency) - 1)
-                .bit_length())
+    burst = prefill_burst_tokens(f)
     if cfg.max_num_batched_tokens == burst:
         return f"the incumbent already schedules {burst} tokens per step"
     return [candidate(D.PREFILL, {"max_num_batched_tokens": burst},

@@ -348,11 +348,39 @@ def with_knob(config: AnyServingConfig, knob: str, value: Any) -> AnyServingConf
         else:
             env[name] = str(value)
         return _SERVING_ADAPTER.validate_python({**data, "env": env})
+    if "." in knob:  # a nested option: "extra_llm_api_options.kv_cache_config.dtype"
+        return _SERVING_ADAPTER.validate_python(_set_nested(data, knob, value, config.engine))
     if knob not in data:
         raise ValueError(f"engine {config.engine} has no knob '{knob}'; knobs: "
                          f"{sorted(k for k in data if k not in _Common.model_fields)}")
     data[knob] = value
     return _SERVING_ADAPTER.validate_python(data)
+
+
+def knob_value(config: AnyServingConfig, knob: str) -> Any:
+    """A knob's value, following a dotted path through nested option blocks (an unset block:
+    None)."""
+    node: Any = config
+    for key in knob.split("."):
+        if node is None:
+            return None
+        node = getattr(node, key)
+    return node
+
+
+def _set_nested(data: dict[str, Any], knob: str, value: Any, engine: str) -> dict[str, Any]:
+    """`data` with the dotted path set (unset blocks created; validation refuses a key the
+    block does not have)."""
+    head, *rest = knob.split(".")
+    if head not in data:
+        raise ValueError(f"engine {engine} has no knob '{head}' (in '{knob}')")
+    node = data
+    for key in [head, *rest[:-1]]:
+        if node.get(key) is None:
+            node[key] = {}
+        node = node[key]
+    node[rest[-1]] = value
+    return data
 
 
 def with_knobs(config: AnyServingConfig, changes: Mapping[str, Any]) -> AnyServingConfig:

@@ -6,7 +6,7 @@ measurement changes (configuration, workload, engine version, model file, seed, 
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field
 
@@ -72,12 +72,28 @@ def changes_from(control: AnyServingConfig, config: AnyServingConfig) -> list[Kn
         raise ValueError(f"a change is relative to a control of the same engine "
                          f"({a.get('engine')} vs {b.get('engine')})")
     skip = {"engine", "model_path", "served_model_name", "host", "port", "env"}
-    knobs = [KnobChange(knob=k, control=a[k], value=b[k]) for k in b
-             if k not in skip and a.get(k) != b[k]]
+    flat_a = _flat({k: v for k, v in a.items() if k not in skip})
+    flat_b = _flat({k: v for k, v in b.items() if k not in skip})
+    knobs = [KnobChange(knob=k, control=flat_a.get(k), value=v) for k, v in flat_b.items()
+             if flat_a.get(k) != v]
+    knobs += [KnobChange(knob=k, control=v, value=None) for k, v in flat_a.items()
+              if k not in flat_b and v is not None]
     # An environment variable is a change of its own: `env.NAME` (None: not set).
     env_a, env_b = a.get("env") or {}, b.get("env") or {}
     return knobs + [KnobChange(knob=f"env.{k}", control=env_a.get(k), value=env_b.get(k))
                     for k in sorted(env_a.keys() | env_b.keys()) if env_a.get(k) != env_b.get(k)]
+
+
+def _flat(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """Nested option blocks (TensorRT-LLM's LLM API options) as dotted knobs, as with_knob
+    takes them: {"a": {"b": 1}} -> {"a.b": 1}; an unset block adds nothing."""
+    out: dict[str, Any] = {}
+    for k, v in data.items():
+        if isinstance(v, dict):
+            out.update(_flat(v, f"{prefix}{k}."))
+        else:
+            out[f"{prefix}{k}"] = v
+    return out
 
 
 def trial_key(spec: TrialSpec, workload: Workload, engine_version: str,

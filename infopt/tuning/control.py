@@ -20,10 +20,11 @@ from infopt.specs.workload import HIGHER_IS_BETTER, Objective
 
 
 def serving_target(model: ModelProfile, hw: HardwareInventory, served_name: str,
-                   port: int | None) -> ServingTarget:
+                   port: int | None, kv_prefix_ram_bytes: int | None = None) -> ServingTarget:
     return ServingTarget(model_path=model.path, served_model_name=served_name,
                          native_context_tokens=model.native_context_tokens,
-                         usable_cpus=hw.host.usable_cpus, port=port)
+                         usable_cpus=hw.host.usable_cpus, port=port,
+                         kv_prefix_ram_bytes=kv_prefix_ram_bytes)
 
 
 def control_config(engine: EngineName, target: ServingTarget) -> AnyServingConfig:

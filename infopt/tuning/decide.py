@@ -12,7 +12,7 @@ from infopt.analysis.compare import bootstrap_diff
 from infopt.analysis.stats import median_and_spread
 from infopt.specs.comparison import Comparison
 from infopt.specs.ladder import LadderCandidate
-from infopt.specs.serving import AnyServingConfig, with_knob
+from infopt.specs.serving import AnyServingConfig, knob_value, with_knob
 
 if TYPE_CHECKING:  # the rules are the adapters' data, passed in: never imported here
     from infopt.engines.ladder import DimensionRule, LadderFacts
@@ -35,7 +35,7 @@ def derive(rule: DimensionRule | None, engine: str, incumbent: AnyServingConfig,
 
 
 def _changes_something(config: AnyServingConfig, c: LadderCandidate) -> bool:
-    return any(getattr(config, k) != v for k, v in c.changes.items())
+    return any(knob_value(config, k) != v for k, v in c.changes.items())
 
 
 def apply(config: AnyServingConfig, c: LadderCandidate) -> AnyServingConfig:

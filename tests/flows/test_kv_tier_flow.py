@@ -1,9 +1,10 @@
 """A KV-tier candidate on the real llama-server (issue 33): the bundled SmolLM2 GGUF on a
 workload whose prompts share prefixes (4 groups of 192 shared tokens ahead of each request's
 own 32, over 2 slots, so a slot's prefix is often not the one the next request needs), the
-request allowing 256 MiB of host RAM for reusable prefixes. The kv_tier step tries llama.cpp's
-host-RAM prompt cache (--cache-ram) sized to that allowance, and none, against the build's own
-8 GiB default; every trial reports how much of its prompts the engine served from its cache.
+request allowing 256 MiB of host RAM for reusable prefixes. The baseline keeps llama.cpp's
+host-RAM prompt cache (--cache-ram) within that allowance (the build's default is 8 GiB), and
+the kv_tier step measures it against no tier; every trial reports how much of its prompts the
+engine served from its cache.
 One repeat each: the test asserts what ran and what was measured, not which tier wins."""
 
 from __future__ import annotations
@@ -37,11 +38,13 @@ def test_the_host_ram_prompt_cache_is_a_measured_candidate_on_shared_prefixes(
     report = optimize(request=request, runs_dir=str(tmp_path))
 
     step = next(s for s in report.ladder.steps if s.dimension.value == "kv_tier")
-    assert [c.candidate.label for c in step.candidates] == ["cache_ram=256MiB", "cache_ram=off"]
+    assert [c.candidate.label for c in step.candidates] == ["cache_ram=off"]
     trials = {t.value: t for t in report.trials if t.role != "control"}
-    assert "--cache-ram 256" in trials["cache_ram=256MiB"].engine.command
+    control = next(t for t in report.trials if t.role == "control")
+    assert "--cache-ram" not in control.engine.command  # the engine's own default, 8 GiB
+    assert "--cache-ram 256" in trials["baseline"].engine.command
     assert "--cache-ram 0" in trials["cache_ram=off"].engine.command
-    for label in ("baseline", "cache_ram=256MiB", "cache_ram=off"):
+    for label in ("baseline", "cache_ram=off"):
         t = trials[label]
         assert t.benchmark is not None and t.failed is None, (label, t.failed)
         level = t.benchmark.level(2)
@@ -53,9 +56,9 @@ def test_the_host_ram_prompt_cache_is_a_measured_candidate_on_shared_prefixes(
     # prefix groups over 2 slots hit far less often (measured here: 21% of prompt tokens
     # cached against 73% with the 256 MiB tier; TTFT p50 1.60 s against 0.48 s).
     hit = {label: trials[label].benchmark.level(2).prefix_hit_ratio
-           for label in ("cache_ram=256MiB", "cache_ram=off")}
-    assert hit["cache_ram=off"] < hit["cache_ram=256MiB"], hit
+           for label in ("baseline", "cache_ram=off")}
+    assert hit["cache_ram=off"] < hit["baseline"], hit
     # One repeat a side decides nothing: the incumbent (the build's default tier) stands.
     assert step.accepted is None
     md = (tmp_path / report.run_id / "report.md").read_text()
-    assert "kv_tier" in md and "cache_ram=256MiB" in md
+    assert "kv_tier" in md and "cache_ram=off" in md

@@ -67,7 +67,7 @@ def test_the_ladder_climbs_in_order_and_accepts_only_beyond_the_noise(report_and
     lad = report.ladder
     assert [s.dimension.value for s in lad.steps] == [
         "weights", "kv_precision", "scheduling", "prefill", "compilation", "prefix_caching",
-        "parallel_layout", "speculative"]
+        "parallel_layout", "speculative", "kv_tier"]
     steps = {s.dimension.value: s for s in lad.steps}
     assert all("not asked for" in steps[d].skipped for d in steps
                if d not in ("kv_precision", "scheduling"))

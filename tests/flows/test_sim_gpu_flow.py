@@ -1,7 +1,7 @@
 """The optimize flow on a SIMULATED GPU host (issue 32): the recorded 8x H100 SXM inventory
 (tests/fixtures/nvml, through infopt's NVML seam; one of its GPUs for the 1-GPU host) and the
-simulated engines (tests/sim/vllm_gpu.py, tests/sim/sglang_gpu.py) started from the adapters'
-argv, for real config.json files (Mixtral-8x7B on eight GPUs, Llama-3.1-8B-Instruct on one) with sparse weight shards of its real size (no bytes on disk; not hashed: the
+simulated engines (tests/sim/vllm_gpu.py, tests/sim/sglang_gpu.py, tests/sim/trtllm_gpu.py)
+started from the adapters' argv, for real config.json files (Mixtral-8x7B on eight GPUs, Llama-3.1-8B-Instruct on one) with sparse weight shards of its real size (no bytes on disk; not hashed: the
 digest is the shards' names, sizes and times). Every trial runs through the real flow, contract,
 quality gate, benchmark and ladder; what the engine prints and serves is simulated and says so.
 No GPU ran any of this."""
@@ -27,6 +27,7 @@ from tests.fixture_data import MODEL_CONFIGS
 from tests.integration.test_sim_vllm_gpu import sim_gpu
 from tests.sim import gpu_host as host
 from tests.sim import sglang_gpu as sim_sglang
+from tests.sim import trtllm_gpu as sim_trtllm
 from tests.sim import vllm_gpu as sim
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
@@ -62,6 +63,7 @@ def _sim_host(tmp: Path, gpus: int) -> pytest.MonkeyPatch:
     mp.setenv("INFOPT_SIM_TIME_SCALE", "3")
     mp.setenv("INFOPT_VLLM_PYTHON", sim.write_python(tmp / "sim-vllm" / "bin"))
     mp.setenv("INFOPT_SGLANG_PYTHON", sim_sglang.write_python(tmp / "sim-sglang" / "bin"))
+    mp.setenv("INFOPT_TRTLLM_SERVE", sim_trtllm.write_serve(tmp / "sim-trtllm" / "bin"))
     mp.setattr(engine_tuning, "model_digest", _stamp_digest)
     mp.setattr(reproduce, "model_digest", _stamp_digest)
     # The driver's process list: the simulated engines publish what they hold per GPU.
@@ -211,6 +213,30 @@ def test_a_70b_model_starts_on_the_smallest_tp_that_holds_it_at_its_full_context
     md = (run_dir / "report.md").read_text()
     assert "the baseline does not fit one GPU at the native 131,072-token context" in md
     assert "nvidia.com/gpu: '4'" in md and "--tensor-parallel-size 4" in md
+
+
+def test_tensorrt_llm_climbs_its_own_ladder_when_the_user_names_it(prefect_api, tmp_path):
+    """`engines: [trtllm]` on one simulated H100, two users (four would need 64 GiB of KV at
+    the full 131,072 tokens, more than is left): TensorRT-LLM's own rules (FP8
+    KV as a nested LLM API option, the runtime batch cap) are screened against its baseline,
+    its KV pool is read from its own log and set against the fit, and the report says its
+    quality gate did not run (no exact teacher forcing on trtllm-serve yet)."""
+    model = _sim_model(tmp_path / "Llama-3.1-8B-Instruct", "meta-llama__Llama-3.1-8B-Instruct")
+    report = _optimize(tmp_path, model, 1, 2, ["kv_precision", "scheduling"], ["trtllm"],
+                       requests=6)
+    run_dir = tmp_path / "runs" / report.run_id
+    assert report.engine == "trtllm" and report.engine_version.endswith("+simulated")
+    steps = {s.dimension.value: s for s in report.ladder.steps}
+    assert [c.candidate.label for c in steps["kv_precision"].candidates] == ["kv=fp8"]
+    assert [c.candidate.label for c in steps["scheduling"].candidates] == ["max_batch_size=2"]
+    fp8 = next(t for t in report.trials if t.value == "kv=fp8")
+    assert fp8.benchmark is not None and "--extra_llm_api_options" in fp8.engine.command
+    base = next(t for t in report.trials if t.role == "baseline")
+    assert base.kv is not None and abs(base.kv.error) < 0.3, base.kv
+    md = (run_dir / "report.md").read_text()
+    assert "The quality gate was NOT run" in md and "trtllm" in md
+    logs = list(run_dir.glob("trials/*/engine.log"))
+    assert logs and all("[SIMULATED]" in p.read_text() for p in logs)
 
 
 def test_a_model_beyond_eight_gpus_ends_in_the_no_fit_report(prefect_api, tmp_path):

@@ -318,17 +318,24 @@ def handler(engine: Engine, name: str, front: Front) -> type[BaseHTTPRequestHand
             self._json({"count": len(toks), "max_model_len": engine.shape.max_len,
                         "tokens": toks})
 
+        def _decode(self, prompt: list[int], n: int) -> list[int] | None:
+            """The n greedy tokens after `prompt`, once the batching engine has run them
+            (None: the request was too long and has been answered with the error)."""
+            if self._too_long(len(prompt), n):
+                return None
+            done = engine.replica().submit(len(prompt), n)
+            while not done.get():
+                pass
+            return greedy(prompt, n, engine.shape.kv_fp8)
+
         def _completions(self, req) -> None:
             prompt = req["prompt"] if isinstance(req["prompt"], list) else \
                 tokenize(req["prompt"])
             n = int(req.get("max_tokens") or 16)
-            if self._too_long(len(prompt), n):
+            ids = self._decode(prompt, n)
+            if ids is None:
                 return
-            done = engine.replica().submit(len(prompt), n)
-            while not done.get():
-                pass
             fp8 = engine.shape.kv_fp8
-            ids = greedy(prompt, n, fp8)
             choice = {"index": 0, "text": "".join(chr(97 + t % 26) for t in ids),
                       "finish_reason": "length"}
             if req.get("return_token_ids"):
@@ -348,13 +355,10 @@ def handler(engine: Engine, name: str, front: Front) -> type[BaseHTTPRequestHand
             prompt = req["input_ids"] if "input_ids" in req else tokenize(req["text"])
             sp = req.get("sampling_params") or {}
             n = int(sp.get("max_new_tokens", 128))
-            if self._too_long(len(prompt), n):
+            ids = self._decode(prompt, n)
+            if ids is None:
                 return
-            done = engine.replica().submit(len(prompt), n)
-            while not done.get():
-                pass
             fp8 = engine.shape.kv_fp8
-            ids = greedy(prompt, n, fp8)
             meta = {"id": "sim", "finish_reason": {"type": "length", "length": n},
                     "prompt_tokens": len(prompt), "completion_tokens": n, "cached_tokens": 0}
             if req.get("return_logprob"):

@@ -105,9 +105,9 @@ def test_vllm_tries_fp8_kv_the_target_cap_batched_tokens_and_eager():
 
 
 def test_an_engine_without_a_ladder_still_tunes_its_running_request_cap():
-    rules = lad.rules_for(adapter_for(EngineName.TRTLLM))
+    rules = lad.rules_for(adapter_for(EngineName.MLX))
     assert [d for d, r in rules.items() if r is not None] == [Dimension.SCHEDULING]
-    assert "no rule for this dimension" in lad.derive(rules[Dimension.WEIGHTS], "trtllm",
+    assert "no rule for this dimension" in lad.derive(rules[Dimension.WEIGHTS], "mlx",
                                                       None, facts())
 
 
@@ -302,3 +302,64 @@ def test_kv_tiers_are_tried_only_on_shared_prefixes_and_within_the_users_allowan
     assert labels(got) == ["hicache=64GB"]
     argv = sglang.build_launch(lad.apply(sbase, got[0]), "python", 30000).argv
     assert "--enable-hierarchical-cache" in argv and argv[argv.index("--hicache-size") + 1] == "64"
+
+
+def test_trtllm_derives_flags_and_nested_llm_api_options():
+    import yaml
+
+    from infopt.engines import trtllm
+
+    t = ServingTarget(model_path="/m/Llama", served_model_name="Llama",
+                      native_context_tokens=8192, usable_cpus=16)
+    base = trtllm.baseline_config(t)
+    rules = lad.rules_for(trtllm.ADAPTER)
+    f = facts(gpu_count=1, target_concurrency=8, mean_prompt_tokens=300)
+    got = {d: lad.derive(r, "trtllm", base, f) for d, r in rules.items()}
+    assert labels(got[Dimension.KV_PRECISION]) == ["kv=fp8"]
+    assert labels(got[Dimension.SCHEDULING]) == ["max_batch_size=8"]
+    assert labels(got[Dimension.PREFILL]) == ["max_num_tokens=4096", "chunked_prefill=on"]
+    assert labels(got[Dimension.COMPILATION]) == ["cuda_graph_padding"]
+    assert labels(got[Dimension.PREFIX_CACHING]) == ["block_reuse=off"]
+    assert "not on TensorRT-LLM's ladder yet" in got[Dimension.SPECULATIVE]
+    # A nested option lands in the YAML trtllm-serve reads, with the free-memory fraction the
+    # CLI set copied into its kv_cache_config block (else the block would reset it to 0.9).
+    fp8 = lad.apply(with_knob(base, "kv_cache_free_gpu_memory_fraction", 0.85),
+                    got[Dimension.KV_PRECISION][0])
+    launch = trtllm.build_launch(fp8, "trtllm-serve", 8000)
+    (doc,) = [yaml.safe_load(text) for text in launch.files.values()]
+    assert doc["kv_cache_config"] == {"dtype": "fp8", "free_gpu_memory_fraction": 0.85}
+    # Applied, the candidate is the incumbent's own value: derived again, nothing to try.
+    assert "already runs an FP8 KV cache" in lad.derive(rules[Dimension.KV_PRECISION],
+                                                        "trtllm", fp8, f)
+    off = lad.apply(base, got[Dimension.PREFIX_CACHING][0])
+    on = lad.derive(rules[Dimension.PREFIX_CACHING], "trtllm", off, facts(prefix_reuse=True))
+    assert labels(on) == ["block_reuse=on"]
+    with pytest.raises(ValueError, match="no knob 'extra_llm_api_opts'"):
+        with_knob(base, "extra_llm_api_opts.kv_cache_config.dtype", "fp8")
+
+
+def test_the_llamacpp_baseline_keeps_its_prompt_cache_within_the_users_allowance():
+    from dataclasses import replace
+
+    assert BASE.cache_ram_mib is None  # no allowance given: the build's own 8 GiB
+    small = llamacpp.baseline_config(replace(T, kv_prefix_ram_bytes=256 * 2**20))
+    assert small.cache_ram_mib == 256
+    assert "--cache-ram 256" in " ".join(llamacpp.build_launch(small, "llama-server", 1).argv)
+    # An allowance above the default does not grow the baseline; the kv_tier step may.
+    assert llamacpp.baseline_config(replace(T, kv_prefix_ram_bytes=16 * 2**30)).cache_ram_mib \
+        is None
+    rule = lad.rules_for(llamacpp.ADAPTER)[Dimension.KV_TIER]
+    assert labels(lad.derive(rule, "llamacpp", small, facts(
+        prefix_reuse=True, kv_prefix_ram_bytes=256 * 2**20))) == ["cache_ram=off"]
+
+
+def test_a_nested_option_change_is_recorded_as_its_dotted_knob():
+    from infopt.engines import trtllm
+    from infopt.specs.trial import changes_from
+
+    t = ServingTarget(model_path="/m/Llama", served_model_name="Llama",
+                      native_context_tokens=8192, usable_cpus=16)
+    base = trtllm.baseline_config(t)
+    fp8 = with_knob(base, "extra_llm_api_options.kv_cache_config.dtype", "fp8")
+    got = [(c.knob, c.control, c.value) for c in changes_from(base, fp8)]
+    assert got == [("extra_llm_api_options.kv_cache_config.dtype", None, "fp8")]

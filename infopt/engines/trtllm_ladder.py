@@ -1,0 +1,112 @@
+"""TensorRT-LLM's tuning ladder: which values of each dimension are worth a launch, derived from
+the incumbent and the run's facts. Flags and LLM API options as in infopt.engines.trtllm
+(trtllm-serve 1.2, PyTorch backend; tensorrt_llm/llmapi/llm_args.py for the YAML's keys).
+Options without a flag are nested knobs ("extra_llm_api_options.kv_cache_config.dtype")."""
+
+from __future__ import annotations
+
+from infopt.engines.ladder import LadderFacts, candidate, ladder_rules
+from infopt.engines.layout import LayoutKnobs
+from infopt.engines.shared_rules import (
+    checkpoint_variants,
+    layout_candidates,
+    prefill_burst_tokens,
+)
+from infopt.specs.ladder import Dimension as D
+from infopt.specs.ladder import LadderCandidate
+from infopt.specs.serving import TrtllmConfig, knob_value
+
+LAYOUT = LayoutKnobs(
+    tp="tp_size", pp="pp_size", ep="ep_size",
+    missing="trtllm-serve runs one TP x PP engine per server; DP replicas are separate "
+    "servers behind a router (or attention DP: enable_attention_dp in the extra options)",
+    rank_order="tensorrt_llm/mapping.py: tp_groups are consecutive ranks, pp_groups "
+    "range(i, world_size, tp_size)")
+_KV = "extra_llm_api_options.kv_cache_config"
+_GRAPHS = "extra_llm_api_options.cuda_graph_config"
+
+
+def weights(cfg: TrtllmConfig, f: LadderFacts) -> list[LadderCandidate] | str:
+    return checkpoint_variants(cfg, f)
+
+
+def kv_precision(cfg: TrtllmConfig, f: LadderFacts) -> list[LadderCandidate] | str:
+    if knob_value(cfg, f"{_KV}.dtype") == "fp8":
+        return "the incumbent already runs an FP8 KV cache"
+    return [candidate(D.KV_PRECISION, {f"{_KV}.dtype": "fp8"}, label="kv=fp8",
+                      why="kv_cache_config.dtype: fp8 (PyTorch backend): the specification's "
+                          "first optimized candidate, half the KV bytes; the 16-bit KV is the "
+                          "control")]
+
+
+def scheduling(cfg: TrtllmConfig, f: LadderFacts) -> list[LadderCandidate] | str:
+    if cfg.max_batch_size == f.target_concurrency:
+        return f"the incumbent already caps the runtime batch at {cfg.max_batch_size}"
+    return [candidate(D.SCHEDULING, {"max_batch_size": f.target_concurrency},
+                      why=f"--max_batch_size {f.target_concurrency}: the runtime batch (and "
+                          "the CUDA graphs captured for it) sized for the target load instead "
+                          "of the serve default")]
+
+
+def prefill(cfg: TrtllmConfig, f: LadderFacts) -> list[LadderCandidate] | str:
+    # Tokens per iteration: the target load's prompts at once, with chunked context so a
+    # longer prompt still fits an iteration (the full context stays servable).
+    burst = prefill_burst_tokens(f)
+    out = []
+    if cfg.max_num_tokens != burst:
+        out.append(candidate(D.PREFILL, {"max_num_tokens": burst},
+                             why=f"--max_num_tokens {burst}: the target load's prompts "
+                                 f"({f.target_concurrency} x {f.mean_prompt_tokens} tokens) in "
+                                 "one iteration"))
+    if knob_value(cfg, "extra_llm_api_options.enable_chunked_prefill") is not True:
+        out.append(candidate(D.PREFILL, {"extra_llm_api_options.enable_chunked_prefill": True},
+                             label="chunked_prefill=on",
+                             why="enable_chunked_prefill: long prompts split over iterations "
+                                 "so decode steps are not held behind them"))
+    return out or "the incumbent already sizes its iterations for the target load"
+
+
+def compilation(cfg: TrtllmConfig, f: LadderFacts) -> list[LadderCandidate] | str:
+    if f.gpu_count == 0:
+        return "TensorRT-LLM's CUDA graphs are a GPU path; this run has no GPU"
+    if knob_value(cfg, f"{_GRAPHS}.enable_padding"):
+        return "the incumbent already pads batches to the captured CUDA graph sizes"
+    return [candidate(D.COMPILATION, {f"{_GRAPHS}.enable_padding": True},
+                      label="cuda_graph_padding",
+                      why="cuda_graph_config.enable_padding: each batch padded to a captured "
+                          "size, so every decode step replays a CUDA graph")]
+
+
+def prefix_caching(cfg: TrtllmConfig, f: LadderFacts) -> list[LadderCandidate] | str:
+    reuse = knob_value(cfg, f"{_KV}.enable_block_reuse")
+    if f.prefix_reuse:
+        if reuse is False:
+            return [candidate(D.PREFIX_CACHING, {f"{_KV}.enable_block_reuse": True},
+                              label="block_reuse=on",
+                              why="KV block reuse on: the workload shares prompt prefixes")]
+        return "KV block reuse (on by default) already serves the workload's shared prefixes"
+    if reuse is False:
+        return "the incumbent already runs without KV block reuse"
+    return [candidate(D.PREFIX_CACHING, {f"{_KV}.enable_block_reuse": False},
+                      label="block_reuse=off",
+                      why="kv_cache_config.enable_block_reuse: false: no shared prefixes, so "
+                          "hashing and matching blocks is pure overhead")]
+
+
+def parallel_layout(cfg: TrtllmConfig, f: LadderFacts) -> list[LadderCandidate] | str:
+    return layout_candidates(LAYOUT, cfg, f)
+
+
+def speculative(cfg: TrtllmConfig, f: LadderFacts) -> str:
+    return ("not on TensorRT-LLM's ladder yet: speculative_config (MTP, EAGLE-3, draft "
+            "models) needs the exact model's drafter found and verified through the download "
+            "gate")
+
+
+def kv_tier(cfg: TrtllmConfig, f: LadderFacts) -> str:
+    return ("not on TensorRT-LLM's ladder yet: kv_cache_config.host_cache_size (the host-RAM "
+            "tier for reused blocks) is not typed here")
+
+
+RULES = ladder_rules(weights, kv_precision, scheduling, prefill, compilation, prefix_caching,
+                     parallel_layout, speculative, kv_tier)
