@@ -10,6 +10,7 @@ from infopt.engines.shared_rules import (
     checkpoint_variants,
     host_ram_tier,
     layout_candidates,
+    ngram_drafts,
     prefill_burst_tokens,
 )
 from infopt.specs.ladder import Dimension as D
@@ -93,9 +94,12 @@ def parallel_layout(cfg: SglangConfig, f: LadderFacts) -> list[LadderCandidate] 
     return layout_candidates(LAYOUT, cfg, f)
 
 
-def speculative(cfg: SglangConfig, f: LadderFacts) -> str:
-    return ("not on SGLang's ladder yet: --speculative-algorithm (EAGLE/EAGLE3/NEXTN/NGRAM) "
-            "needs the exact model's drafter found and verified through the download gate")
+def speculative(cfg: SglangConfig, f: LadderFacts) -> list[LadderCandidate] | str:
+    if cfg.speculative_algorithm is not None:
+        return f"the incumbent already speculates with {cfg.speculative_algorithm}"
+    return ngram_drafts(f, lambda n: {"speculative_algorithm": "NGRAM",
+                                      "speculative_num_draft_tokens": n}, "SGLang",
+                        "--speculative-algorithm NGRAM --speculative-num-draft-tokens")
 
 
 def kv_tier(cfg: SglangConfig, f: LadderFacts) -> list[LadderCandidate] | str:

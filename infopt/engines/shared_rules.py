@@ -4,6 +4,7 @@ Pure; each engine's ladder module passes its own config and knobs."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from infopt.engines.ladder import LadderFacts, candidate
@@ -63,3 +64,25 @@ def host_ram_tier(f: LadderFacts, current: float | None, knob: str, size: float,
     return [candidate(D.KV_TIER, {knob: size}, label=f"{label}={size:g}{unit}",
                       why=f"{flag} {size:g}: a host-RAM tier of the kv_prefix_budget the user "
                           "allows, measured on the workload's shared prefixes against none")]
+
+
+# Draft lengths a tuned speculation tries, shortest first: a series stops at the first length
+# that measures no better than the one before it (longer drafts waste more verification work
+# when the acceptance rate falls).
+DRAFT_LENGTHS = (2, 4, 8)
+
+
+def ngram_drafts(f: LadderFacts, changes: Callable[[int], dict[str, Any]], engine: str,
+                 flag: str) -> list[LadderCandidate] | str:
+    """N-gram (prompt-lookup) speculation tuned over its draft length on a GPU engine: no
+    drafter model needed, lossless under verification, judged by the objective on the
+    workload (`changes(n)`: the knob changes for a draft of n tokens)."""
+    if f.gpu_count == 0:
+        return (f"not on {engine}'s CPU ladder: its speculative decoding is not verified on the "
+                "CPU backend")
+    return [candidate(D.SPECULATIVE, changes(n), label=f"spec=ngram-{n}", series="draft_tokens",
+                      why=f"{flag}: n-gram drafting of {n} tokens a step from the context (no "
+                          "drafter model; a drafter of the exact model waits for the drafter "
+                          "search); lossless under verification, kept only if the objective "
+                          "on this workload measures better")
+            for n in DRAFT_LENGTHS]

@@ -9,6 +9,7 @@ module entry point, as the project's engine notes (notes/engines.md) record.
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 from functools import cache
@@ -82,6 +83,9 @@ def _flags(cfg: VllmConfig) -> list[str]:
                     else "--no-enable-prefix-caching")
     if cfg.enable_expert_parallel:
         argv.append("--enable-expert-parallel")
+    if cfg.speculative_ngram_tokens is not None:
+        argv += ["--speculative-config", json.dumps(
+            {"method": "ngram", "num_speculative_tokens": cfg.speculative_ngram_tokens})]
     return argv
 
 

@@ -9,6 +9,7 @@ from infopt.engines.shared_rules import (
     checkpoint_variants,
     host_ram_tier,
     layout_candidates,
+    ngram_drafts,
     prefill_burst_tokens,
 )
 from infopt.specs.ladder import Dimension as D
@@ -84,11 +85,11 @@ def parallel_layout(cfg: VllmConfig, f: LadderFacts) -> list[LadderCandidate] | 
     return layout_candidates(LAYOUT, cfg, f)
 
 
-def speculative(cfg: VllmConfig, f: LadderFacts) -> str:
-    return ("not on vLLM's ladder yet: n-gram and draft-model speculation (--speculative-config) "
-            "are not verified on the CPU backend" if f.gpu_count == 0 else
-            "not on vLLM's ladder yet: --speculative-config needs a draft or MTP head of the "
-            "exact model")
+def speculative(cfg: VllmConfig, f: LadderFacts) -> list[LadderCandidate] | str:
+    if cfg.speculative_ngram_tokens is not None:
+        return f"the incumbent already drafts {cfg.speculative_ngram_tokens} n-gram tokens"
+    return ngram_drafts(f, lambda n: {"speculative_ngram_tokens": n}, "vLLM",
+                        "--speculative-config method ngram")
 
 
 def kv_tier(cfg: VllmConfig, f: LadderFacts) -> list[LadderCandidate] | str:

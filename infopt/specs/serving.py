@@ -125,6 +125,10 @@ class VllmConfig(_Common):
     # --kv-offloading-size: a host-RAM tier for KV blocks (GiB, summed over TP ranks; the
     # native backend), vllm/config/cache.py 0.32; None = no tier (vLLM's default).
     kv_offloading_size_gib: float | None = Field(None, gt=0)
+    # --speculative-config {"method": "ngram", "num_speculative_tokens": N}: n-gram (prompt
+    # lookup) drafting of N tokens a step, matched on vLLM's default 5-token lookup
+    # (vllm/config/speculative.py 0.32); None: no speculation (vLLM's default).
+    speculative_ngram_tokens: int | None = Field(None, ge=1, le=32)
 
 
 class SglangConfig(_Common):

@@ -65,7 +65,7 @@ def _configs() -> list[tuple[str, object]]:
         for knobs in ({"kv_cache_dtype": "fp8"}, {"max_num_seqs": 64},
                       {"max_num_batched_tokens": 8192}, {"enable_prefix_caching": False},
                       {"enforce_eager": True}, {"gpu_memory_utilization": 0.85},
-                      {"kv_offloading_size_gib": 64.0},
+                      {"kv_offloading_size_gib": 64.0}, {"speculative_ngram_tokens": 4},
                       {"enable_auto_tool_choice": True, "tool_call_parser": "hermes"}):
             out.append((f"{name} TP=4 {knobs}", with_knobs(tp4, knobs)))
     return out

@@ -30,6 +30,7 @@ everything it prints and serves says SIMULATED. Standard library only.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import time
@@ -91,6 +92,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--enable-prefix-caching", action=argparse.BooleanOptionalAction)
     p.add_argument("--enable-expert-parallel", action="store_true")
     p.add_argument("--kv-offloading-size", type=float, default=None)  # GiB of host RAM
+    p.add_argument("--speculative-config", type=json.loads, default=None)  # a JSON object
     return p
 
 

@@ -260,7 +260,13 @@ def test_sglang_derives_each_dimension_from_its_documented_server_arguments():
                         facts(prefix_reuse=True))
     assert "already serves the workload's shared prefixes" in shared
     assert "one device" in got[Dimension.PARALLEL_LAYOUT]
-    assert "not on SGLang's ladder yet" in got[Dimension.SPECULATIVE]
+    # N-gram speculation tuned over its draft length, as a series (no drafter model needed).
+    spec = got[Dimension.SPECULATIVE]
+    assert labels(spec) == ["spec=ngram-2", "spec=ngram-4", "spec=ngram-8"]
+    assert {c.series for c in spec} == {"draft_tokens"}
+    argv = sglang.build_launch(lad.apply(base, spec[1]), "python", 30000).argv
+    assert argv[argv.index("--speculative-algorithm") + 1] == "NGRAM"
+    assert argv[argv.index("--speculative-num-draft-tokens") + 1] == "4"
     # Every candidate renders flags the SGLang CLI takes (its argv builder, not a guess).
     for cands in got.values():
         for c in [] if isinstance(cands, str) else cands:
@@ -363,3 +369,18 @@ def test_a_nested_option_change_is_recorded_as_its_dotted_knob():
     fp8 = with_knob(base, "extra_llm_api_options.kv_cache_config.dtype", "fp8")
     got = [(c.knob, c.control, c.value) for c in changes_from(base, fp8)]
     assert got == [("extra_llm_api_options.kv_cache_config.dtype", None, "fp8")]
+
+
+def test_vllm_tunes_ngram_speculation_by_draft_length_on_a_gpu_only():
+    import json
+
+    rules = lad.rules_for(vllm.ADAPTER)[Dimension.SPECULATIVE]
+    vbase = vllm.baseline_config(T)
+    assert "not verified on the CPU backend" in lad.derive(rules, "vllm", vbase, facts())
+    got = lad.derive(rules, "vllm", vbase, facts(gpu_count=1))
+    assert labels(got) == ["spec=ngram-2", "spec=ngram-4", "spec=ngram-8"]
+    argv = vllm.build_launch(lad.apply(vbase, got[2]), "python", 8000).argv
+    assert json.loads(argv[argv.index("--speculative-config") + 1]) == {
+        "method": "ngram", "num_speculative_tokens": 8}
+    drafting = lad.apply(vbase, got[0])
+    assert "already drafts 2" in lad.derive(rules, "vllm", drafting, facts(gpu_count=1))
