@@ -64,7 +64,9 @@ test: lint engines lm-eval browser
 # The long end-to-end runs (marked e2e, a minute or more each): the routed engine and its
 # vLLM comparator climbing their ladders, the reoptimize verdicts on paced builds, durability
 # (SIGKILL, engine kills, a full disk, the Prefect API restarting, a hung engine), vLLM's failed
-# starts, flows run by real process workers, lm-evaluation-harness joining the verdict. CI
+# starts, flows run by real process workers, lm-evaluation-harness joining the verdict, the
+# contract-remedy flow and llama.cpp's KV-tier flow (moved here to keep `make test` within 30
+# minutes on the slower CPU). CI
 # (.ci/run) runs them after `make test`.
 .PHONY: test-e2e
 test-e2e: engines lm-eval

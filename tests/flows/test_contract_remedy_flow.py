@@ -11,7 +11,7 @@ from infopt.bootstrap import default_paths
 from infopt.specs.request import ApiRequirements, Budgets, ModelTarget, OptimizeRequest
 from infopt.specs.workload import fixed_levels
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
+pytestmark = [pytest.mark.integration, pytest.mark.e2e, pytest.mark.timeout(900)]
 
 
 def test_a_required_feature_the_baseline_lacks_is_provided_by_its_remedy(prefect_api,

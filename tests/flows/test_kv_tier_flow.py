@@ -16,7 +16,7 @@ from infopt.specs.request import Budgets, KvPrefixBudget, ModelTarget, OptimizeR
 from infopt.specs.traffic import PrefixReuse
 from infopt.specs.workload import fixed_levels
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
+pytestmark = [pytest.mark.integration, pytest.mark.e2e, pytest.mark.timeout(900)]
 
 
 def test_the_host_ram_prompt_cache_is_a_measured_candidate_on_shared_prefixes(
