@@ -37,9 +37,10 @@ GIB = 2**30
 VOCAB = 64  # the toy model's vocabulary (tokens are ids; text is one letter per id)
 
 
-def write_python(folder: Path, engine_file: str, label: str) -> str:
-    """An executable `python` for an infopt adapter that runs the stand-in `engine_file`."""
-    path = folder / "python"
+def write_python(folder: Path, engine_file: str, label: str, name: str = "python") -> str:
+    """An executable `python` (or `name`: TensorRT-LLM's adapter runs its console script) for
+    an infopt adapter that runs the stand-in `engine_file`."""
+    path = folder / name
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(f'#!/bin/sh\n# SIMULATED {label} ({Path(engine_file).name})\n'
                     f'exec "{sys.executable}" "{Path(engine_file).resolve()}" "$@"\n')

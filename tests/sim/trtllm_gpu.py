@@ -93,6 +93,7 @@ from tests.sim.gpu_host import (
     read_model,
     time_scale,
     weights_per_gpu,
+    write_python,
 )
 from tests.sim.trtllm_cli import (
     MARK,
@@ -123,12 +124,7 @@ DEFAULT_MAX_BATCH_SIZE, DEFAULT_MAX_NUM_TOKENS = 2048, 8192
 def write_serve(folder: Path) -> str:
     """An executable `trtllm-serve` for infopt's TensorRT-LLM adapter that runs this stand-in
     (the adapter's executable is the console script itself, not a python)."""
-    path = folder / PROG
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(f'#!/bin/sh\n# SIMULATED TensorRT-LLM ({Path(__file__).name})\n'
-                    f'exec "{sys.executable}" "{Path(__file__).resolve()}" "$@"\n')
-    path.chmod(0o755)
-    return str(path)
+    return write_python(folder, __file__, "TensorRT-LLM", PROG)
 
 
 # -- what the engine runs with -------------------------------------------------------------------
