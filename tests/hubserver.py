@@ -37,6 +37,7 @@ from urllib.parse import parse_qs, quote, unquote, urlsplit
 from tests.localserver import LocalServer
 
 FIXTURES = Path(__file__).parent / "fixtures" / "hub"
+DRAFTERS = Path(__file__).parent / "fixtures" / "hub_drafters"  # the drafter search's repos
 
 # Tokens the fake knows: token -> repos (gated ones) it has been granted. Any other token is
 # rejected as the real hub rejects an unknown one.
@@ -318,8 +319,10 @@ class FakeHub(LocalServer):
 
     def __init__(self, root: Path = FIXTURES, page_size: int = 1000,
                  allow_downloads: bool = False,
-                 real_files: dict[str, dict[str, Path]] | None = None):
-        self.repos = load_repos(root)
+                 real_files: dict[str, dict[str, Path]] | None = None,
+                 extra_roots: tuple[Path, ...] = ()):
+        # extra_roots: more fixture folders served beside root (e.g. DRAFTERS).
+        self.repos = {rid: r for d in (root, *extra_roots) for rid, r in load_repos(d).items()}
         # repo id -> {path in the repo: a local file}: real weights in place of virtual ones,
         # for tests that download a checkpoint and serve it.
         for rid, files in (real_files or {}).items():

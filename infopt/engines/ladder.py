@@ -33,6 +33,26 @@ class WeightVariant:
 
 
 @dataclass(frozen=True)
+class Drafter:
+    """A drafter of the exact model for speculative decoding, found and verified by the drafter
+    search (infopt.model.drafters; `why`: what was checked). `kind`: "mtp" (prediction heads in
+    the model's own checkpoint), "eagle3"/"eagle" (a head trained on the model's hidden
+    states), "draft_model" (a smaller model with the same tokenizer). `path`: the local copy
+    (a GGUF file or a folder) when there is one; None for heads inside the checkpoint and for
+    a hub drafter not downloaded (the download gate decides)."""
+
+    kind: str
+    path: str | None
+    source: str | None = None  # "org/name" on the hub; None: in the checkpoint or made here
+    why: str = ""
+
+    @property
+    def label(self) -> str:
+        name = (self.source or self.path or "model").rsplit("/", 1)[-1]
+        return f"{self.kind}-" + "".join(c if c.isalnum() or c in "._-" else "-" for c in name)
+
+
+@dataclass(frozen=True)
 class LadderFacts:
     """The run's facts a rule may derive values from."""
 
@@ -49,7 +69,8 @@ class LadderFacts:
     weight_variants: tuple[WeightVariant, ...] = ()
     weights_note: str | None = None  # why no (more) weight variants exist, when none do
     current_weights: str | None = None  # the format of the checkpoint the run started from
-    speculative_draft: str | None = None  # a draft model found for the exact model, if any
+    current_bits_per_weight: float | None = None  # that checkpoint's bits per weight
+    drafters: tuple[Drafter, ...] = ()  # the drafter search's verified drafters
     # The host RAM the user allows for reusable KV prefixes (request.kv_prefix_budget; None:
     # not given, so a tier is measured at the engine's own size, never grown past it).
     kv_prefix_ram_bytes: int | None = None

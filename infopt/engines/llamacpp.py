@@ -2,7 +2,8 @@
 
 Flags checked against the server README of the vendored llama.cpp (llama-cpp-python 0.3.36,
 tools/server/README.md): -m, --host, --port, -c, -np/--parallel, -t, -fa on|off|auto, -ctk, -ctv,
--b, -ub, --metrics, -a/--alias, --spec-type. Doc: https://github.com/ggml-org/llama.cpp/tree/master/tools/server
+-b, -ub, --metrics, -a/--alias, --spec-type, -md, --spec-draft-n-max,
+--spec-ngram-simple-size-m, --cache-ram. Doc: https://github.com/ggml-org/llama.cpp/tree/master/tools/server
 """
 
 from __future__ import annotations
@@ -82,6 +83,12 @@ def build_launch(cfg: LlamaCppConfig, executable: str, port: int) -> Launch:
         argv += ["-ub", str(cfg.ubatch_tokens)]
     if cfg.spec_type is not None:
         argv += ["--spec-type", cfg.spec_type]
+    if cfg.spec_draft_model is not None:
+        argv += ["-md", cfg.spec_draft_model]
+    if cfg.spec_draft_n_max is not None:
+        argv += ["--spec-draft-n-max", str(cfg.spec_draft_n_max)]
+    if cfg.spec_ngram_simple_size_m is not None:
+        argv += ["--spec-ngram-simple-size-m", str(cfg.spec_ngram_simple_size_m)]
     if cfg.cache_ram_mib is not None:
         argv += ["--cache-ram", str(cfg.cache_ram_mib)]
     if cfg.log_verbosity is not None:

@@ -3,7 +3,14 @@ incumbent and the run's facts. Flags as in infopt.engines.llamacpp (llama-server
 
 from __future__ import annotations
 
-from infopt.engines.ladder import LadderFacts, candidate, ladder_rules, powers_below
+from infopt.engines.ladder import (
+    Drafter,
+    LadderFacts,
+    candidate,
+    ladder_rules,
+    powers_below,
+)
+from infopt.engines.shared_rules import DRAFT_LENGTHS
 from infopt.specs.ladder import Dimension as D
 from infopt.specs.ladder import LadderCandidate
 from infopt.specs.serving import LlamaCppConfig
@@ -119,15 +126,70 @@ def parallel_layout(cfg: LlamaCppConfig, f: LadderFacts) -> str:
             "modes are not on the ladder yet")
 
 
+# A draft model pays only when drafting k tokens costs well under k target steps: at draft/
+# target cost c and acceptance a, a step yields (1 - a^(k+1)) / (1 - a) tokens for k*c + 1
+# target-step costs (decode reads the weights once a step, so c ~ the ratio of weight bytes).
+# At c = 2/3 and a = 0.8 the best draft length gains ~5%: a cheaper checkpoint of the same
+# model drafts only below that ratio. An estimate; the measurement decides.
+SELF_DRAFT_MAX_COST = 2 / 3
+
+
+def _incumbent_bits(cfg: LlamaCppConfig, f: LadderFacts) -> float | None:
+    own = next((v.bits_per_weight for v in f.weight_variants if v.path == cfg.model_path), None)
+    return own if own is not None else f.current_bits_per_weight
+
+
+def draft_models(cfg: LlamaCppConfig, f: LadderFacts) -> tuple[list[Drafter], str]:
+    """The GGUF drafters this incumbent can use: the drafter search's draft models with a local
+    file, else the cheapest checkpoint of the exact model itself (the same tokenizer by
+    construction) when it reads at most SELF_DRAFT_MAX_COST of the incumbent's bytes."""
+    found = [d for d in f.drafters if d.kind == "draft_model" and d.path
+             and d.path.endswith(".gguf") and d.path != cfg.model_path]
+    if found:
+        return found, ""
+    bits = _incumbent_bits(cfg, f)
+    cheap = sorted(((v, v.bits_per_weight) for v in f.weight_variants
+                    if v.bits_per_weight and bits and v.path != cfg.model_path
+                    and v.bits_per_weight <= SELF_DRAFT_MAX_COST * bits), key=lambda vb: vb[1])
+    if cheap and bits:
+        v, vbits = cheap[0]
+        return [Drafter("draft_model", v.path, why=(
+            f"the exact model's own {v.fmt} checkpoint ({vbits} bits per weight against the "
+            f"incumbent's {bits}): the same tokenizer by construction, ~{vbits / bits:.0%} of "
+            "its bytes a step"))], ""
+    heads = sorted({d.kind for d in f.drafters if d.kind != "draft_model"})
+    return [], ("no draft model here: the drafter search found no smaller model with the same "
+                "tokenizer as a local GGUF, and no checkpoint of this model reads under "
+                f"{SELF_DRAFT_MAX_COST:.0%} of the incumbent's bytes"
+                + (f" ({', '.join(heads)} heads need a GGUF conversion for llama.cpp's "
+                   "draft-eagle3/draft-mtp, not done here)" if heads else ""))
+
+
 def speculative(cfg: LlamaCppConfig, f: LadderFacts) -> list[LadderCandidate] | str:
+    """Speculation tuned by its draft length: n-gram drafting from the context (no drafter),
+    and each draft model found, each a series over DRAFT_LENGTHS. Lossless under greedy
+    verification; kept only if the objective on this workload measures better."""
     if cfg.spec_type is not None:
         return f"the incumbent already drafts with {cfg.spec_type}"
-    why = ("n-gram drafting from the tokens in context (--spec-type ngram-simple, no draft "
-           "model): lossless under greedy decoding; pays off when the output repeats the "
-           "prompt or itself, and can lose when the CPU is already saturated by the batch")
-    note = ("" if f.speculative_draft else "; no draft model of the exact model is known here")
-    return [candidate(D.SPECULATIVE, {"spec_type": "ngram-simple"}, label="spec=ngram-simple",
-                      why=why + note)]
+    out = [candidate(D.SPECULATIVE, {"spec_type": "ngram-simple",
+                                     "spec_ngram_simple_size_m": n},
+                     label=f"spec=ngram-{n}", series="ngram_draft_tokens",
+                     why=f"--spec-type ngram-simple --spec-ngram-simple-size-m {n}: drafts up "
+                         f"to {n} tokens a step from n-grams already in the context (no draft "
+                         "model; the build's default draft is 48); pays off when the output "
+                         "repeats the prompt or itself")
+           for n in DRAFT_LENGTHS]
+    drafters, none_why = draft_models(cfg, f)
+    for d in drafters:
+        out += [candidate(D.SPECULATIVE, {"spec_type": "draft-simple", "spec_draft_model": d.path,
+                                          "spec_draft_n_max": n},
+                          label=f"spec={d.label}-{n}", series=f"{d.label}_draft_tokens",
+                          why=f"-md {d.path} --spec-draft-n-max {n}: {n} tokens a step drafted "
+                              f"by {d.why or d.label} and verified by the target in one batch")
+                for n in DRAFT_LENGTHS]
+    if none_why:
+        out[0] = out[0].model_copy(update={"why": f"{out[0].why}; {none_why}"})
+    return out
 
 
 # The bundled build's --cache-ram default (llama-server --help: "default: 8192").

@@ -4,14 +4,16 @@ server_args.py; https://docs.sglang.io/advanced_features/server_arguments.html).
 
 from __future__ import annotations
 
-from infopt.engines.ladder import LadderFacts, candidate, ladder_rules
+from typing import Any
+
+from infopt.engines.ladder import Drafter, LadderFacts, candidate, ladder_rules
 from infopt.engines.layout import LayoutKnobs
 from infopt.engines.shared_rules import (
     checkpoint_variants,
     host_ram_tier,
     layout_candidates,
-    ngram_drafts,
     prefill_burst_tokens,
+    speculation,
 )
 from infopt.specs.ladder import Dimension as D
 from infopt.specs.ladder import LadderCandidate
@@ -94,12 +96,28 @@ def parallel_layout(cfg: SglangConfig, f: LadderFacts) -> list[LadderCandidate] 
     return layout_candidates(LAYOUT, cfg, f)
 
 
+_SGLANG_ALGORITHM = {"mtp": "EAGLE", "eagle3": "EAGLE3", "eagle": "EAGLE",
+                     "draft_model": "STANDALONE"}
+
+
+def _drafter(d: Drafter, n: int) -> dict[str, Any]:
+    """n draft steps of a chain (top-k 1), so n + 1 tokens verified a step (SGLang adjusts
+    num-draft-tokens to num-steps + 1 at top-k 1); MTP layers load from the model's own
+    checkpoint, with no draft path (SGLang's DeepSeek-V3 docs)."""
+    out: dict[str, Any] = {"speculative_algorithm": _SGLANG_ALGORITHM[d.kind],
+                           "speculative_num_steps": n, "speculative_eagle_topk": 1,
+                           "speculative_num_draft_tokens": n + 1}
+    if d.kind != "mtp":
+        out["speculative_draft_model_path"] = d.path
+    return out
+
+
 def speculative(cfg: SglangConfig, f: LadderFacts) -> list[LadderCandidate] | str:
     if cfg.speculative_algorithm is not None:
         return f"the incumbent already speculates with {cfg.speculative_algorithm}"
-    return ngram_drafts(f, lambda n: {"speculative_algorithm": "NGRAM",
-                                      "speculative_num_draft_tokens": n}, "SGLang",
-                        "--speculative-algorithm NGRAM --speculative-num-draft-tokens")
+    return speculation(f, lambda n: {"speculative_algorithm": "NGRAM",
+                                     "speculative_num_draft_tokens": n}, _drafter, "SGLang",
+                       "--speculative-algorithm NGRAM")
 
 
 def kv_tier(cfg: SglangConfig, f: LadderFacts) -> list[LadderCandidate] | str:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from infopt.engines.ladder import LadderFacts, candidate
+from infopt.engines.ladder import Drafter, LadderFacts, candidate
 from infopt.engines.layout import LayoutKnobs
 from infopt.specs.ladder import Dimension as D
 from infopt.specs.ladder import LadderCandidate
@@ -72,6 +72,52 @@ def host_ram_tier(f: LadderFacts, current: float | None, knob: str, size: float,
 DRAFT_LENGTHS = (2, 4, 8)
 
 
+# One MTP layer drafts further only by running itself again (vLLM warns that
+# num_speculative_tokens > 1 "may result in lower acceptance rate"): its series starts at 1.
+MTP_DRAFT_LENGTHS = (1, 2, 4)
+DrafterChanges = Callable[[Drafter, int], "dict[str, Any] | None"]
+
+
+def drafter_drafts(f: LadderFacts, changes: DrafterChanges, engine: str
+                   ) -> tuple[list[LadderCandidate], list[str]]:
+    """Each drafter the search verified, as a series over its draft lengths (`changes(d, n)`:
+    the knobs for drafter d drafting n tokens; None: the engine cannot use this kind), and
+    notes for the drafters left out: a hub drafter runs only once downloaded behind the
+    download gate, never fetched by the engine on its own."""
+    out, notes = [], []
+    for d in f.drafters:
+        if d.kind != "mtp" and d.path is None:
+            notes.append(f"{d.source} ({d.kind}) verified but not downloaded: it runs once the "
+                         "download gate has fetched it")
+            continue
+        lengths = MTP_DRAFT_LENGTHS if d.kind == "mtp" else DRAFT_LENGTHS
+        if changes(d, lengths[0]) is None:
+            notes.append(f"{d.label}: {engine} has no {d.kind} drafting here")
+            continue
+        out += [candidate(D.SPECULATIVE, changes(d, n) or {}, label=f"spec={d.label}-{n}",
+                          series=f"{d.label}_draft_tokens",
+                          why=f"{n} tokens a step drafted by {d.why or d.label}; lossless "
+                              "under verification, kept only if the objective on this workload "
+                              "measures better")
+                for n in lengths]
+    return out, notes
+
+
+def speculation(f: LadderFacts, ngram: Callable[[int], dict[str, Any]], drafter: DrafterChanges,
+                engine: str, flag: str) -> list[LadderCandidate] | str:
+    """A GPU engine's speculative step: the verified drafters first (MTP, EAGLE, draft
+    models), then n-gram drafting, each tuned over its draft length."""
+    if f.gpu_count == 0:
+        return (f"not on {engine}'s CPU ladder: its speculative decoding is not verified on the "
+                "CPU backend")
+    out, notes = drafter_drafts(f, drafter, engine)
+    grams = ngram_drafts(f, ngram, engine, flag)
+    assert not isinstance(grams, str)  # GPU runs always get the n-gram series
+    if notes:
+        grams[0] = grams[0].model_copy(update={"why": f"{grams[0].why}; " + "; ".join(notes)})
+    return out + grams
+
+
 def ngram_drafts(f: LadderFacts, changes: Callable[[int], dict[str, Any]], engine: str,
                  flag: str) -> list[LadderCandidate] | str:
     """N-gram (prompt-lookup) speculation tuned over its draft length on a GPU engine: no
@@ -80,9 +126,8 @@ def ngram_drafts(f: LadderFacts, changes: Callable[[int], dict[str, Any]], engin
     if f.gpu_count == 0:
         return (f"not on {engine}'s CPU ladder: its speculative decoding is not verified on the "
                 "CPU backend")
-    return [candidate(D.SPECULATIVE, changes(n), label=f"spec=ngram-{n}", series="draft_tokens",
+    return [candidate(D.SPECULATIVE, changes(n), label=f"spec=ngram-{n}", series="ngram_draft_tokens",
                       why=f"{flag}: n-gram drafting of {n} tokens a step from the context (no "
-                          "drafter model; a drafter of the exact model waits for the drafter "
-                          "search); lossless under verification, kept only if the objective "
-                          "on this workload measures better")
+                          "drafter model); lossless under verification, kept only if the "
+                          "objective on this workload measures better")
             for n in DRAFT_LENGTHS]

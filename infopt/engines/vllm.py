@@ -83,9 +83,12 @@ def _flags(cfg: VllmConfig) -> list[str]:
                     else "--no-enable-prefix-caching")
     if cfg.enable_expert_parallel:
         argv.append("--enable-expert-parallel")
-    if cfg.speculative_ngram_tokens is not None:
-        argv += ["--speculative-config", json.dumps(
-            {"method": "ngram", "num_speculative_tokens": cfg.speculative_ngram_tokens})]
+    if cfg.speculative_method is not None:
+        spec: dict[str, str | int | None] = {"method": cfg.speculative_method,
+                "num_speculative_tokens": cfg.num_speculative_tokens}
+        if cfg.speculative_model is not None:
+            spec["model"] = cfg.speculative_model
+        argv += ["--speculative-config", json.dumps(spec)]
     return argv
 
 

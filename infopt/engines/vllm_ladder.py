@@ -3,14 +3,16 @@ incumbent and the run's facts. Flags as in infopt.engines.vllm (vLLM 0.32)."""
 
 from __future__ import annotations
 
-from infopt.engines.ladder import LadderFacts, candidate, ladder_rules
+from typing import Any
+
+from infopt.engines.ladder import Drafter, LadderFacts, candidate, ladder_rules
 from infopt.engines.layout import LayoutKnobs
 from infopt.engines.shared_rules import (
     checkpoint_variants,
     host_ram_tier,
     layout_candidates,
-    ngram_drafts,
     prefill_burst_tokens,
+    speculation,
 )
 from infopt.specs.ladder import Dimension as D
 from infopt.specs.ladder import LadderCandidate
@@ -85,11 +87,23 @@ def parallel_layout(cfg: VllmConfig, f: LadderFacts) -> list[LadderCandidate] | 
     return layout_candidates(LAYOUT, cfg, f)
 
 
+_VLLM_METHOD = {"mtp": "mtp", "eagle3": "eagle3", "eagle": "eagle", "draft_model": "draft_model"}
+
+
+def _drafter(d: Drafter, n: int) -> dict[str, Any]:
+    out: dict[str, Any] = {"speculative_method": _VLLM_METHOD[d.kind],
+                           "num_speculative_tokens": n}
+    if d.kind != "mtp":
+        out["speculative_model"] = d.path
+    return out
+
+
 def speculative(cfg: VllmConfig, f: LadderFacts) -> list[LadderCandidate] | str:
-    if cfg.speculative_ngram_tokens is not None:
-        return f"the incumbent already drafts {cfg.speculative_ngram_tokens} n-gram tokens"
-    return ngram_drafts(f, lambda n: {"speculative_ngram_tokens": n}, "vLLM",
-                        "--speculative-config method ngram")
+    if cfg.speculative_method is not None:
+        return (f"the incumbent already drafts {cfg.num_speculative_tokens} tokens with "
+                f"{cfg.speculative_method}")
+    return speculation(f, lambda n: {"speculative_method": "ngram", "num_speculative_tokens": n},
+                       _drafter, "vLLM", "--speculative-config method ngram")
 
 
 def kv_tier(cfg: VllmConfig, f: LadderFacts) -> list[LadderCandidate] | str:

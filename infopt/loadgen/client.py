@@ -70,6 +70,8 @@ class _Stream:
             rec.prompt_tokens_cached = c.cached_tokens
         if c.output_tokens is not None:
             rec.output_tokens = c.output_tokens
+        if c.draft_tokens is not None:
+            rec.draft_tokens, rec.draft_tokens_accepted = c.draft_tokens, c.draft_accepted
         if not c.text:
             return
         if self.read is not None and (cum := self.read(data)) is not None:
@@ -183,6 +185,7 @@ async def _whole(client: httpx.AsyncClient, url: str, body: dict[str, Any],
     c = driver.parse_body(r.json())
     rec.prompt_tokens, rec.output_tokens = c.prompt_tokens, c.output_tokens
     rec.prompt_tokens_cached = c.cached_tokens
+    rec.draft_tokens, rec.draft_tokens_accepted = c.draft_tokens, c.draft_accepted
     rec.ok = bool(c.text) or bool(c.output_tokens)
     if not rec.ok:
         rec.error = "no_content"

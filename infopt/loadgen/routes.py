@@ -30,6 +30,8 @@ class Chunk:
     prompt_tokens: int | None = None  # the whole prompt, cached part included
     cached_tokens: int | None = None  # prompt tokens served from the engine's prefix cache
     output_tokens: int | None = None  # final usage count
+    draft_tokens: int | None = None  # speculative tokens drafted (llama.cpp's timings)
+    draft_accepted: int | None = None  # of those, accepted by the target
     done: bool = False  # the route's end-of-stream marker
 
 
@@ -67,12 +69,23 @@ def _anthropic_usage(usage: dict[str, Any] | None) -> dict[str, int | None]:
             "cached_tokens": usage.get("cache_read_input_tokens")}
 
 
+def _draft_counts(data: dict[str, Any]) -> dict[str, int | None]:
+    """llama.cpp's per-request speculative counts: its `timings` object (in the final event of a
+    stream and in a whole answer) carries draft_n and draft_n_accepted when it drafted
+    (tools/server/server-common.cpp)."""
+    timings = data.get("timings")
+    if not isinstance(timings, dict) or "draft_n" not in timings:
+        return {}
+    return {"draft_tokens": timings.get("draft_n"),
+            "draft_accepted": timings.get("draft_n_accepted")}
+
+
 def _openai_event(text_of: Callable[[dict[str, Any]], str | None]
                   ) -> Callable[[str, dict[str, Any]], Chunk]:
     def parse(_event: str, data: dict[str, Any]) -> Chunk:
         text = "".join(t for c in data.get("choices") or [] if (t := text_of(c)))
-        return Chunk(text=text, **_openai_usage(data.get("usage"), "prompt_tokens",
-                                                "completion_tokens", "prompt_tokens_details"))
+        return Chunk(text=text, **_draft_counts(data), **_openai_usage(
+            data.get("usage"), "prompt_tokens", "completion_tokens", "prompt_tokens_details"))
     return parse
 
 
@@ -80,7 +93,7 @@ def _openai_body(text_of: Callable[[dict[str, Any]], str | None]
                  ) -> Callable[[dict[str, Any]], Chunk]:
     def parse(data: dict[str, Any]) -> Chunk:
         text = "".join(t for c in data.get("choices") or [] if (t := text_of(c)))
-        return Chunk(text=text, done=True, **_openai_usage(
+        return Chunk(text=text, done=True, **_draft_counts(data), **_openai_usage(
             data.get("usage"), "prompt_tokens", "completion_tokens", "prompt_tokens_details"))
     return parse
 

@@ -21,6 +21,7 @@ def summarize_level(records: list[RequestRecord], concurrency: int, wall_s: floa
     prompts = [r.prompt_tokens for r in ok if r.prompt_tokens is not None]
     tpots = [r.tpot_s for r in ok if r.tpot_s is not None]
     cached = [r.prompt_tokens_cached for r in ok if r.prompt_tokens_cached is not None]
+    drafted = [r for r in ok if r.draft_tokens is not None]
     per_s = (lambda x: x / wall_s) if wall_s > 0 else (lambda x: 0.0)
     return LevelResult(
         concurrency=concurrency,
@@ -39,6 +40,9 @@ def summarize_level(records: list[RequestRecord], concurrency: int, wall_s: floa
         prompt_tokens_total=sum(prompts),
         prompt_tokens_mean=float(np.mean(prompts)) if prompts else None,
         prompt_tokens_cached_total=sum(cached) if cached else None,
+        draft_tokens_total=sum(r.draft_tokens or 0 for r in drafted) if drafted else None,
+        draft_tokens_accepted_total=(sum(r.draft_tokens_accepted or 0 for r in drafted)
+                                     if drafted else None),
         output_tokens_per_s=per_s(out_tokens),
         total_tokens_per_s=per_s(out_tokens + sum(prompts)),
         requests_per_s=per_s(len(ok)),

@@ -460,13 +460,14 @@ def fetch_model_facts(repo_id: str, *, cache_dir: Path, revision: str | None = N
 
 def search_models(*, endpoint: str | None = None, token: str | None = None,
                   filter: str | None = None, search: str | None = None,
-                  limit: int = 100) -> list[str]:
+                  author: str | None = None, limit: int = 100) -> list[str]:
     """Repository ids from the hub's model search (`list_models`), most downloaded first."""
     endpoint = (endpoint or default_endpoint()).rstrip("/")
     api = HfApi(endpoint=endpoint, token=token or False)
-    what = filter or search or "models"
+    what = filter or search or author or "models"
     return _call(lambda: [m.id for m in api.list_models(filter=filter, search=search,
-                                                        sort="downloads", limit=limit)],
+                                                        author=author, sort="downloads",
+                                                        limit=limit)],
                  what, endpoint, None, token)
 
 

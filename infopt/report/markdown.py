@@ -13,6 +13,7 @@ from infopt.report.layout_text import measured_layout_lines
 from infopt.report.provenance import provenance_lines
 from infopt.report.quality_text import quality_markdown, tasks_markdown
 from infopt.report.reproduce_text import reproduce_lines
+from infopt.report.speculation_text import speculation_lines
 from infopt.report.workload_text import describe_workload
 from infopt.specs.results import (
     LevelResult,
@@ -485,7 +486,9 @@ def _notes_lines(r: OptimizationReport) -> list[str]:
 # The report, top to bottom: each section renders its own lines from the report (an empty list
 # when the run has nothing for it).
 SECTIONS: tuple[Callable[[OptimizationReport], list[str]], ...] = (
-    _header_lines, _ladder_section, _plot_lines, _trial_lines, _slo_lines, _scenario_lines,
+    _header_lines, _ladder_section, _plot_lines, _trial_lines,
+    lambda r: speculation_lines(r.trials, OBJECTIVE_UNIT[r.workload.objective]),
+    _slo_lines, _scenario_lines,
     _troubleshooting_lines, _ceiling_lines, _kv_lines,
     lambda r: measured_layout_lines(r.trials), _kernel_section, _command_lines, _contract_lines,
     _target_lines, lambda r: reproduce_lines(r.reproduce), _deployment_lines,

@@ -25,6 +25,9 @@ def trial_row(t: Trial, target: int, unit: str) -> dict:
         "prompt tokens from the prefix cache (%)": (
             None if lvl is None or lvl.prefix_hit_ratio is None
             else round(100 * lvl.prefix_hit_ratio, 1)),
+        "draft tokens accepted (%)": (
+            None if lvl is None or lvl.draft_acceptance is None
+            else round(100 * lvl.draft_acceptance, 1)),
         "requests": lvl.requests if lvl else None, "errors": lvl.errors if lvl else None,
         "failed": t.failed, "records": f"trials/{t.key}/requests.jsonl" if t.key else None,
     }

@@ -58,6 +58,10 @@ class RequestRecord(Spec):
     # What the workload explains of that: the route's template plus a declared shared prefix
     # (and the unique head's tokens, which may begin alike); None when unknown (not checked).
     prompt_tokens_cache_allowed: int | None = None
+    # Speculative decoding, where the engine reports it per request (llama.cpp's `timings`:
+    # draft_n, draft_n_accepted): tokens drafted, and how many of them the target accepted.
+    draft_tokens: int | None = None
+    draft_tokens_accepted: int | None = None
     output_tokens: int | None = None  # from the engine's usage block
     output_tokens_requested: int
     content_chunks: int = 0
@@ -127,6 +131,10 @@ class LevelResult(Spec):
     # Prompt tokens the engine served from its prefix cache (usage's cached_tokens), summed;
     # None when it reported none for any request (not measured, not zero).
     prompt_tokens_cached_total: int | None = None
+    # Speculative decoding's drafted and accepted tokens, summed over the requests that reported
+    # them (None: no request did: no speculation, or an engine that reports it only in totals).
+    draft_tokens_total: int | None = None
+    draft_tokens_accepted_total: int | None = None
     output_tokens_per_s: float  # aggregate over the measured phase's wall time
     total_tokens_per_s: float = 0.0  # (prompt + output tokens) / wall time
     requests_per_s: float
@@ -151,6 +159,13 @@ class LevelResult(Spec):
         if self.prompt_tokens_cached_total is None or not self.prompt_tokens_total:
             return None
         return self.prompt_tokens_cached_total / self.prompt_tokens_total
+
+    @property
+    def draft_acceptance(self) -> float | None:
+        """Accepted over drafted tokens (None: nothing drafted, or not reported)."""
+        if not self.draft_tokens_total or self.draft_tokens_accepted_total is None:
+            return None
+        return self.draft_tokens_accepted_total / self.draft_tokens_total
 
 
 class SloResult(Spec):

@@ -73,15 +73,36 @@ class LlamaCppConfig(_Common):
                           "q5_1"] = "f16"
     cache_type_v: Literal["f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "iq4_nl", "q5_0",
                           "q5_1"] = "f16"
-    # --spec-type: speculative drafting without a draft model (n-gram lookup in the context);
-    # None = none (llama.cpp's default).
-    spec_type: Literal["ngram-simple", "ngram-map-k", "ngram-mod", "ngram-cache"] | None = None
+    # --spec-type: speculative drafting, from the context (n-gram lookup) or a draft model
+    # (draft-simple, -md); None = none (llama.cpp's default).
+    spec_type: Literal["ngram-simple", "ngram-map-k", "ngram-mod", "ngram-cache",
+                       "draft-simple"] | None = None
+    # -md: the draft model's GGUF (draft-simple only); it must share the target's tokenizer.
+    spec_draft_model: str | None = None
+    # --spec-draft-n-max: draft-simple's tokens drafted a step (the build's default: 3).
+    spec_draft_n_max: int | None = Field(None, ge=1, le=64)
+    # --spec-ngram-simple-size-m: ngram-simple's draft length in tokens (the build's default:
+    # 48; common/speculative.cpp takes it as the implementation's n_max).
+    spec_ngram_simple_size_m: int | None = Field(None, ge=1, le=256)
     # --cache-ram: the host-RAM prompt cache (MiB) that keeps idle slots' prompts for later
     # requests with the same prefix (llama.cpp PR 16391); None = the build's default, 8192;
     # 0 = off; -1 = no limit.
     cache_ram_mib: int | None = Field(None, ge=-1)
     # -lv: 4 makes this build log its KV buffer sizes (checked against the cost model).
     log_verbosity: int | None = Field(None, ge=0, le=5)
+
+    @model_validator(mode="after")
+    def _speculative(self) -> LlamaCppConfig:
+        if (self.spec_type == "draft-simple") != (self.spec_draft_model is not None):
+            raise ValueError("spec_type draft-simple and spec_draft_model go together: a "
+                             "draft model drafts only under draft-simple, which needs one")
+        if self.spec_draft_n_max is not None and self.spec_type != "draft-simple":
+            raise ValueError("spec_draft_n_max sets draft-simple's draft length; set "
+                             "spec_type: draft-simple or drop it")
+        if self.spec_ngram_simple_size_m is not None and self.spec_type != "ngram-simple":
+            raise ValueError("spec_ngram_simple_size_m sets ngram-simple's draft length; set "
+                             "spec_type: ngram-simple or drop it")
+        return self
 
     @property
     def ctx_total_tokens(self) -> int | None:
@@ -125,10 +146,28 @@ class VllmConfig(_Common):
     # --kv-offloading-size: a host-RAM tier for KV blocks (GiB, summed over TP ranks; the
     # native backend), vllm/config/cache.py 0.32; None = no tier (vLLM's default).
     kv_offloading_size_gib: float | None = Field(None, gt=0)
-    # --speculative-config {"method": "ngram", "num_speculative_tokens": N}: n-gram (prompt
-    # lookup) drafting of N tokens a step, matched on vLLM's default 5-token lookup
-    # (vllm/config/speculative.py 0.32); None: no speculation (vLLM's default).
-    speculative_ngram_tokens: int | None = Field(None, ge=1, le=32)
+    # --speculative-config {"method": M, "num_speculative_tokens": N[, "model": D]}
+    # (vllm/config/speculative.py, 0.32 and main): "ngram" drafts from the context (vLLM's
+    # default 5-token lookup), "mtp" with the model's own MTP layers (no "model"), "eagle3" /
+    # "eagle" / "draft_model" with the drafter D (a local folder or a hub id); None: no
+    # speculation (vLLM's default).
+    speculative_method: Literal["ngram", "mtp", "eagle3", "eagle", "draft_model"] | None = None
+    speculative_model: str | None = None
+    num_speculative_tokens: int | None = Field(None, ge=1, le=32)
+
+    @model_validator(mode="after")
+    def _speculative(self) -> VllmConfig:
+        m = self.speculative_method
+        if (m is None) != (self.num_speculative_tokens is None):
+            raise ValueError("speculative_method and num_speculative_tokens go together: vLLM "
+                             "needs the draft length of the method it drafts with")
+        if m in ("ngram", "mtp", None) and self.speculative_model is not None:
+            raise ValueError(f"speculative_model is the drafter of eagle3/eagle/draft_model; "
+                             f"{m or 'no speculation'} takes none")
+        if m in ("eagle3", "eagle", "draft_model") and self.speculative_model is None:
+            raise ValueError(f"speculative_method {m} needs speculative_model: the drafter's "
+                             "folder or hub id")
+        return self
 
 
 class SglangConfig(_Common):
@@ -338,27 +377,32 @@ def engine_knobs(engines: list[EngineName] | None = None) -> set[str]:
                (LlamaCppConfig, VllmConfig, SglangConfig, TrtllmConfig, MlxConfig)}
     return {k for e, c in configs.items() if engines is None or e in engines
             for k in c.model_fields} - {"engine", "host", "port"}
-_SERVING_ADAPTER: TypeAdapter[Any] = TypeAdapter(ServingConfig)
+
+
+# A tagged union is a valid TypeAdapter argument at run time; mypy's stub wants a type.
+_SERVING_ADAPTER: TypeAdapter[Any] = TypeAdapter(ServingConfig)  # type: ignore[arg-type]
 
 
 def with_knob(config: AnyServingConfig, knob: str, value: Any) -> AnyServingConfig:
     """A copy of `config` with one knob changed, re-validated (unknown knob -> ValidationError).
     `env.NAME` sets the environment variable NAME (None: unsets it)."""
-    data = config.model_dump()
+    return with_knobs(config, {knob: value})
+
+
+def _set_knob(data: dict[str, Any], knob: str, value: Any, engine: str) -> dict[str, Any]:
     if knob.startswith("env."):
         name, env = knob.removeprefix("env."), dict(data["env"])
         if value is None:
             env.pop(name, None)
         else:
             env[name] = str(value)
-        return _SERVING_ADAPTER.validate_python({**data, "env": env})
+        return {**data, "env": env}
     if "." in knob:  # a nested option: "extra_llm_api_options.kv_cache_config.dtype"
-        return _SERVING_ADAPTER.validate_python(_set_nested(data, knob, value, config.engine))
+        return _set_nested(data, knob, value, engine)
     if knob not in data:
-        raise ValueError(f"engine {config.engine} has no knob '{knob}'; knobs: "
+        raise ValueError(f"engine {engine} has no knob '{knob}'; knobs: "
                          f"{sorted(k for k in data if k not in _Common.model_fields)}")
-    data[knob] = value
-    return _SERVING_ADAPTER.validate_python(data)
+    return {**data, knob: value}
 
 
 def knob_value(config: AnyServingConfig, knob: str) -> Any:
@@ -388,7 +432,9 @@ def _set_nested(data: dict[str, Any], knob: str, value: Any, engine: str) -> dic
 
 
 def with_knobs(config: AnyServingConfig, changes: Mapping[str, Any]) -> AnyServingConfig:
-    """`with_knob` for each change, in order."""
+    """A copy of `config` with every change set, validated once: knobs that go together
+    (a draft model and its speculation type) change together."""
+    data = config.model_dump()
     for knob, value in changes.items():
-        config = with_knob(config, knob, value)
-    return config
+        data = _set_knob(data, knob, value, config.engine)
+    return _SERVING_ADAPTER.validate_python(data)

@@ -12,7 +12,7 @@ from infopt.analysis.compare import bootstrap_diff
 from infopt.analysis.stats import median_and_spread
 from infopt.specs.comparison import Comparison
 from infopt.specs.ladder import LadderCandidate
-from infopt.specs.serving import AnyServingConfig, knob_value, with_knob
+from infopt.specs.serving import AnyServingConfig, knob_value, with_knobs
 
 if TYPE_CHECKING:  # the rules are the adapters' data, passed in: never imported here
     from infopt.engines.ladder import DimensionRule, LadderFacts
@@ -39,9 +39,7 @@ def _changes_something(config: AnyServingConfig, c: LadderCandidate) -> bool:
 
 
 def apply(config: AnyServingConfig, c: LadderCandidate) -> AnyServingConfig:
-    for knob, value in c.changes.items():
-        config = with_knob(config, knob, value)
-    return config
+    return with_knobs(config, c.changes)
 
 
 def better(a: float, b: float, higher: bool) -> bool:

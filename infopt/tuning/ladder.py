@@ -15,7 +15,13 @@ from typing import Any
 from infopt.costmodel.kv import kv_bytes_per_token_per_gpu
 from infopt.costmodel.layouts import candidate_layouts
 from infopt.engines.base import EngineAdapter
-from infopt.engines.ladder import DimensionRule, LadderFacts, WeightVariant, candidate
+from infopt.engines.ladder import (
+    DimensionRule,
+    Drafter,
+    LadderFacts,
+    WeightVariant,
+    candidate,
+)
 from infopt.specs.hardware import HardwareInventory
 from infopt.specs.ladder import (
     LADDER_ORDER,
@@ -41,6 +47,7 @@ from infopt.tuning.decide import (  # noqa: F401
     rule_text,
     series_stops,
 )
+from infopt.tuning.weights import BITS_PER_WEIGHT
 
 
 def rules_for(adapter: EngineAdapter, dimensions: list[Dimension] | None = None,
@@ -87,11 +94,16 @@ def _cap_rule(adapter: EngineAdapter):
 def ladder_facts(model: ModelProfile, hw: HardwareInventory, workload: Workload,
                  base: Trial | None, variants: tuple[WeightVariant, ...] = (),
                  weights_note: str | None = None, current: str | None = None,
-                 kv_prefix_ram_bytes: int | None = None) -> LadderFacts:
+                 kv_prefix_ram_bytes: int | None = None,
+                 drafters: tuple[Drafter, ...] = ()) -> LadderFacts:
     """The facts the rules derive from: the device, and the workload as the baseline measured
     it (prompt tokens with the chat template; forced output tokens)."""
     t = workload.target_concurrency
     prompt, output = _measured_lengths(workload, base)
+    mtp = model.inspection.mtp_layers
+    if mtp and not any(d.kind == "mtp" for d in drafters):  # in the checkpoint: no search
+        drafters = (Drafter("mtp", None, why=f"the model's own {mtp} MTP layer(s) "
+                            "(config.json)"), *drafters)
     kv_per_token = kv_bytes_per_token_per_gpu(model.inspection, "f16")
     # One decode step at the target batch reads the weights once and each sequence's cache.
     share = (t * (prompt + output / 2) * kv_per_token / model.file_bytes
@@ -103,6 +115,8 @@ def ladder_facts(model: ModelProfile, hw: HardwareInventory, workload: Workload,
         mean_prompt_tokens=prompt, mean_output_tokens=output,
         prefix_reuse=workload.traffic.prefix.reuse_ratio > 0, kv_read_share=share,
         weight_variants=variants, weights_note=weights_note, current_weights=current,
+        current_bits_per_weight=BITS_PER_WEIGHT.get(current) if current else None,
+        drafters=drafters,
         layouts=tuple(candidate_layouts(model.inspection, len(hw.gpus)))
         if len(hw.gpus) > 1 else ())
 

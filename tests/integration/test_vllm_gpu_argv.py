@@ -65,7 +65,10 @@ def _configs() -> list[tuple[str, object]]:
         for knobs in ({"kv_cache_dtype": "fp8"}, {"max_num_seqs": 64},
                       {"max_num_batched_tokens": 8192}, {"enable_prefix_caching": False},
                       {"enforce_eager": True}, {"gpu_memory_utilization": 0.85},
-                      {"kv_offloading_size_gib": 64.0}, {"speculative_ngram_tokens": 4},
+                      {"kv_offloading_size_gib": 64.0}, {"speculative_method": "ngram", "num_speculative_tokens": 4},
+                      {"speculative_method": "mtp", "num_speculative_tokens": 1},
+                      {"speculative_method": "eagle3", "num_speculative_tokens": 3,
+                       "speculative_model": "/models/eagle3-head"},
                       {"enable_auto_tool_choice": True, "tool_call_parser": "hermes"}):
             out.append((f"{name} TP=4 {knobs}", with_knobs(tp4, knobs)))
     return out

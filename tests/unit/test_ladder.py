@@ -7,11 +7,12 @@ import pytest
 
 from infopt.engines import adapter_for, llamacpp, vllm
 from infopt.engines.base import ServingTarget
-from infopt.engines.ladder import LadderFacts, WeightVariant
+from infopt.engines.ladder import Drafter, LadderFacts, WeightVariant
 from infopt.specs.ladder import LADDER_ORDER, Dimension, ParetoPoint
 from infopt.specs.request import OptimizeRequest, TuneOverride
-from infopt.specs.serving import EngineName, with_knob
+from infopt.specs.serving import EngineName, LlamaCppConfig, VllmConfig, with_knob
 from infopt.tuning import ladder as lad
+from infopt.tuning.decide import apply
 from infopt.tuning.pareto import front
 
 T = ServingTarget(model_path="/m/q4_1.gguf", served_model_name="m", native_context_tokens=8192,
@@ -57,7 +58,47 @@ def test_llamacpp_derives_each_dimension_from_the_incumbent_and_the_facts():
     assert "no graph-capture" in got[Dimension.COMPILATION]
     assert "no shared prompt prefixes" in got[Dimension.PREFIX_CACHING]
     assert "one device" in got[Dimension.PARALLEL_LAYOUT]
-    assert labels(got[Dimension.SPECULATIVE]) == ["spec=ngram-simple"]
+    # N-gram drafting tuned by its draft length; no draft model: Q8_0 reads more bytes than
+    # the Q4_1 incumbent, so the exact model cannot draft for itself.
+    spec = got[Dimension.SPECULATIVE]
+    assert labels(spec) == ["spec=ngram-2", "spec=ngram-4", "spec=ngram-8"]
+    assert {c.series for c in spec} == {"ngram_draft_tokens"}
+    assert spec[1].changes == {"spec_type": "ngram-simple", "spec_ngram_simple_size_m": 4}
+    assert "no draft model here" in spec[0].why
+
+
+def test_llamacpp_drafts_with_a_cheaper_checkpoint_of_the_exact_model_or_a_found_drafter():
+    rule = lad.rules_for(llamacpp.ADAPTER)[Dimension.SPECULATIVE]
+    q8 = with_knob(BASE, "model_path", "/v/q8.gguf")
+    variants = (WeightVariant("Q8_0", "/v/q8.gguf", 8.5), WeightVariant("Q4_0", "/v/q4.gguf",
+                                                                          4.34),
+                WeightVariant("Q2_K", "/v/q2.gguf", 2.96))
+    got = lad.derive(rule, "llamacpp", q8, facts(weight_variants=variants))
+    drafts = [c for c in got if c.changes["spec_type"] == "draft-simple"]
+    # The cheapest checkpoint drafts (2.96 of 8.5 bits), tuned over the draft length.
+    assert [c.changes["spec_draft_n_max"] for c in drafts] == [2, 4, 8]
+    assert {c.changes["spec_draft_model"] for c in drafts} == {"/v/q2.gguf"}
+    assert len({c.series for c in drafts}) == 1 and "same tokenizer" in drafts[0].why
+    argv = llamacpp.build_launch(apply(q8, drafts[1]), "llama-server", 8080).argv
+    assert argv[argv.index("--spec-type") + 1] == "draft-simple"
+    assert argv[argv.index("-md") + 1] == "/v/q2.gguf"
+    assert argv[argv.index("--spec-draft-n-max") + 1] == "4"
+    # A drafter the search found wins over the self-draft; heads without a GGUF are named.
+    found = Drafter("draft_model", "/d/small.gguf", source="org/small", why="same tokenizer")
+    got = lad.derive(rule, "llamacpp", q8, facts(weight_variants=variants, drafters=(found,)))
+    assert {c.changes.get("spec_draft_model") for c in got} == {None, "/d/small.gguf"}
+    got = lad.derive(rule, "llamacpp", BASE, facts(drafters=(Drafter("eagle3", None, "o/e"),)))
+    assert "eagle3 heads need a GGUF conversion" in got[0].why
+    # Already drafting: nothing to add.
+    assert "already drafts" in lad.derive(rule, "llamacpp", apply(q8, drafts[0]), facts())
+
+
+def test_a_draft_model_setting_without_draft_simple_is_refused():
+    for bad in ({"spec_draft_model": "/d.gguf"}, {"spec_type": "draft-simple"},
+                {"spec_draft_n_max": 4}, {"spec_type": "ngram-simple", "spec_draft_n_max": 4},
+                {"spec_ngram_simple_size_m": 4}):
+        with pytest.raises(ValueError):
+            LlamaCppConfig(**{**BASE.model_dump(), **bad})
 
 
 def test_values_follow_the_incumbent_and_the_facts():
@@ -263,7 +304,7 @@ def test_sglang_derives_each_dimension_from_its_documented_server_arguments():
     # N-gram speculation tuned over its draft length, as a series (no drafter model needed).
     spec = got[Dimension.SPECULATIVE]
     assert labels(spec) == ["spec=ngram-2", "spec=ngram-4", "spec=ngram-8"]
-    assert {c.series for c in spec} == {"draft_tokens"}
+    assert {c.series for c in spec} == {"ngram_draft_tokens"}
     argv = sglang.build_launch(lad.apply(base, spec[1]), "python", 30000).argv
     assert argv[argv.index("--speculative-algorithm") + 1] == "NGRAM"
     assert argv[argv.index("--speculative-num-draft-tokens") + 1] == "4"
@@ -384,3 +425,51 @@ def test_vllm_tunes_ngram_speculation_by_draft_length_on_a_gpu_only():
         "method": "ngram", "num_speculative_tokens": 8}
     drafting = lad.apply(vbase, got[0])
     assert "already drafts 2" in lad.derive(rules, "vllm", drafting, facts(gpu_count=1))
+
+
+def test_verified_drafters_are_tuned_by_draft_length_on_vllm_and_sglang():
+    import json
+
+    mtp = Drafter("mtp", None, why="the model's own 1 MTP layer(s)")
+    eagle = Drafter("eagle3", "/models/eagle3", source="AngelSlim/Qwen3-8B_eagle3", why="head")
+    remote = Drafter("draft_model", None, source="Qwen/Qwen3-0.6B", why="same tokenizer")
+    f = facts(gpu_count=1, drafters=(mtp, eagle, remote))
+    vbase = vllm.baseline_config(T)
+    got = lad.derive(lad.rules_for(vllm.ADAPTER)[Dimension.SPECULATIVE], "vllm", vbase, f)
+    assert labels(got) == ["spec=mtp-model-1", "spec=mtp-model-2", "spec=mtp-model-4",
+                           "spec=eagle3-Qwen3-8B_eagle3-2", "spec=eagle3-Qwen3-8B_eagle3-4",
+                           "spec=eagle3-Qwen3-8B_eagle3-8",
+                           "spec=ngram-2", "spec=ngram-4", "spec=ngram-8"]
+    assert len({c.series for c in got}) == 3  # each drafter its own series
+    # The hub drafter not yet downloaded is named, never handed to the engine to fetch.
+    assert "Qwen/Qwen3-0.6B (draft_model) verified but not downloaded" in got[6].why
+
+    def spec(cfg, c):
+        argv = vllm.build_launch(lad.apply(cfg, c), "python", 8000).argv
+        return json.loads(argv[argv.index("--speculative-config") + 1])
+    assert spec(vbase, got[0]) == {"method": "mtp", "num_speculative_tokens": 1}
+    assert spec(vbase, got[4]) == {"method": "eagle3", "num_speculative_tokens": 4,
+                                   "model": "/models/eagle3"}
+    from infopt.engines import sglang
+
+    sbase = sglang.baseline_config(ServingTarget(model_path="/m/hf", served_model_name="m",
+                                                 native_context_tokens=8192, usable_cpus=16))
+    got = lad.derive(lad.rules_for(sglang.ADAPTER)[Dimension.SPECULATIVE], "sglang", sbase, f)
+    argv = sglang.build_launch(lad.apply(sbase, got[0]), "python", 30000).argv
+    # MTP on SGLang: EAGLE from the model's own layers, no draft path; a chain of n steps.
+    assert argv[argv.index("--speculative-algorithm") + 1] == "EAGLE"
+    assert "--speculative-draft-model-path" not in argv
+    assert argv[argv.index("--speculative-num-draft-tokens") + 1] == "2"
+    argv = sglang.build_launch(lad.apply(sbase, got[3]), "python", 30000).argv
+    assert argv[argv.index("--speculative-algorithm") + 1] == "EAGLE3"
+    assert argv[argv.index("--speculative-draft-model-path") + 1] == "/models/eagle3"
+
+
+def test_a_vllm_speculative_config_needs_its_parts():
+    vbase = vllm.baseline_config(T).model_dump()
+    for bad in ({"speculative_method": "ngram"}, {"num_speculative_tokens": 2},
+                {"speculative_method": "eagle3", "num_speculative_tokens": 2},
+                {"speculative_method": "mtp", "num_speculative_tokens": 2,
+                 "speculative_model": "/d"}):
+        with pytest.raises(ValueError):
+            VllmConfig(**{**vbase, **bad})

@@ -46,6 +46,14 @@ def test_openai_chunks_usage_and_each_engines_running_count():
                                       "prompt_tokens_details": {"cached_tokens": 41}}}
     c = CHAT.parse_event("", final)
     assert (c.text, c.output_tokens, c.cached_tokens) == ("", 3, 41)
+    # llama.cpp's final event adds its timings: the request's drafted and accepted tokens.
+    final["timings"] = {"predicted_n": 3, "draft_n": 53, "draft_n_accepted": 49}
+    c = CHAT.parse_event("", final)
+    assert (c.draft_tokens, c.draft_accepted) == (53, 49)
+    assert CHAT.parse_body({**final, "choices": [{"message": {"content": "a"}}]}
+                           ).draft_tokens == 53
+    final["timings"] = {"predicted_n": 3}  # no drafting: nothing reported, not zero
+    assert CHAT.parse_event("", final).draft_tokens is None
     role_only = {"choices": [{"index": 0, "delta": {"role": "assistant", "content": None}}]}
     assert CHAT.parse_event("", role_only).text == ""
     assert COMPL.parse_event("", {"choices": [{"text": " x"}]}).text == " x"

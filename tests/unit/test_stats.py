@@ -38,3 +38,13 @@ def test_summarize_level_counts_only_successful_requests():
     assert lvl.requests_per_s == pytest.approx(2 / 0.5)
     assert lvl.itl_s.n == 6  # gaps pooled over the two successful requests
     assert lvl.ttft_s.n == 2
+
+
+def test_draft_acceptance_sums_the_requests_that_reported_it():
+    recs = [_rec(0), _rec(1), _rec(2)]
+    assert summarize_level(recs, 2, 1.0).draft_acceptance is None  # no speculation reported
+    recs[0].draft_tokens, recs[0].draft_tokens_accepted = 10, 9
+    recs[1].draft_tokens, recs[1].draft_tokens_accepted = 30, 3
+    lvl = summarize_level(recs, 2, 1.0)
+    assert (lvl.draft_tokens_total, lvl.draft_tokens_accepted_total) == (40, 12)
+    assert lvl.draft_acceptance == pytest.approx(0.3)

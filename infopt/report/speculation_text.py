@@ -1,0 +1,35 @@
+"""The report's speculative-decoding section: per speculative trial and per scenario of the
+workload, the drafted and accepted tokens as the engine reported them per request, beside the
+objective. Acceptance alone never decides (the objective does, against the incumbent); it is
+shown because it says why a drafter won or lost on this workload."""
+
+from __future__ import annotations
+
+from infopt.specs.results import Trial
+
+
+def speculation_lines(trials: list[Trial], unit: str) -> list[str]:
+    spec = [t for t in trials if t.dimension == "speculative" and t.benchmark is not None]
+    if not spec:
+        return []
+    lines = ["", "## Speculative decoding (measured)", "",
+             "Draft tokens and the share the target accepted, per scenario of the workload, "
+             "from the engine's own per-request counts (llama.cpp: the response's `timings`, "
+             "draft_n / draft_n_accepted). A candidate is kept only if the objective measures "
+             "better than the incumbent's; acceptance explains the outcome, it does not decide "
+             "it. \"not reported\": the engine gives no per-request counts.", "",
+             f"| trial | drafter and length | scenario | drafted | accepted | acceptance | "
+             f"objective ({unit}) |", "|---|---|---|---|---|---|---|"]
+    for t in spec:
+        assert t.benchmark is not None
+        for s in t.benchmark.scenarios:
+            lvl = s.level
+            rate = lvl.draft_acceptance
+            drafted = "not reported" if lvl.draft_tokens_total is None \
+                else f"{lvl.draft_tokens_total:,}"
+            accepted = "—" if lvl.draft_tokens_accepted_total is None \
+                else f"{lvl.draft_tokens_accepted_total:,}"
+            value = "—" if t.objective_value is None else f"{t.objective_value:.4g}"
+            lines.append(f"| {t.trial_id} | {t.value} | {s.name} | {drafted} | {accepted} | "
+                         f"{'—' if rate is None else f'{rate:.1%}'} | {value} |")
+    return lines
