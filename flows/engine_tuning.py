@@ -22,7 +22,7 @@ from flows.ladder import Incumbent, LadderRun, run_climb, weight_approvals
 from flows.weights import current_type, weight_variants
 from infopt.contract.remedies import contract_gaps
 from infopt.engines import adapter_for
-from infopt.engines.ladder import WeightVariant
+from infopt.engines.ladder import Drafter, WeightVariant
 from infopt.model.digest import model_digest
 from infopt.model.profile import weights_profile
 from infopt.runs.rundir import atomic_write, trial_dir
@@ -116,7 +116,8 @@ def fit_of(model: ModelProfile, hw: HardwareInventory, config, target_concurrenc
 def tune_engine(request: OptimizeRequest, engine: EngineName, model: ModelProfile,
                 hw: HardwareInventory, workload: Workload, run_dir: Path, t_start: float,
                 id_prefix: str = "", shortlist: Shortlist | None = None,
-                shape: StartShape | None = None) -> EngineTuning:
+                shape: StartShape | None = None, drafters: tuple[Drafter, ...] = ()
+                ) -> EngineTuning:
     """Control, baseline and the ladder for `engine` serving `model`; `id_prefix` keeps a
     comparator's trial ids apart from the routed engine's; `shortlist` holds the hub
     checkpoints it may try as weights; `shape` the layout and context it must start in."""
@@ -148,7 +149,7 @@ def tune_engine(request: OptimizeRequest, engine: EngineName, model: ModelProfil
         rules=rules_for(adapter, request.dimensions, request.tune),
         facts=lambda base: ladder_facts(model, hw, workload, base, weights.variants,
                                         "; ".join(weights.notes) or None, current_type(model),
-                                        request.kv_prefix_budget.ram_bytes),
+                                        request.kv_prefix_budget.ram_bytes, drafters),
         objective=workload.objective.value, higher=higher_is_better(workload.objective),
         budgets=request.budgets, seed=request.seed,
         why_pruned=lambda c: why_pruned(c, hw.engine_cpu_isa, fit),

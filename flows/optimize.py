@@ -31,12 +31,15 @@ from flows.store import open_results_store
 from flows.viability import viable_plans
 from infopt.bootstrap import default_paths
 from infopt.engines import adapter_for, process, registry, serves
+from infopt.engines.ladder import Drafter
 from infopt.engines.routing import RouteChoice, comparator_for, route, select_available
 from infopt.engines.support import locate_for_host
+from infopt.model.drafters import ladder_drafters
 from infopt.runs.rundir import atomic_write, new_run_id, runs_root
 from infopt.specs.approval import GateAnswer
 from infopt.specs.base import EngineUnavailableError, InfoptError
 from infopt.specs.checkpoint import Shortlist
+from infopt.specs.drafters import DrafterSearch
 from infopt.specs.hardware import HardwareInventory
 from infopt.specs.ladder import EngineResult
 from infopt.specs.model import ModelProfile
@@ -49,7 +52,7 @@ from infopt.tuning.hub_weights import check_checkpoints
 from infopt.tuning.ladder import engine_choice
 from infopt.tuning.ladder import median as lad_median
 from tasks.report import write_report_task
-from tasks.target import inventory_host, profile_model_task, shortlist_task
+from tasks.target import drafter_task, inventory_host, profile_model_task, shortlist_task
 
 
 def _stop_engines_hook(flow, flow_run, state) -> None:
@@ -80,6 +83,7 @@ class Target:
     has_comparator: bool
     comparator_why: str  # why this one, or why there is none
     download_answers: list[GateAnswer]
+    drafters: DrafterSearch | None = None  # the exact hub model's verified drafters
 
 
 @flow(name="optimize", on_failure=[_stop_engines_hook], on_crashed=[_stop_engines_hook],
@@ -101,7 +105,8 @@ def optimize(request: OptimizeRequest | None = None, run_id: str | None = None,
     check_overrides(request, [e for e, *_ in target.plans])
     plans, fit_notes = viable_plans(request, target.plans, target.hw, workload, run_dir, run_id)
     tunings, results = _tune_all(request, plans, target.hw, workload, run_dir, t_start,
-                                 target.shortlist)
+                                 target.shortlist, ladder_drafters(target.drafters)
+                                 if target.drafters else ())
     choice = engine_choice(results, higher_is_better(workload.objective), request.seed,
                            request.budgets.min_gain)
     tuned = next(t for t in tunings if t.engine.value == choice.chosen)
@@ -146,6 +151,9 @@ def establish_target(request: OptimizeRequest, workload: Workload,
                                 credentials_block=request.credentials_block)
                  if request.model.hub_id else None)
     check_checkpoints(request, shortlist)  # model.try_checkpoints names verified candidates
+    drafters = (drafter_task(request.model.hub_id, request.model.hub_endpoint,
+                             credentials_block=request.credentials_block)
+                if request.model.hub_id and hw.gpus and _asks(request, "speculative") else None)
     routes = route(hw, model, workload.target_concurrency)
     chosen, skipped = select_available(routes, request.engines,
                                        lambda n: locate_for_host(n, len(hw.gpus)),
@@ -161,11 +169,18 @@ def establish_target(request: OptimizeRequest, workload: Workload,
         plans.append((comp[0], next(o for o in [model, *others] if o.format is comp[1]),
                       "comparator", comp_why))
     return Target(hw, model, shortlist, routes, plans, skipped, comp is not None, comp_why,
-                  download_answers)
+                  download_answers, drafters)
+
+
+def _asks(request: OptimizeRequest, dimension: str) -> bool:
+    """Whether the request's ladder includes `dimension` (no list: every dimension)."""
+    return request.tune is None and (request.dimensions is None or dimension in
+                                     [d.value for d in request.dimensions])
 
 
 def _tune_all(request: OptimizeRequest, plans, hw, workload, run_dir: Path, t_start: float,
-              shortlist) -> tuple[list[EngineTuning], list[EngineResult]]:
+              shortlist, drafters: tuple[Drafter, ...] = ()
+              ) -> tuple[list[EngineTuning], list[EngineResult]]:
     """Each planned engine's tuning; one that fails is recorded, and the run fails only when
     none produced a result (with the routed engine's error)."""
     tunings, results, first_error = [], [], None
@@ -175,7 +190,7 @@ def _tune_all(request: OptimizeRequest, plans, hw, workload, run_dir: Path, t_st
         try:
             tn = tune_engine(request, engine, model, hw, workload, run_dir, t_start,
                              id_prefix="" if role == "routed" else f"{engine.value}-",
-                             shortlist=shortlist, shape=shape)
+                             shortlist=shortlist, shape=shape, drafters=drafters)
         except InfoptError as exc:  # a baseline that fails its start, contract or quality
             if role == "routed" and _user_named(engine, exc):
                 raise  # the engine the user pointed at is broken: no quiet switch to another

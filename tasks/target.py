@@ -6,10 +6,13 @@ from prefect import get_run_logger, task
 
 from blocks.credentials import hf_token
 from infopt.hardware.host import inventory
+from infopt.model.drafters import search_drafters
 from infopt.model.hub import default_cache_dir
 from infopt.model.profile import profile_model
 from infopt.model.shortlist import build_shortlist, device_from_inventory
+from infopt.specs.base import InputError
 from infopt.specs.checkpoint import Shortlist
+from infopt.specs.drafters import DrafterSearch
 from infopt.specs.hardware import HardwareInventory
 from infopt.specs.model import ModelProfile
 
@@ -33,6 +36,24 @@ def profile_model_task(model_path: str) -> ModelProfile:
         m.name, m.architecture, m.weight_format, m.num_layers, m.inspection.attention.kind.value,
         m.num_query_heads, m.num_kv_heads, m.native_context_tokens)
     return m
+
+
+@task(name="drafter-search", retries=0)
+def drafter_task(base_model: str, endpoint: str | None,
+                 credentials_block: str | None = None) -> DrafterSearch | None:
+    """Drafters of the exact hub model for speculative decoding, verified from metadata (no
+    weights fetched). A hub that cannot be searched leaves the run without hub drafters (the
+    model's own MTP layers and n-gram drafting remain), logged, never fatal."""
+    log = get_run_logger()
+    try:
+        found = search_drafters(base_model, cache_dir=default_cache_dir(), endpoint=endpoint,
+                                token=hf_token(credentials_block), say=log.info)
+    except InputError as exc:
+        log.warning("drafter search for %s skipped: %s", base_model, str(exc)[:300])
+        return None
+    log.info("drafters for %s: %d verified, %d turned down", base_model, len(found.drafters),
+             len(found.rejected))
+    return found
 
 
 @task(name="shortlist-checkpoints")

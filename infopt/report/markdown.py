@@ -13,7 +13,7 @@ from infopt.report.layout_text import measured_layout_lines
 from infopt.report.provenance import provenance_lines
 from infopt.report.quality_text import quality_markdown, tasks_markdown
 from infopt.report.reproduce_text import reproduce_lines
-from infopt.report.speculation_text import speculation_lines
+from infopt.report.speculation_text import drafter_search_lines, speculation_lines
 from infopt.report.workload_text import describe_workload
 from infopt.specs.results import (
     LevelResult,
@@ -488,6 +488,7 @@ def _notes_lines(r: OptimizationReport) -> list[str]:
 SECTIONS: tuple[Callable[[OptimizationReport], list[str]], ...] = (
     _header_lines, _ladder_section, _plot_lines, _trial_lines,
     lambda r: speculation_lines(r.trials, OBJECTIVE_UNIT[r.workload.objective]),
+    lambda r: drafter_search_lines(r.drafter_search),
     _slo_lines, _scenario_lines,
     _troubleshooting_lines, _ceiling_lines, _kv_lines,
     lambda r: measured_layout_lines(r.trials), _kernel_section, _command_lines, _contract_lines,

@@ -5,6 +5,7 @@ shown because it says why a drafter won or lost on this workload."""
 
 from __future__ import annotations
 
+from infopt.specs.drafters import DrafterSearch
 from infopt.specs.results import Trial
 
 
@@ -32,4 +33,22 @@ def speculation_lines(trials: list[Trial], unit: str) -> list[str]:
             value = "—" if t.objective_value is None else f"{t.objective_value:.4g}"
             lines.append(f"| {t.trial_id} | {t.value} | {s.name} | {drafted} | {accepted} | "
                          f"{'—' if rate is None else f'{rate:.1%}'} | {value} |")
+    return lines
+
+
+def drafter_search_lines(search: DrafterSearch | None) -> list[str]:
+    """What the drafter search verified and turned down, each with its reason."""
+    if search is None:
+        return []
+    lines = ["", "## Drafters of the exact model (hub metadata, verified)", "",
+             f"Searched {search.endpoint} for {search.base_model}@{search.base_commit_sha[:12]} "
+             f"({'; '.join(search.queries)}). No weights were downloaded: a hub drafter runs "
+             "once the download gate has fetched it.", ""]
+    if search.native_mtp:
+        lines.append(f"- native: {search.native_mtp}")
+    lines += [f"- **{f.kind}** `{f.repo_id}@{(f.commit_sha or '')[:12]}`: {f.why}"
+              for f in search.drafters]
+    if not search.native_mtp and not search.drafters:
+        lines.append("- none verified: n-gram drafting is the only speculation tried")
+    lines += [f"- turned down: `{f.repo_id}` ({f.kind}): {f.why}" for f in search.rejected]
     return lines

@@ -14,6 +14,7 @@ from .checkpoint import Shortlist
 from .comparison import Comparison
 from .contract import ContractCheck, ContractOutcome
 from .diagnosis import Diagnosis, Remedy
+from .drafters import DrafterSearch
 from .fit import CeilingRatio, KvCheck, MemoryFit
 from .hardware import HardwareInventory
 from .ladder import CeilingPick, EngineChoice, LadderOutcome, ParetoPoint
@@ -383,6 +384,7 @@ class OptimizationReport(Spec):
     engine_version: str
     routing: list[str]  # routed engine order with reasons
     shortlist: Shortlist | None = None  # hub variants of `base_model`, when one was named
+    drafter_search: DrafterSearch | None = None  # its verified drafters (GPU runs with a hub id)
     pruned: list[str] = Field(default_factory=list)  # candidate values the fit ruled out, why
     contract: list[ContractCheck]
     contract_outcome: ContractOutcome = Field(default_factory=ContractOutcome)

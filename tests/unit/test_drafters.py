@@ -70,3 +70,12 @@ def test_native_mtp_layers_are_read_from_the_models_own_config(config, key):
 def test_no_mtp_layers_no_native_drafter():
     assert native_mtp(json.loads((MODEL_CONFIGS / "Qwen__Qwen3-8B.json").read_text())) is None
     assert native_mtp({"num_nextn_predict_layers": 0}) is None and native_mtp(None) is None
+
+
+def test_the_report_lists_what_was_verified_and_what_was_turned_down(found):
+    from infopt.report.speculation_text import drafter_search_lines
+
+    text = "\n".join(drafter_search_lines(found))
+    assert "**draft_model** `Qwen/Qwen3-0.6B@" in text and "No weights were downloaded" in text
+    assert "turned down: `mixup/Qwen3-8B-eagle3-llama-vocab` (eagle3)" in text
+    assert drafter_search_lines(None) == []
