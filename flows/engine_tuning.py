@@ -168,7 +168,10 @@ def tune_engine(request: OptimizeRequest, engine: EngineName, model: ModelProfil
     ladder, history = outcome.ladder, outcome.history
     return EngineTuning(
         engine=engine, model=model, version=version, digest=digest, control=control,
-        baseline=history[0].config, ref_key=ref_key if reference else None,
+        # Without exact scoring the winner is still confirmed on the generative task sets
+        # against the control's answers (tasks.quality.quality_reference says so).
+        baseline=history[0].config,
+        ref_key=ref_key if reference or adapter.token_scoring is None else None,
         quality_note=quality_note, run=run, ladder=ladder, history=history,
         applied=outcome.remedy, first_gaps=outcome.first_gaps,
         superseded=_superseded(before, trials), weight_notes=weights.notes,

@@ -14,13 +14,14 @@ from __future__ import annotations
 
 import os
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from prefect import flow, get_run_logger
 
 from flows.assemble import assemble_report, finish_winner
 from flows.download import download_model
+from flows.drafter_downloads import fetch_drafters
 from flows.engine_tuning import (
     EngineTuning,
     check_overrides,
@@ -41,7 +42,7 @@ from infopt.specs.base import EngineUnavailableError, InfoptError
 from infopt.specs.checkpoint import Shortlist
 from infopt.specs.drafters import DrafterSearch
 from infopt.specs.hardware import HardwareInventory
-from infopt.specs.ladder import EngineResult
+from infopt.specs.ladder import Dimension, EngineResult
 from infopt.specs.model import ModelProfile
 from infopt.specs.request import OptimizeRequest
 from infopt.specs.results import OptimizationReport
@@ -49,7 +50,7 @@ from infopt.specs.serving import EngineName
 from infopt.specs.workload import Workload, check_fits_context
 from infopt.tuning.control import higher_is_better
 from infopt.tuning.hub_weights import check_checkpoints
-from infopt.tuning.ladder import engine_choice
+from infopt.tuning.ladder import climbs, engine_choice
 from infopt.tuning.ladder import median as lad_median
 from tasks.report import write_report_task
 from tasks.target import drafter_task, inventory_host, profile_model_task, shortlist_task
@@ -84,6 +85,7 @@ class Target:
     comparator_why: str  # why this one, or why there is none
     download_answers: list[GateAnswer]
     drafters: DrafterSearch | None = None  # the exact hub model's verified drafters
+    drafter_paths: dict[str, str] = field(default_factory=dict)  # repo -> downloaded copy
 
 
 @flow(name="optimize", on_failure=[_stop_engines_hook], on_crashed=[_stop_engines_hook],
@@ -105,7 +107,8 @@ def optimize(request: OptimizeRequest | None = None, run_id: str | None = None,
     check_overrides(request, [e for e, *_ in target.plans])
     plans, fit_notes = viable_plans(request, target.plans, target.hw, workload, run_dir, run_id)
     tunings, results = _tune_all(request, plans, target.hw, workload, run_dir, t_start,
-                                 target.shortlist, ladder_drafters(target.drafters)
+                                 target.shortlist,
+                                 ladder_drafters(target.drafters, target.drafter_paths)
                                  if target.drafters else ())
     choice = engine_choice(results, higher_is_better(workload.objective), request.seed,
                            request.budgets.min_gain)
@@ -153,7 +156,9 @@ def establish_target(request: OptimizeRequest, workload: Workload,
     check_checkpoints(request, shortlist)  # model.try_checkpoints names verified candidates
     drafters = (drafter_task(request.model.hub_id, request.model.hub_endpoint,
                              credentials_block=request.credentials_block)
-                if request.model.hub_id and hw.gpus and _asks(request, "speculative") else None)
+                if request.model.hub_id and hw.gpus and climbs(request, Dimension.SPECULATIVE)
+                else None)
+    drafter_paths = fetch_drafters(request, drafters) if drafters else {}
     routes = route(hw, model, workload.target_concurrency)
     chosen, skipped = select_available(routes, request.engines,
                                        lambda n: locate_for_host(n, len(hw.gpus)),
@@ -169,13 +174,7 @@ def establish_target(request: OptimizeRequest, workload: Workload,
         plans.append((comp[0], next(o for o in [model, *others] if o.format is comp[1]),
                       "comparator", comp_why))
     return Target(hw, model, shortlist, routes, plans, skipped, comp is not None, comp_why,
-                  download_answers, drafters)
-
-
-def _asks(request: OptimizeRequest, dimension: str) -> bool:
-    """Whether the request's ladder includes `dimension` (no list: every dimension)."""
-    return request.tune is None and (request.dimensions is None or dimension in
-                                     [d.value for d in request.dimensions])
+                  download_answers, drafters, drafter_paths)
 
 
 def _tune_all(request: OptimizeRequest, plans, hw, workload, run_dir: Path, t_start: float,

@@ -269,8 +269,8 @@ def _param_summary(repo: Repo) -> dict | None:
     params: dict[str, int] = {}
     for f in repo.files.values():
         if f.path.endswith(".safetensors"):
-            n = int.from_bytes(f.content[:8], "little")
-            for key, t in json.loads(f.content[8:8 + n]).items():
+            n = int.from_bytes(f.read(0, 7), "little")  # real files: from their source
+            for key, t in json.loads(f.read(8, 7 + n)).items():
                 if key != "__metadata__":
                     params[t["dtype"]] = params.get(t["dtype"], 0) + math.prod(t["shape"])
     return {"parameters": params, "total": sum(params.values())} if params else None

@@ -49,7 +49,8 @@ def endpoint_for(engine: EngineName | str, base_url: str, model: str,
     return Endpoint(base_url=base_url, model=model, forced_fields=a.forced_length_fields,
                     stream_counting=a.stream_counting, keepalive=a.stream_keepalive,
                     tokenize=tokenize, scoring=a.token_scoring,
-                    chat_template=a.chat_template_route, pid=pid, engine=str(a.name))
+                    chat_template=a.chat_template_route, pid=pid, engine=str(a.name),
+                    spec_counters=a.spec_counters)
 
 
 def identify_engine(base_url: str, timeout_s: float = 5.0) -> EngineName | None:

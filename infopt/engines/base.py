@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from infopt.specs.endpoint import StreamCounting
+from infopt.specs.endpoint import SpecCounters, StreamCounting
 from infopt.specs.serving import AnyServingConfig, EngineName, KnobValue
 from infopt.specs.trial import TuningDimension
 
@@ -232,6 +232,8 @@ class EngineAdapter(Generic[C]):
     # Exact teacher forcing for the quality gate (infopt.engines.scoring). None: the gate
     # cannot score this engine's tokens and says so.
     token_scoring: TokenScoring | None = None
+    # The Prometheus counters of drafted and accepted speculative tokens (None: none known).
+    spec_counters: SpecCounters | None = None
     # (startup log, config) -> why the ready engine serves less context than it was given
     # (an engine that shortens max_seq_len to fit its KV pool, with a warning only); None:
     # it does not do that, or did not. A start that did is refused: context is never cut.

@@ -38,6 +38,7 @@ from infopt.engines.llamacpp_ladder import DEFAULT_CACHE_RAM_MIB
 from infopt.engines.llamacpp_ladder import RULES as LADDER
 from infopt.engines.scoring import LLAMACPP_SCORING
 from infopt.specs.contract import ContractRemedy
+from infopt.specs.endpoint import SpecCounters
 from infopt.specs.fit import KvObservation
 from infopt.specs.inspection import ModelInspection
 from infopt.specs.serving import EngineName, LlamaCppConfig
@@ -258,6 +259,9 @@ ADAPTER = EngineAdapter(
     forced_length_fields=lambda n: {"max_tokens": n, "ignore_eos": True},
     readiness_timeout_s=readiness_timeout_s,
     metric_prefix="llamacpp:",
+    # tools/server/server-task.cpp (the --metrics text): counters named after vLLM's.
+    spec_counters=SpecCounters("/metrics", "llamacpp:spec_decode_num_draft_tokens_total",
+                               "llamacpp:spec_decode_num_accepted_tokens_total"),
     kv_from_log=kv_from_log,
     memory_shape=memory_shape,
     doc_url="https://github.com/ggml-org/llama.cpp/blob/master/tools/server/README.md",

@@ -42,6 +42,7 @@ from infopt.engines.scoring import PROMPT_LOGPROBS_SCORING
 from infopt.engines.vllm_ladder import LAYOUT
 from infopt.engines.vllm_ladder import RULES as LADDER
 from infopt.specs.contract import ContractRemedy
+from infopt.specs.endpoint import SpecCounters
 from infopt.specs.fit import KvObservation
 from infopt.specs.inspection import ModelInspection
 from infopt.specs.serving import EngineName, VllmConfig
@@ -298,6 +299,10 @@ ADAPTER = EngineAdapter(
     forced_length_fields=min_tokens_and_ignore_eos,
     readiness_timeout_s=readiness_timeout_s,
     metric_prefix="vllm:",
+    # vllm/v1/spec_decode/metrics.py: Counters "vllm:spec_decode_num_draft_tokens" and
+    # "...num_accepted_tokens", scraped with prometheus_client's "_total" suffix.
+    spec_counters=SpecCounters("/metrics", "vllm:spec_decode_num_draft_tokens_total",
+                               "vllm:spec_decode_num_accepted_tokens_total"),
     kv_from_log=kv_from_log,
     memory_shape=memory_shape,
     control_config=control_config,

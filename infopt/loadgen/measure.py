@@ -15,6 +15,7 @@ from infopt.analysis.slo import evaluate_slos
 from infopt.analysis.validation import validate_records
 from infopt.loadgen.runner import run_schedule
 from infopt.loadgen.schedule import build_schedule, summarize_schedule
+from infopt.loadgen.spec_counters import read_counters, with_counted_drafts
 from infopt.loadgen.summary import every_quarter, summarize_level, with_monitors
 from infopt.loadgen.tokens import Counter
 from infopt.specs.endpoint import Endpoint
@@ -47,14 +48,17 @@ def measure(endpoint: Endpoint, spec: TrafficSpec, *, out_dir: Path | None,
     planned = build_schedule(spec, seed=spec.seed, max_input_tokens=max_input_tokens)
     summary = summarize_schedule([r for r in planned if r.phase.value == "measured"])
     conc = concurrency_of(spec)
+    drafts_before = read_counters(endpoint)
     phase = run_schedule(endpoint, planned, conc, seed=spec.seed, progress=progress,
                          counter=counter, timeout_s=stall_timeout_s)
+    drafts_after = read_counters(endpoint) if drafts_before is not None else None
     records, wall = phase.records, phase.wall_s
     if summary.clipped_inputs and say is not None:
         say(f"{spec.name}: WARNING {summary.clipped_inputs} measured prompt(s) drawn longer "
             f"than {max_input_tokens:,} tokens were cut to it; cap the length distribution "
             "(max_tokens) to measure exactly the workload asked for")
-    level = with_monitors(summarize_level(records, conc, wall), phase)
+    level = with_counted_drafts(with_monitors(summarize_level(records, conc, wall), phase),
+                                drafts_before, drafts_after)
     if level.client_saturated and say is not None:
         say(f"{spec.name}: WARNING the load generator was the bottleneck: "
             f"{level.client_bound_reason}")

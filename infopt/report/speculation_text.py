@@ -16,9 +16,11 @@ def speculation_lines(trials: list[Trial], unit: str) -> list[str]:
     lines = ["", "## Speculative decoding (measured)", "",
              "Draft tokens and the share the target accepted, per scenario of the workload, "
              "from the engine's own per-request counts (llama.cpp: the response's `timings`, "
-             "draft_n / draft_n_accepted). A candidate is kept only if the objective measures "
-             "better than the incumbent's; acceptance explains the outcome, it does not decide "
-             "it. \"not reported\": the engine gives no per-request counts.", "",
+             "draft_n / draft_n_accepted), else from its Prometheus counters before and after "
+             "the scenario (vLLM; marked \"counters\": warm-up requests included). A "
+             "candidate is kept only if the objective measures better than the incumbent's; "
+             "acceptance explains the outcome, it does not decide it. \"not reported\": the "
+             "engine gave no counts.", "",
              f"| trial | drafter and length | scenario | drafted | accepted | acceptance | "
              f"objective ({unit}) |", "|---|---|---|---|---|---|---|"]
     for t in spec:
@@ -31,6 +33,8 @@ def speculation_lines(trials: list[Trial], unit: str) -> list[str]:
             accepted = "—" if lvl.draft_tokens_accepted_total is None \
                 else f"{lvl.draft_tokens_accepted_total:,}"
             value = "—" if t.objective_value is None else f"{t.objective_value:.4g}"
+            if lvl.draft_counts_source is not None:
+                drafted += " (counters)"
             lines.append(f"| {t.trial_id} | {t.value} | {s.name} | {drafted} | {accepted} | "
                          f"{'—' if rate is None else f'{rate:.1%}'} | {value} |")
     return lines

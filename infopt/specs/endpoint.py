@@ -47,6 +47,17 @@ class TokenScoring:
     how: str  # what it asks the server, for reports
 
 
+@dataclass(frozen=True)
+class SpecCounters:
+    """Where a server counts speculative decoding's drafted and accepted tokens: two Prometheus
+    counters on `path` (summed over their label sets), read before and after a measured
+    scenario when the server gives no per-request counts."""
+
+    path: str
+    drafted: str
+    accepted: str
+
+
 # vLLM, SGLang, llama.cpp and TensorRT-LLM all honour ignore_eos; an unknown server gets it
 # with max_tokens, and its output lengths are checked against usage like any other.
 def generic_forced_fields(n: int) -> dict[str, Any]:
@@ -70,3 +81,4 @@ class Endpoint:
     chat_template: tuple[str, str] | None = None
     pid: int | None = None  # the server's process (group), for CPU/RSS sampling
     engine: str | None = None  # label only (logs, reports); nothing branches on it
+    spec_counters: SpecCounters | None = None  # None: no speculative counters known

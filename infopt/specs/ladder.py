@@ -57,7 +57,8 @@ CandidateStatus = Literal[
     "undecided",  # the quality gate could not decide within its prompt budget: not accepted
     "failed",  # the engine did not start or died (diagnosis in the trial)
     "pruned",  # not run: this machine cannot run it, or it does not fit (why in `reason`)
-    "not run",  # a stop rule or the budget ended the step first
+    "not run",  # a stop rule or the budget ended the step first, or (screened once) a
+    # candidate that screened better was accepted before its confirmation
 ]
 
 

@@ -136,6 +136,8 @@ class LevelResult(Spec):
     # them (None: no request did: no speculation, or an engine that reports it only in totals).
     draft_tokens_total: int | None = None
     draft_tokens_accepted_total: int | None = None
+    # Where those came from: None = the requests' own counts; else e.g. the engine's counters.
+    draft_counts_source: str | None = None
     output_tokens_per_s: float  # aggregate over the measured phase's wall time
     total_tokens_per_s: float = 0.0  # (prompt + output tokens) / wall time
     requests_per_s: float

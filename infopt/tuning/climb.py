@@ -395,7 +395,7 @@ class _Climber:
         sign = 1 if p.higher else -1
         order = sorted(screened, key=lambda ct: -sign * _screened_value(ct[1]))
         confirmations = 0
-        for c, first in order:
+        for i, (c, first) in enumerate(order):
             values = [_screened_value(first)]
             result = CandidateResult(candidate=c, status="worse", reason="", median=values[0],
                                      trial_ids=[first.trial_id], values=values)
@@ -429,6 +429,13 @@ class _Climber:
             q = trials[0].quality
             step.quality_recheck = q.summary if q is not None else "no quality reference"
             p.log.info("ladder %s: %s accepted (%s)", dim.value, c.label, result.reason)
+            for c2, t2 in order[i + 1:]:  # screened lower: kept in the record, not confirmed
+                v = _screened_value(t2)
+                step.candidates.append(CandidateResult(
+                    candidate=c2, status="not run", median=v, values=[v],
+                    trial_ids=[t2.trial_id],
+                    reason=f"screened {v:.4g} once; its confirmation did not run: {c.label} "
+                           "screened better and was accepted"))
             return Incumbent(c.label, decide.apply(inc.config, c), trials, dim,
                              [*inc.chain, c.label])
         return None

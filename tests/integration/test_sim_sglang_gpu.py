@@ -117,3 +117,31 @@ def test_a_flag_sglang_does_not_have_is_refused_like_its_parser_refuses_it(host)
                           "--tensor-parallel-size", "2"], capture_output=True, text=True,
                          timeout=30)
     assert out.returncode == 2 and "unrecognized arguments: --tensor-parallel-size" in out.stderr
+
+
+def test_speculation_is_read_as_sglang_reads_its_flags():
+    """NGRAM drafts its draft tokens, EAGLE without a draft path needs the model's own MTP
+    layers (DeepSeek-V3's num_nextn_predict_layers), EAGLE3 needs a draft path; a planted
+    speculative effect yields more tokens a step at a higher step cost."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as d:
+        shutil.copy(MODEL_CONFIGS / "meta-llama__Llama-3.1-8B-Instruct.json",
+                    Path(d) / "config.json")
+        llama = gpu_host.read_model(d)
+        shutil.copy(MODEL_CONFIGS / "deepseek-ai__DeepSeek-V3.json", Path(d) / "config.json")
+        deepseek = gpu_host.read_model(d)
+
+    def spec(model, *flags: str):
+        a = sim.parser().parse_args(["--model-path", "x", *flags])
+        return sim.speculation_of(a, model)
+
+    assert spec(llama) is None
+    ngram = spec(llama, "--speculative-algorithm", "NGRAM", "--speculative-num-draft-tokens", "4")
+    assert (ngram.kind, ngram.k) == ("ngram", 4)
+    assert ngram.tokens_per_step() > 1 and ngram.step_factor() > 1
+    mtp = spec(deepseek, "--speculative-algorithm", "EAGLE", "--speculative-num-steps", "1")
+    assert (mtp.kind, mtp.k) == ("mtp", 1) and deepseek.mtp_layers == 1
+    for bad in (("--speculative-algorithm", "EAGLE"), ("--speculative-algorithm", "EAGLE3")):
+        with pytest.raises(SystemExit):
+            spec(llama, *bad)  # no MTP layers, no draft path

@@ -61,6 +61,7 @@ class Model:
     params: int
     bytes_per_param: float
     native_context: int
+    mtp_layers: int = 0  # num_nextn_predict_layers / mtp_num_hidden_layers
 
 
 def read_model(folder: str) -> Model:
@@ -81,7 +82,9 @@ def read_model(folder: str) -> Model:
                  layers=layers, hidden=hidden, heads=heads, kv_heads=kv_heads,
                  head_dim=head_dim, params=params,
                  bytes_per_param=1.0 if "fp8" in quant else 2.0,
-                 native_context=c.get("max_position_embeddings", 4096))
+                 native_context=c.get("max_position_embeddings", 4096),
+                 mtp_layers=c.get("num_nextn_predict_layers") or c.get("mtp_num_hidden_layers")
+                 or 0)
 
 
 @dataclass(frozen=True)
@@ -105,6 +108,39 @@ def read_gpu(engine: str) -> Gpu:
 # -- what the engine front end decided ----------------------------------------------------------
 
 @dataclass(frozen=True)
+class Speculation:
+    """A PLANTED speculative effect: each step drafts `k` tokens per sequence, accepted one by
+    one with probability `acceptance` until the first rejection, plus the target's own token;
+    drafting costs `draft_cost` of a target step per drafted token and verifying each drafted
+    token 4% of one. The acceptances are planted per drafter kind (PLANTED_ACCEPTANCE), not
+    measured anywhere: they make the trade-off between draft length and acceptance real
+    enough for the ladder's series to have something to find."""
+
+    kind: str
+    k: int
+    acceptance: float
+    draft_cost: float
+
+    def tokens_per_step(self) -> float:
+        a = self.acceptance
+        return (1 - a ** (self.k + 1)) / (1 - a)
+
+    def step_factor(self) -> float:
+        return 1 + self.k * (self.draft_cost + 0.04)
+
+
+# Planted (SIMULATED): the word prompts of the load generator rarely repeat, so n-gram lookup
+# is seldom accepted; trained heads and draft models much more often.
+PLANTED_ACCEPTANCE = {"ngram": (0.35, 0.0), "mtp": (0.8, 0.03), "eagle3": (0.75, 0.04),
+                      "eagle": (0.7, 0.04), "draft_model": (0.65, 0.1)}
+
+
+def speculation(kind: str, k: int) -> Speculation:
+    acceptance, cost = PLANTED_ACCEPTANCE[kind]
+    return Speculation(kind, k, acceptance, cost)
+
+
+@dataclass(frozen=True)
 class Shape:
     """The serving shape, whatever the engine calls its flags."""
 
@@ -117,6 +153,7 @@ class Shape:
     graphs: bool  # CUDA graphs captured (else eager launches)
     # Host time per step with graphs (s): a planted, engine-specific figure, not a measured one.
     graph_step_s: float = 0.0012
+    spec: Speculation | None = None  # speculative decoding, when configured
 
 
 @dataclass(frozen=True)
@@ -194,8 +231,22 @@ class Replica(threading.Thread):
     def submit(self, prompt_tokens: int, max_tokens: int) -> queue.Queue:
         out: queue.Queue = queue.Queue()
         self.waiting.put({"prompt": prompt_tokens, "left": max_tokens, "out": out, "ctx":
-                          prompt_tokens})
+                          prompt_tokens, "credit": 0.0})
         return out
+
+    def _tokens_this_step(self, r: dict) -> int:
+        """1 without speculation; else the planted expected tokens a step, carried as credit
+        so each request gets their long-run mean, and the drafted/accepted counters move."""
+        spec = self.e.shape.spec
+        if spec is None:
+            return 1
+        r["credit"] += spec.tokens_per_step()
+        n = max(1, min(int(r["credit"]), r["left"]))
+        r["credit"] -= n
+        with self.e.lock:
+            self.e.drafted += spec.k
+            self.e.accepted += min(n - 1, spec.k)
+        return n
 
     def run(self) -> None:
         e = self.e
@@ -207,13 +258,15 @@ class Replica(threading.Thread):
             fresh = [r for r in self.running if r["ctx"] == r["prompt"]]
             pause = sum(prefill_s(e.model, e.gpu, e.shape, r["prompt"]) for r in fresh)
             ctx = max(r["ctx"] for r in self.running)
-            pause += step_s(e.model, e.gpu, e.shape, e.mem, len(self.running), ctx)
+            step = step_s(e.model, e.gpu, e.shape, e.mem, len(self.running), ctx)
+            pause += step * (e.shape.spec.step_factor() if e.shape.spec else 1)
             time.sleep(pause * e.scale)
             e.steps += 1
             for r in list(self.running):
-                r["ctx"] += 1
-                r["left"] -= 1
-                r["out"].put(r["left"] == 0)
+                for _ in range(self._tokens_this_step(r)):
+                    r["ctx"] += 1
+                    r["left"] -= 1
+                    r["out"].put(r["left"] == 0)
                 if r["left"] == 0:
                     self.running.remove(r)
 
@@ -223,6 +276,7 @@ class Engine:
         self.shape, self.model, self.gpu, self.mem, self.scale = shape, model, gpu, mem, scale
         self.replicas = [Replica(self) for _ in range(shape.dp)]
         self.next, self.steps, self.requests = 0, 0, 0
+        self.drafted, self.accepted = 0, 0  # speculative tokens, over the engine's life
         self.lock = threading.Lock()
         for r in self.replicas:
             r.start()
@@ -432,11 +486,17 @@ def handler(engine: Engine, name: str, front: Front) -> type[BaseHTTPRequestHand
             self.send_header("Transfer-Encoding", "chunked")
             self.end_headers()
             chunk = {**head, "object": "chat.completion.chunk"}
-            first, last = True, False
+            running = (req.get("stream_options") or {}).get("continuous_usage_stats")
+            first, last, sent = True, False, 0
             while not last:
-                last = done.get()
-                delta = {"content": "tok "} | ({"role": "assistant"} if first else {})
-                self._event({**chunk, "choices": [{
+                last, k = done.get(), 1
+                while not last and not done.empty():  # a step's tokens: one chunk, as vLLM
+                    last, k = done.get_nowait(), k + 1  # streams a verified draft
+                sent += k
+                delta = {"content": "tok " * k} | ({"role": "assistant"} if first else {})
+                extra = {"usage": {"prompt_tokens": prompt, "completion_tokens": sent,
+                                   "total_tokens": prompt + sent}} if running else {}
+                self._event({**chunk, **extra, "choices": [{
                     "index": 0, "delta": delta, "finish_reason": "length" if last else None}]})
                 first = False
             if (req.get("stream_options") or {}).get("include_usage"):

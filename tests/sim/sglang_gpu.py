@@ -42,11 +42,13 @@ from tests.sim.gpu_host import (
     Memory,
     Model,
     Shape,
+    Speculation,
     kv_bytes_per_token,
     publish_gpu_memory,
     read_gpu,
     read_model,
     serve,
+    speculation,
     time_scale,
     weights_per_gpu,
 )
@@ -111,8 +113,32 @@ def default_mem_fraction(tp: int) -> float:
 
 # -- the memory --------------------------------------------------------------------------------
 
-def shape_of(a: argparse.Namespace, max_running: int) -> Shape:
-    return Shape(tp=a.tp_size, pp=a.pp_size, dp=a.dp_size, max_seqs=max_running,
+def speculation_of(a: argparse.Namespace, m: Model) -> Speculation | None:
+    """--speculative-algorithm as SGLang reads it: EAGLE without a draft path runs the model's
+    own MTP layers (DeepSeek-V3 docs), with one an EAGLE head; EAGLE3 and STANDALONE need the
+    draft path; NGRAM drafts --speculative-num-draft-tokens, the others --speculative-num-steps
+    tokens a step (a top-k 1 chain). Refusals exit 1 (server_args.py's messages, abridged)."""
+    algo = a.speculative_algorithm
+    if algo is None:
+        return None
+    if algo == "NGRAM":
+        return speculation("ngram", a.speculative_num_draft_tokens or 4)
+    path = a.speculative_draft_model_path
+    if path is not None and not (Path(path) / "config.json").is_file():
+        print(f"ValueError: speculative draft model path {path} does not exist", flush=True)
+        raise SystemExit(1)
+    kind = {"EAGLE3": "eagle3", "STANDALONE": "draft_model"}.get(
+        algo, "eagle" if path else "mtp")
+    if kind == "mtp" and not m.mtp_layers or kind != "mtp" and path is None:
+        print(f"ValueError: --speculative-algorithm {algo} needs --speculative-draft-model-path "
+              "for a model without MTP layers", flush=True)
+        raise SystemExit(1)
+    return speculation(kind, a.speculative_num_steps or 3)
+
+
+def shape_of(a: argparse.Namespace, max_running: int,
+             spec: Speculation | None = None) -> Shape:
+    return Shape(tp=a.tp_size, pp=a.pp_size, dp=a.dp_size, max_seqs=max_running, spec=spec,
                  max_len=a.context_length, kv_fp8=a.kv_cache_dtype.startswith("fp8"),
                  graphs=a.cuda_graph_backend_decode != "disabled",
                  # Planted: SGLang's overlap scheduler hides the next batch's CPU work behind
@@ -232,9 +258,10 @@ def main(argv: list[str] | None = None) -> None:
     if a.mem_fraction_static is None:
         a.mem_fraction_static = default_mem_fraction(a.tp_size)
     scale = time_scale()
+    spec = speculation_of(a, model)
     mem = start_up(a, model, gpu, scale)
-    engine = Engine(shape_of(a, max_running_requests(a, mem.kv_tokens)), model, gpu, mem,
-                    scale)
+    engine = Engine(shape_of(a, max_running_requests(a, mem.kv_tokens), spec), model, gpu,
+                    mem, scale)
     shape = engine.shape
     graphs = GRAPH_BYTES if shape.graphs else 0
     publish_gpu_memory(shape.tp * shape.pp * shape.dp, CONTEXT_BYTES + mem.weights_per_gpu

@@ -47,11 +47,13 @@ from tests.sim.gpu_host import (
     Memory,
     Model,
     Shape,
+    Speculation,
     kv_bytes_per_token,
     publish_gpu_memory,
     read_gpu,
     read_model,
     serve,
+    speculation,
     time_scale,
     weights_per_gpu,
 )
@@ -98,10 +100,38 @@ def parser() -> argparse.ArgumentParser:
 
 # -- the memory --------------------------------------------------------------------------------
 
-def shape_of(a: argparse.Namespace) -> Shape:
+def shape_of(a: argparse.Namespace, spec: Speculation | None = None) -> Shape:
     return Shape(tp=a.tensor_parallel_size, pp=a.pipeline_parallel_size,
                  dp=a.data_parallel_size, max_seqs=a.max_num_seqs, max_len=a.max_model_len,
-                 kv_fp8=a.kv_cache_dtype.startswith("fp8"), graphs=not a.enforce_eager)
+                 kv_fp8=a.kv_cache_dtype.startswith("fp8"), graphs=not a.enforce_eager,
+                 spec=spec)
+
+
+_METHODS = ("ngram", "mtp", "eagle3", "eagle", "draft_model")
+
+
+def speculation_of(conf: dict | None, m: Model) -> Speculation | None:
+    """--speculative-config as vLLM's SpeculativeConfig checks what infopt sends
+    (vllm/config/speculative.py): a known method, num_speculative_tokens, a drafter folder
+    for eagle3/eagle/draft_model, MTP layers in the model for mtp. Refusals exit 1 with the
+    ValueError vLLM raises (abridged)."""
+    if conf is None:
+        return None
+    method, k, drafter = conf.get("method"), conf.get("num_speculative_tokens"), conf.get("model")
+
+    def refuse(msg: str) -> None:
+        log(f"ValueError: {msg}", "APIServer", "ERROR")
+        raise SystemExit(1)
+    if method not in _METHODS:
+        refuse(f"Unsupported speculative method: '{method}'")
+    if not isinstance(k, int) or k < 1:
+        refuse("num_speculative_tokens was provided but without speculative model.")
+    if method in ("eagle3", "eagle", "draft_model") and not (
+            drafter and (Path(drafter) / "config.json").is_file()):
+        refuse(f"Invalid repository ID or local directory specified: '{drafter}'.")
+    if method == "mtp" and not m.mtp_layers:
+        refuse("The model has no MTP layers (num_nextn_predict_layers): method mtp needs them")
+    return speculation(str(method), int(k))
 
 
 def size_memory(m: Model, g: Gpu, a: argparse.Namespace) -> Memory:
@@ -180,8 +210,14 @@ def as_python(argv: list[str]) -> list[str] | None:
 
 
 def _metrics(engine: Engine, name: str) -> str:
-    return (f'vllm:num_requests_running{{model_name="{name}"}} {engine.running()}\n'
+    text = (f'vllm:num_requests_running{{model_name="{name}"}} {engine.running()}\n'
             f'vllm:request_success_total{{model_name="{name}"}} {engine.requests}\n')
+    if engine.shape.spec is not None:  # vLLM registers these only with speculation on
+        text += (f'vllm:spec_decode_num_draft_tokens_total{{model_name="{name}"}} '
+                 f'{float(engine.drafted)}\n'
+                 f'vllm:spec_decode_num_accepted_tokens_total{{model_name="{name}"}} '
+                 f'{float(engine.accepted)}\n')
+    return text
 
 
 def _too_long(limit: int, prompt: int, n: int) -> str:
@@ -202,8 +238,9 @@ def main(argv: list[str] | None = None) -> None:
     model, gpu = read_model(a.model), read_gpu("vLLM")
     a.max_model_len = a.max_model_len or model.native_context
     scale = time_scale()
+    spec = speculation_of(a.speculative_config, model)
     mem = start_up(a, model, gpu, scale)
-    engine = Engine(shape_of(a), model, gpu, mem, scale)
+    engine = Engine(shape_of(a, spec), model, gpu, mem, scale)
     # vLLM holds its whole budget on every rank: weights, activations, graphs and KV.
     shape = engine.shape
     publish_gpu_memory(shape.tp * shape.pp * shape.dp,

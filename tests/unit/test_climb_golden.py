@@ -132,7 +132,8 @@ def test_a_recorded_run_replays_to_the_same_trials_decisions_and_winner():
     assert outcome.ladder.accepted == want["accepted"]
     assert outcome.ladder.winner_label == want["winner"]
     assert outcome.launches == len(want["ids"])
-    assert elapsed < 1.0, f"the replay took {elapsed:.2f} s"
+    # No engine: a bound no machine misses (the recorded run took 54 min; the replay ~1 s).
+    assert elapsed < 30.0, f"the replay took {elapsed:.2f} s"
 
 
 # -- synthetic cases --------------------------------------------------------------------------
@@ -154,8 +155,9 @@ def test_a_borderline_lossy_change_does_not_stop_the_lossless_gains_after_it():
     # candidates ranked below it are not judged.
     assert statuses(outcome) == {
         "weights": {"weights=Q8_0": "undecided"},
-        "scheduling": {"parallel_slots=4": "accepted"},
-        "prefill": {"ubatch_tokens=256": "accepted"}}
+        # Screened lower than the accepted one: kept in the record, confirmation not run.
+        "scheduling": {"parallel_slots=4": "accepted", "parallel_slots=2": "not run"},
+        "prefill": {"ubatch_tokens=256": "accepted", "flash_attn=off": "not run"}}
     assert outcome.ladder.winner_label == "baseline + parallel_slots=4 + ubatch_tokens=256"
     assert sim.ids == [
         "t00-control-r1", "t01-baseline-r1", "t02-control-r2", "t03-baseline-r2",

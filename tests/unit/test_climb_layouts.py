@@ -55,8 +55,11 @@ def test_families_are_climbed_in_order_each_from_the_best_so_far():
     steps = [s for s in outcome.ladder.steps if s.dimension.value == "parallel_layout"]
     assert [s.family for s in steps] == ["TP", "PP", "DP", "EP"]
     tp, pp, dp, ep = steps
-    # The best screen is confirmed first; once accepted, the family's step ends.
-    assert [(c.candidate.label, c.status) for c in tp.candidates] == [("TP4", "accepted")]
+    # The best screen is confirmed first; once accepted, the family's step ends: TP2's one
+    # screening stays in the record, its confirmation not run.
+    assert [(c.candidate.label, c.status) for c in tp.candidates] == [("TP4", "accepted"),
+                                                                       ("TP2", "not run")]
+    assert "TP4 screened better and was accepted" in tp.candidates[1].reason
     assert tp.accepted == "TP4" and pp.incumbent == "TP4" and pp.accepted is None
     assert {c.candidate.label for c in pp.candidates} == {"TP1_PP4", "TP2_PP2"}
     assert all(c.status == "worse" for c in pp.candidates)
