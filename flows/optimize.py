@@ -35,7 +35,7 @@ from infopt.engines import adapter_for, process, registry, serves
 from infopt.engines.ladder import Drafter
 from infopt.engines.routing import RouteChoice, comparator_for, route, select_available
 from infopt.engines.support import locate_for_host
-from infopt.model.drafters import ladder_drafters
+from infopt.model.drafters import ladder_drafters, request_drafters
 from infopt.runs.rundir import atomic_write, new_run_id, runs_root
 from infopt.specs.approval import GateAnswer
 from infopt.specs.base import EngineUnavailableError, InfoptError
@@ -107,9 +107,7 @@ def optimize(request: OptimizeRequest | None = None, run_id: str | None = None,
     check_overrides(request, [e for e, *_ in target.plans])
     plans, fit_notes = viable_plans(request, target.plans, target.hw, workload, run_dir, run_id)
     tunings, results = _tune_all(request, plans, target.hw, workload, run_dir, t_start,
-                                 target.shortlist,
-                                 ladder_drafters(target.drafters, target.drafter_paths)
-                                 if target.drafters else ())
+                                 target.shortlist, _drafters(request, target))
     choice = engine_choice(results, higher_is_better(workload.objective), request.seed,
                            request.budgets.min_gain)
     tuned = next(t for t in tunings if t.engine.value == choice.chosen)
@@ -175,6 +173,13 @@ def establish_target(request: OptimizeRequest, workload: Workload,
                       "comparator", comp_why))
     return Target(hw, model, shortlist, routes, plans, skipped, comp is not None, comp_why,
                   download_answers, drafters, drafter_paths)
+
+
+def _drafters(request: OptimizeRequest, target: Target) -> tuple[Drafter, ...]:
+    """The request's own draft models first, then the hub's verified drafters."""
+    found = (ladder_drafters(target.drafters, target.drafter_paths) if target.drafters
+             else ())
+    return request_drafters(request.model.draft_models) + found
 
 
 def _tune_all(request: OptimizeRequest, plans, hw, workload, run_dir: Path, t_start: float,

@@ -214,6 +214,7 @@ def optimize(
         from infopt.engines.process import check_port_free
         from infopt.engines.routing import route, select_available
         from infopt.hardware.host import inventory
+        from infopt.model.drafters import check_draft_models
         from infopt.model.profile import profile_model
         from infopt.runs.rundir import runs_root
         from infopt.specs.request_file import parse_request
@@ -288,6 +289,7 @@ def optimize(
                                what=profile.name)
             for other in request.model.other_formats:
                 profile_model(other)  # a bad path is reported here, not mid-run
+            check_draft_models(request.model.draft_models, profile)
             chosen, _ = select_available(route(hw, profile,
                                                request.workload.peak_active_generations),
                                          request.engines, lambda n: adapter_for(n).locate(),

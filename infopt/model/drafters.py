@@ -24,9 +24,11 @@ from typing import Any
 
 from infopt.engines.ladder import Drafter
 from infopt.model.hub import HubAccessError, fetch_model_facts, search_models
+from infopt.model.profile import profile_model
 from infopt.specs.base import InputError
 from infopt.specs.checkpoint import HubModelFacts
 from infopt.specs.drafters import DrafterFinding, DrafterSearch
+from infopt.specs.model import ModelProfile
 
 # Architectures of EAGLE heads as vLLM's registry names them (_SPECULATIVE_DECODING_MODELS) and
 # as the speculators library writes them.
@@ -188,3 +190,27 @@ def ladder_drafters(search: DrafterSearch, local: dict[str, str] | None = None
         out.append(Drafter(f.kind, local.get(f.repo_id), source=f.repo_id,
                            why=f"{f.repo_id}@{(f.commit_sha or '')[:12]}: {f.why}"))
     return tuple(out)
+
+
+def check_draft_models(paths: list[str], target: ModelProfile) -> list[ModelProfile]:
+    """The request's own draft models, profiled where the request is read: a bad path, or a
+    vocabulary other than the model's (a different tokenizer: every draft would be
+    rejected, or the engine refuses to start), is one paragraph naming the file."""
+    out = []
+    for i, path in enumerate(paths):
+        draft = profile_model(path)
+        mine, theirs = target.inspection.vocab_size, draft.inspection.vocab_size
+        if mine != theirs:
+            raise InputError(
+                f"model.draft_models[{i}] ({path}) has a vocabulary of {theirs:,} tokens "
+                f"against the model's {mine:,}: a draft model must share the model's tokenizer. "
+                "Name a smaller model of the same family, or leave draft_models out.")
+        out.append(draft)
+    return out
+
+
+def request_drafters(paths: list[str]) -> tuple[Drafter, ...]:
+    """The request's draft models as the ladder's drafters (checked by check_draft_models)."""
+    return tuple(Drafter("draft_model", p, why=f"{Path(p).name}, named by the request "
+                         "(model.draft_models), the same vocabulary as the model")
+                 for p in paths)

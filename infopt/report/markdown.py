@@ -189,9 +189,11 @@ def _ceiling_lines(r: OptimizationReport) -> list[str]:
     if not rows:
         return lines + ["No ceiling could be computed for this device (see the plan's "
                         "unavailable envelopes)."]
-    lines += ["Decode rate = streams decoding together × 1 / median ITL (decode only), against "
-              "the roofline decode ceiling at that batch and the benchmark's mean context. "
-              "A ratio above 1 means the cost model is wrong for this case and is flagged.", "",
+    lines += ["Decode rate = streams decoding together × 1 / median ITL (decode only; TPOT "
+              "p50 under speculative decoding, whose verified drafts arrive in bursts), "
+              "against the roofline decode ceiling at that batch and the benchmark's mean "
+              "context. A ratio above 1 means the cost model is wrong for this case and is "
+              "flagged (speculation can exceed the one-token-a-step ceiling by design).", "",
               *_ceiling_table(rows)]
     notes = sorted({c.attainable_note for _, c in rows if c.attainable_note})
     if notes:

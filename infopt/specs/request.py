@@ -45,6 +45,10 @@ class ModelTarget(Spec):
     try_checkpoints: list[Annotated[str, Field(pattern=r"^[\w.-]+/[\w.-]+(:[^:/]+)?$")]] = \
         Field(default_factory=list, max_length=8)
     max_checkpoints: int = Field(2, ge=0, le=8)
+    # Local draft models for speculative decoding (a GGUF for llama.cpp, a folder for vLLM and
+    # SGLang), each sharing the model's tokenizer (checked where the request is read: the same
+    # vocabulary size): the speculative step tries each as a series over draft lengths.
+    draft_models: list[str] = Field(default_factory=list, max_length=4)
 
     @model_validator(mode="after")
     def _one_source(self) -> "ModelTarget":

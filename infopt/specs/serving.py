@@ -371,6 +371,15 @@ def same_config(a: AnyServingConfig, b: AnyServingConfig) -> bool:
     return config_identity(a) == config_identity(b)
 
 
+# The knob that turns speculative decoding on, per engine config (None/unset: off).
+_SPECULATIVE_KNOBS = ("spec_type", "speculative_method", "speculative_algorithm")
+
+
+def speculates(config: AnyServingConfig) -> bool:
+    """Whether the configuration decodes speculatively (several tokens a step possible)."""
+    return any(getattr(config, k, None) is not None for k in _SPECULATIVE_KNOBS)
+
+
 def engine_knobs(engines: list[EngineName] | None = None) -> set[str]:
     """The tunable knobs (config fields) of these engines (None: of any engine)."""
     configs = {c.model_fields["engine"].default: c for c in

@@ -38,7 +38,9 @@ class Objective(StrEnum):
     GOODPUT = "goodput"
     # Aggregate output tokens/s at the target load (higher is better).
     THROUGHPUT = "throughput"
-    # Median ITL of a single stream (lower is better): one active user, interactive.
+    # A single stream's time per output token, TPOT p50 (lower is better): one active user,
+    # interactive. Not ITL p50: under speculative decoding a verified draft's tokens arrive
+    # together, and the median gap counts the gaps inside a burst as zeros.
     LATENCY = "latency"
 
 
@@ -95,7 +97,7 @@ class Workload(Spec):
             raise ValueError("objective goodput counts requests that meet the SLOs: give "
                              "workload.slos, or choose throughput or latency")
         if self.objective is Objective.LATENCY and 1 not in (levels or []):
-            raise ValueError("objective latency is the ITL of a single stream: the workload "
+            raise ValueError("objective latency is a single stream's time per token: the workload "
                              "needs a closed loop at concurrency 1 (alone or in a concurrency "
                              "sweep)")
         if self.objective is Objective.LATENCY and not all(r.stream for r in t.routes):
@@ -131,7 +133,7 @@ class Workload(Spec):
 # How each objective's value reads in reports (its unit and where it is measured).
 OBJECTIVE_UNIT = {Objective.GOODPUT: "good requests/s under the SLOs at the target load",
                   Objective.THROUGHPUT: "output tokens/s at the target load",
-                  Objective.LATENCY: "s median ITL of a single stream"}
+                  Objective.LATENCY: "s per output token of a single stream (TPOT p50)"}
 
 
 def fixed_levels(*, input_tokens: int, output_tokens: int, levels: list[int], target: int,

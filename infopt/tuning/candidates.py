@@ -18,6 +18,7 @@ from infopt.specs.hardware import HardwareInventory
 from infopt.specs.model import ModelProfile
 from infopt.specs.results import BenchmarkResult
 from infopt.specs.serving import AnyServingConfig as Config
+from infopt.specs.serving import speculates
 from infopt.tuning.level_steps import (
     LevelStep,
     decode_ceiling,
@@ -73,8 +74,9 @@ def level_ceilings(model: ModelProfile, hw: HardwareInventory, config: Config,
             row = decode_ceiling(model.inspection, device, step, mean_context_tokens, env,
                                  model.file_bytes or None)
             if row is not None:
+                per = "TPOT p50, speculative" if speculates(config) else "ITL p50"
                 r = ceiling_ratio(f"decode tokens/s at concurrency {step.concurrency} "
-                                  f"(batch {step.batch} x 1/ITL p50)", measured, row)
+                                  f"(batch {step.batch} x 1/{per})", measured, row)
                 out.append(_with_attainable(r, row, model, config.engine, device, step, bench))
     return out
 

@@ -72,7 +72,9 @@ def objective_value(bench: BenchmarkResult) -> float | None:
         return s.level.output_tokens_per_s
     if w.objective is Objective.GOODPUT:
         return s.goodput_requests_per_s
-    return s.level.itl_s.p50
+    # TPOT, not ITL: a speculative draft's tokens arrive in bursts (docs/metrics.md).
+    tpot = s.level.tpot_s.p50 if s.level.tpot_s is not None else None
+    return tpot if tpot is not None else s.level.itl_s.p50
 
 
 def higher_is_better(objective: Objective) -> bool:

@@ -16,6 +16,7 @@ from infopt.engines.layout import config_layout, running_sequences
 from infopt.specs.fit import CeilingRow, DeviceBudget, Envelope, Layout, WeightPath
 from infopt.specs.results import BenchmarkResult
 from infopt.specs.serving import AnyServingConfig as Config
+from infopt.specs.serving import speculates
 
 
 def _means(bench: BenchmarkResult) -> tuple[float, float]:
@@ -43,7 +44,7 @@ def mean_context(bench: BenchmarkResult) -> int:
 class LevelStep:
     concurrency: int
     batch: int  # sequences the whole server ran at once
-    measured_step_s: float  # ITL p50
+    measured_step_s: float  # ITL p50; TPOT p50 under speculative decoding (see level_steps)
     path: WeightPath
     kv_dtype: str
     layout: Layout  # the config's TP, PP, DP and EP
@@ -65,11 +66,15 @@ def level_steps(inspection, device: DeviceBudget, is_cpu: bool, config: Config,
     adapter = adapter_for(config.engine)
     layout = config_layout(config)
     path = path_from_quantization(inspection.quantization, device.compute_capability)
+    # Speculative decoding streams a verified draft's tokens together: the median gap is ~0
+    # and says nothing of the step; the time per token (TPOT) is what it delivers.
+    spec = speculates(config)
     for lvl in bench.levels:
-        if lvl.itl_s.p50:
+        step_s = (lvl.tpot_s.p50 if spec and lvl.tpot_s is not None else None) or lvl.itl_s.p50
+        if step_s:
             shape = adapter.memory_shape(config, lvl.concurrency, is_cpu, native_context_tokens)
             batch = running_sequences(shape.max_sequences, lvl.concurrency, layout.dp)
-            yield LevelStep(lvl.concurrency, batch, lvl.itl_s.p50, path, shape.kv_dtype, layout)
+            yield LevelStep(lvl.concurrency, batch, step_s, path, shape.kv_dtype, layout)
 
 
 def decode_ceiling(inspection, device: DeviceBudget, step: LevelStep, context_tokens: int,

@@ -70,7 +70,7 @@ def _wl(extra: str, requests: str = "measured_requests: 4") -> str:
      r"workload.slos\[0\].percentile: 97 is not allowed; allowed: 50, 90, 95, 99"),
     (_wl("") + "\nobjective: goodput", r"objective goodput counts requests that meet the SLOs"),
     (_wl("arrival: {kind: closed_loop, concurrency: 4}, peak_active_generations: 4")
-     + "\nobjective: latency", r"objective latency is the ITL of a single stream"),
+     + "\nobjective: latency", r"objective latency is a single stream's time per token"),
     ("workload: missing.yaml", r"cannot read workload file .*missing.yaml"),
     (_wl("") + "\nobjective: speed", r"objective: 'speed' is not allowed; allowed: goodput"),
     ("engines: [vlm]", r"engines\[0\]: 'vlm' is not allowed; allowed: vllm, sglang"),

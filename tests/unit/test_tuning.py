@@ -131,7 +131,7 @@ def _scenario(name: str, conc: int, gap_s: float, wall_s: float, slos=()):
 
 @pytest.mark.parametrize("objective,expected", [
     (Objective.THROUGHPUT, 20 / 2.0),  # c4 scenario: 4 requests x 5 tokens in 2 s
-    (Objective.LATENCY, 0.03),  # the single stream's median gap
+    (Objective.LATENCY, 0.03),  # the single stream's time per token (TPOT)
     (Objective.GOODPUT, 4 / 2.0),  # at c4 all 4 requests' gaps (0.08 s) are within 0.1 s
 ])
 def test_the_objective_is_read_from_its_target_scenario(objective, expected):
@@ -165,3 +165,33 @@ def test_when_the_defaults_win_the_recommendation_names_what_they_trade():
     assert "only 2048 of the model's 8192" in shared and "keep the winner" in shared
     assert "run the engine's defaults" in control_recommendation(gain("a_better"), 8192, 8192)
     assert control_recommendation(gain("no_difference"), 2048, 8192) is None
+
+
+def test_the_latency_objective_is_the_time_per_token_not_the_median_gap():
+    """Speculative decoding streams a verified draft's tokens together: gaps of 90 ms then
+    two of ~0 have a median near 0, while the stream makes a token every 30 ms. The latency
+    objective reads TPOT, so a burstier but slower stream cannot look faster."""
+    from infopt.loadgen.summary import summarize_level
+    from infopt.specs.results import BenchmarkResult, RequestRecord, ScenarioResult
+    from infopt.specs.workload import Workload
+    from infopt.tuning.control import objective_value
+
+    def scenario(gaps: list[float]) -> ScenarioResult:
+        recs = [RequestRecord(request_id=f"r{i}", concurrency=1, ok=True, prompt_tokens=8,
+                              output_tokens=7, output_tokens_requested=7, ttft_s=0.1,
+                              e2e_s=0.1 + sum(gaps), itl_s=gaps, content_chunks=7)
+                for i in range(3)]
+        return ScenarioResult(name="chat", arrival="closed_loop",
+                              level=summarize_level(recs, 1, 1.0), slos=[],
+                              goodput_requests_per_s=None, slo_violated=None,
+                              validation_passed=True, validation_failures=[],
+                              errors_by_kind={}, records_path=None)
+
+    plain = fixed_levels(input_tokens=8, output_tokens=7, levels=[1], target=1, requests=3)
+    wl = Workload(traffic=plain.traffic, objective=Objective.LATENCY)
+    bursty = BenchmarkResult(workload=wl, scenarios=[scenario([0.09, 0.0005, 0.0005] * 2)])
+    steady = BenchmarkResult(workload=wl, scenarios=[scenario([0.025] * 6)])
+    assert bursty.scenarios[0].level.itl_s.p50 < steady.scenarios[0].level.itl_s.p50
+    assert objective_value(bursty) == pytest.approx(0.0303, abs=1e-4)
+    assert objective_value(steady) == pytest.approx(0.025)
+    assert objective_value(steady) < objective_value(bursty)  # steady is faster per token
