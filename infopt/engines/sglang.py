@@ -73,6 +73,7 @@ def build_launch(cfg: SglangConfig, python: str, port: int) -> Launch:
     ]
     optional = (("--mem-fraction-static", cfg.mem_fraction_static),
                 ("--max-running-requests", cfg.max_running_requests),
+                ("--schedule-policy", cfg.schedule_policy),
                 ("--chunked-prefill-size", cfg.chunked_prefill_size),
                 ("--max-prefill-tokens", cfg.max_prefill_tokens),
                 ("--tp-size", cfg.tp_size), ("--pp-size", cfg.pp_size),

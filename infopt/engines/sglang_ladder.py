@@ -48,11 +48,22 @@ def scheduling(cfg: SglangConfig, f: LadderFacts) -> list[LadderCandidate] | str
     # Unset, SGLang derives the cap from the KV pool (max_total_num_tokens / context x 512,
     # at least 2048: scheduler.py): far above a small target, so the running batch is sized
     # for loads the workload never brings.
-    if cfg.max_running_requests == f.target_concurrency:
-        return f"the incumbent already caps running requests at {cfg.max_running_requests}"
-    return [candidate(D.SCHEDULING, {"max_running_requests": f.target_concurrency},
-                      why=f"--max-running-requests {f.target_concurrency}: the running batch "
-                          "capped at the target load instead of the pool-derived default")]
+    out = []
+    if cfg.max_running_requests != f.target_concurrency:
+        out.append(candidate(D.SCHEDULING, {"max_running_requests": f.target_concurrency},
+                             why=f"--max-running-requests {f.target_concurrency}: the running "
+                                 "batch capped at the target load instead of the pool-derived "
+                                 "default"))
+    # Longest-prefix-match ordering pays only where waiting prompts share prefixes the radix
+    # cache holds (schedule_policy.py; it falls back to fcfs for long queues itself).
+    if f.prefix_reuse and not cfg.disable_radix_cache and cfg.schedule_policy in (None, "fcfs"):
+        out.append(candidate(D.SCHEDULING, {"schedule_policy": "lpm"}, label="schedule=lpm",
+                             why="--schedule-policy lpm: waiting requests ordered by the "
+                                 "longest prefix already in the radix cache, instead of "
+                                 "arrival (fcfs, the default): the workload shares prefixes"))
+    return out or (f"the incumbent already caps running requests at "
+                   f"{cfg.max_running_requests}"
+                   + ("" if f.prefix_reuse else "; no shared prefixes for lpm ordering"))
 
 
 def prefill(cfg: SglangConfig, f: LadderFacts) -> list[LadderCandidate] | str:

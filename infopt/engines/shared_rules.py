@@ -48,9 +48,12 @@ def layout_candidates(knobs: LayoutKnobs, cfg: Any, f: LadderFacts
 
 
 def host_ram_tier(f: LadderFacts, current: float | None, knob: str, size: float, unit: str,
-                  flag: str, label: str, no_gpu: str) -> list[LadderCandidate] | str:
+                  flag: str, label: str, no_gpu: str, value: float | None = None
+                  ) -> list[LadderCandidate] | str:
     """A GPU engine's host-RAM KV tier at the size the user allows (kv_prefix_budget), only
-    where prompts share prefixes: the tier is the user's RAM to give, never assumed."""
+    where prompts share prefixes: the tier is the user's RAM to give, never assumed. `size`
+    in `unit` is what the label and reason show; `value` (default: size) what the knob takes."""
+    value = size if value is None else value
     if not f.prefix_reuse:
         return ("the workload shares no prompt prefixes: a host-RAM KV tier has nothing to "
                 "serve")
@@ -59,9 +62,9 @@ def host_ram_tier(f: LadderFacts, current: float | None, knob: str, size: float,
     if not f.kv_prefix_ram_bytes:
         return ("no kv_prefix_budget.ram_bytes in the request: the host RAM a KV tier may take "
                 "is the user's to allow, so no tier is tried")
-    if current == size:
+    if current == value:
         return f"the incumbent already runs a {size:g} {unit} tier"
-    return [candidate(D.KV_TIER, {knob: size}, label=f"{label}={size:g}{unit}",
+    return [candidate(D.KV_TIER, {knob: value}, label=f"{label}={size:g}{unit}",
                       why=f"{flag} {size:g}: a host-RAM tier of the kv_prefix_budget the user "
                           "allows, measured on the workload's shared prefixes against none")]
 

@@ -5,12 +5,16 @@ Options without a flag are nested knobs ("extra_llm_api_options.kv_cache_config.
 
 from __future__ import annotations
 
-from infopt.engines.ladder import LadderFacts, candidate, ladder_rules
+from typing import Any
+
+from infopt.engines.ladder import Drafter, LadderFacts, candidate, ladder_rules
 from infopt.engines.layout import LayoutKnobs
 from infopt.engines.shared_rules import (
     checkpoint_variants,
+    host_ram_tier,
     layout_candidates,
     prefill_burst_tokens,
+    speculation,
 )
 from infopt.specs.ladder import Dimension as D
 from infopt.specs.ladder import LadderCandidate
@@ -97,15 +101,41 @@ def parallel_layout(cfg: TrtllmConfig, f: LadderFacts) -> list[LadderCandidate] 
     return layout_candidates(LAYOUT, cfg, f)
 
 
-def speculative(cfg: TrtllmConfig, f: LadderFacts) -> str:
-    return ("not on TensorRT-LLM's ladder yet: speculative_config (MTP, EAGLE-3, draft "
-            "models) needs the exact model's drafter found and verified through the download "
-            "gate")
+_SPEC = "extra_llm_api_options.speculative_config"
+# Drafter kinds as decoding types (llm_args.py; the PyTorch backend takes EAGLE-3, not EAGLE).
+_DECODING = {"mtp": "MTP", "eagle3": "Eagle3", "draft_model": "DraftTarget"}
 
 
-def kv_tier(cfg: TrtllmConfig, f: LadderFacts) -> str:
-    return ("not on TensorRT-LLM's ladder yet: kv_cache_config.host_cache_size (the host-RAM "
-            "tier for reused blocks) is not typed here")
+def _drafter(d: Drafter, n: int) -> dict[str, Any] | None:
+    kind = _DECODING.get(d.kind)
+    if kind is None:
+        return None
+    spec: dict[str, Any] = {f"{_SPEC}.decoding_type": kind, f"{_SPEC}.max_draft_len": n}
+    if d.kind != "mtp":
+        spec[f"{_SPEC}.speculative_model"] = d.path
+    return spec  # dotted knobs: a candidate's changes are scalars, validated together
+
+
+def speculative(cfg: TrtllmConfig, f: LadderFacts) -> list[LadderCandidate] | str:
+    """speculative_config: each verified drafter, then n-grams, a series over max_draft_len."""
+    if knob_value(cfg, _SPEC) is not None:
+        return "the incumbent already speculates (speculative_config)"
+    return speculation(f, lambda n: {f"{_SPEC}.decoding_type": "NGram",
+                                     f"{_SPEC}.max_draft_len": n},
+                       _drafter, "TensorRT-LLM", "speculative_config decoding_type NGram")
+
+
+def kv_tier(cfg: TrtllmConfig, f: LadderFacts) -> list[LadderCandidate] | str:
+    """kv_cache_config.host_cache_size: blocks evicted from the GPU kept in host RAM for later
+    requests with the same prefix, at the allowance the user gave (kv_prefix_budget), only
+    where prompts share prefixes and block reuse is on."""
+    if f.prefix_reuse and knob_value(cfg, f"{_KV}.enable_block_reuse") is False:
+        return "KV block reuse is off: a host tier holds reusable blocks only"
+    size = f.kv_prefix_ram_bytes or 0
+    return host_ram_tier(f, knob_value(cfg, f"{_KV}.host_cache_size"),
+                         f"{_KV}.host_cache_size", round(size / 2**30, 1), "GiB",
+                         "kv_cache_config.host_cache_size (bytes)", "host_cache",
+                         "TensorRT-LLM runs on GPUs only", value=size)
 
 
 RULES = ladder_rules(weights, kv_precision, scheduling, prefill, compilation, prefix_caching,

@@ -179,6 +179,10 @@ class SglangConfig(_Common):
     # Weights + KV pool as a fraction of device memory; None = SGLang's own per-GPU default.
     mem_fraction_static: float | None = Field(None, gt=0, lt=1)
     max_running_requests: int | None = Field(None, ge=1)
+    # --schedule-policy: the waiting queue's order; None = SGLang's default, "fcfs"
+    # (python/sglang/srt/server_args.py ServerArgs.schedule_policy).
+    schedule_policy: Literal["lpm", "random", "fcfs", "dfs-weight", "lof", "priority"] | None = \
+        None
     # Tokens per prefill chunk; -1 disables chunked prefill (SGLang's own convention).
     chunked_prefill_size: int | None = None
     max_prefill_tokens: int | None = Field(None, ge=1)
@@ -239,6 +243,9 @@ class TrtllmKvCacheOptions(Spec):
     enable_block_reuse: bool | None = None
     # "only for the PyTorch backend" per llm_args.py; "auto" follows the checkpoint.
     dtype: Literal["auto", "fp8"] | None = None
+    # Bytes of host RAM for KV blocks evicted from the GPU, brought back when a later request
+    # reuses them (KvCacheConfig.host_cache_size; block reuse must be on); None: no tier.
+    host_cache_size: int | None = Field(None, ge=1)
 
 
 class TrtllmCudaGraphOptions(Spec):
@@ -246,6 +253,25 @@ class TrtllmCudaGraphOptions(Spec):
 
     enable_padding: bool | None = None
     max_batch_size: int | None = Field(None, ge=1)
+
+
+class TrtllmSpeculativeOptions(Spec):
+    """`speculative_config` of the LLM API (tensorrt_llm/llmapi/llm_args.py: a union on
+    decoding_type; max_draft_len required): NGram drafts from the context, MTP with the
+    model's own layers, Eagle3 and DraftTarget with a drafter (speculative_model)."""
+
+    decoding_type: Literal["NGram", "MTP", "Eagle3", "DraftTarget"]
+    max_draft_len: int = Field(..., ge=1, le=32)
+    speculative_model: str | None = None
+
+    @model_validator(mode="after")
+    def _drafter(self) -> TrtllmSpeculativeOptions:
+        needs = self.decoding_type in ("Eagle3", "DraftTarget")
+        if needs != (self.speculative_model is not None):
+            raise ValueError(f"speculative_config {self.decoding_type}: speculative_model is "
+                             + ("required (the drafter's folder)" if needs else
+                                "not taken (it drafts without a drafter model)"))
+        return self
 
 
 class TrtllmExtraOptions(Spec):
@@ -260,6 +286,7 @@ class TrtllmExtraOptions(Spec):
     print_iter_log: bool | None = None
     # Serves Prometheus text (trtllm_* metrics) at /prometheus/metrics.
     return_perf_metrics: bool | None = None
+    speculative_config: TrtllmSpeculativeOptions | None = None
 
     def pytorch_only_keys(self) -> list[str]:
         keys = [k for k in ("cuda_graph_config", "disable_overlap_scheduler", "print_iter_log")
@@ -377,7 +404,9 @@ _SPECULATIVE_KNOBS = ("spec_type", "speculative_method", "speculative_algorithm"
 
 def speculates(config: AnyServingConfig) -> bool:
     """Whether the configuration decodes speculatively (several tokens a step possible)."""
-    return any(getattr(config, k, None) is not None for k in _SPECULATIVE_KNOBS)
+    extra = getattr(config, "extra_llm_api_options", None)  # TensorRT-LLM's LLM API options
+    return (any(getattr(config, k, None) is not None for k in _SPECULATIVE_KNOBS)
+            or (extra is not None and extra.speculative_config is not None))
 
 
 def engine_knobs(engines: list[EngineName] | None = None) -> set[str]:

@@ -181,3 +181,23 @@ def test_tp2_halves_the_weights_per_gpu(host):
     assert 2 * tp2.kv_per_token == tp1.kv_per_token  # 8 KV heads, 4 per rank
     # Half the weights leave more room per GPU: more than twice the tokens per GPU.
     assert tp2.kv_tokens > 2 * tp1.kv_tokens
+
+
+def test_speculative_config_is_read_as_the_llm_api_reads_it(tmp_path):
+    """NGram drafts max_draft_len tokens; Eagle3 and DraftTarget need a drafter folder
+    (llm_args.py: "Draft model must be provided"); a planted effect yields more tokens a step
+    at a higher step cost."""
+    opts = {"model": "m"}
+    assert sim.speculation_of(sim.settle(opts, {})) is None
+    ngram = sim.speculation_of(sim.settle(opts, {"speculative_config": {
+        "decoding_type": "NGram", "max_draft_len": 4}}))
+    assert (ngram.kind, ngram.k) == ("ngram", 4) and ngram.tokens_per_step() > 1
+    head = tmp_path / "eagle3"
+    head.mkdir()
+    (head / "config.json").write_text("{}")
+    eagle = sim.speculation_of(sim.settle(opts, {"speculative_config": {
+        "decoding_type": "Eagle3", "max_draft_len": 3, "speculative_model": str(head)}}))
+    assert (eagle.kind, eagle.k) == ("eagle3", 3)
+    with pytest.raises(SystemExit):
+        sim.speculation_of(sim.settle(opts, {"speculative_config": {
+            "decoding_type": "DraftTarget", "max_draft_len": 3}}))

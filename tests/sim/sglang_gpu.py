@@ -78,6 +78,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--max-running-requests", type=int, default=None)
     p.add_argument("--chunked-prefill-size", type=int, default=8192)
     p.add_argument("--max-prefill-tokens", type=int, default=16384)
+    p.add_argument("--schedule-policy", default="fcfs",
+                   choices=["lpm", "random", "fcfs", "dfs-weight", "lof", "priority"])
     p.add_argument("--tp-size", "--tp", type=int, default=1)
     p.add_argument("--pp-size", type=int, default=1)
     p.add_argument("--dp-size", "--dp", type=int, default=1)

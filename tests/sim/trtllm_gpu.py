@@ -86,11 +86,13 @@ from tests.sim.gpu_host import (
     Model,
     Server,
     Shape,
+    Speculation,
     handler,
     kv_bytes_per_token,
     publish_gpu_memory,
     read_gpu,
     read_model,
+    speculation,
     time_scale,
     weights_per_gpu,
     write_python,
@@ -148,6 +150,7 @@ class Settings:
     overlap: bool  # the overlap scheduler (on unless disable_overlap_scheduler)
     prometheus: bool
     fail_fast: bool
+    spec: dict | None = None  # the speculative_config block, as given
 
 
 def float32(x: float) -> float:
@@ -179,12 +182,39 @@ def settle(opts: dict, extra: dict) -> Settings:
         attention_dp=bool(extra.get("enable_attention_dp")),
         overlap=not extra.get("disable_overlap_scheduler"),
         prometheus=bool(extra.get("return_perf_metrics")),
-        fail_fast=bool(opts.get("fail_fast_on_attention_window_too_large")))
+        fail_fast=bool(opts.get("fail_fast_on_attention_window_too_large")),
+        spec=extra.get("speculative_config"))
 
 
-def shape_of(s: Settings, max_len: int) -> Shape:
+_KINDS = {"NGram": "ngram", "MTP": "mtp", "Eagle3": "eagle3", "Eagle": "eagle3",
+          "DraftTarget": "draft_model"}
+
+
+def speculation_of(s: Settings, m: Model | None = None) -> Speculation | None:
+    """speculative_config as llm_args.py checks it (decoding_type, max_draft_len > 0, a
+    drafter for Eagle3/DraftTarget; MTP needs the model's own layers). Refusals exit 1."""
+    block = s.spec
+    if not block:
+        return None
+    kind, k = _KINDS.get(str(block.get("decoding_type"))), block.get("max_draft_len")
+    model = block.get("speculative_model") or block.get("speculative_model_dir")
+    if kind is None or not isinstance(k, int) or k < 1:
+        py_log("E", f"pydantic_core._pydantic_core.ValidationError: speculative_config "
+               f"{block!r}: decoding_type and a positive max_draft_len are required")
+        raise SystemExit(1)
+    if kind in ("eagle3", "draft_model") and not (model and (Path(model) / "config.json")
+                                                  .is_file()):
+        py_log("E", f"ValueError: Draft model must be provided for {block['decoding_type']}")
+        raise SystemExit(1)
+    if kind == "mtp" and m is not None and not m.mtp_layers:
+        py_log("E", "ValueError: MTP needs num_nextn_predict_layers in the model's config")
+        raise SystemExit(1)
+    return speculation(kind, k)
+
+
+def shape_of(s: Settings, max_len: int, m: Model | None = None) -> Shape:
     return Shape(tp=s.tp, pp=s.pp, dp=1, max_seqs=s.max_batch_size, max_len=max_len,
-                 kv_fp8=s.kv_fp8, graphs=s.graphs)
+                 kv_fp8=s.kv_fp8, graphs=s.graphs, spec=speculation_of(s, m))
 
 
 # -- the memory ----------------------------------------------------------------------------------
@@ -434,7 +464,7 @@ def run(s: Settings, model: Model, gpu: Gpu) -> None:
     scale = time_scale()
     z, max_seq_len = start_up(s, model, gpu, scale)
     mem = Memory(z.weights, z.kv_per_token, z.available, z.kv_tokens)
-    engine = Engine(shape_of(s, max_seq_len), model, gpu, mem, scale)
+    engine = Engine(shape_of(s, max_seq_len, model), model, gpu, mem, scale)
     publish_gpu_memory(s.tp * s.pp, z.weights + z.outside_torch + z.activation
                        + z.kv_tokens * z.kv_per_token)
     name = Path(s.model).name  # openai_server.py: a local model directory's basename

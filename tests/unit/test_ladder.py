@@ -292,6 +292,15 @@ def test_sglang_derives_each_dimension_from_its_documented_server_arguments():
     got = {d: lad.derive(r, "sglang", base, f) for d, r in rules.items()}
     assert labels(got[Dimension.KV_PRECISION]) == ["kv=fp8_e4m3"]
     assert labels(got[Dimension.SCHEDULING]) == ["max_running_requests=8"]
+    # Shared prefixes: longest-prefix-match ordering joins the cap (not with the radix off).
+    shared_sched = lad.derive(rules[Dimension.SCHEDULING], "sglang", base,
+                              facts(gpu_count=1, target_concurrency=8, prefix_reuse=True))
+    assert labels(shared_sched) == ["max_running_requests=8", "schedule=lpm"]
+    argv = sglang.build_launch(lad.apply(base, shared_sched[1]), "python", 30000).argv
+    assert argv[argv.index("--schedule-policy") + 1] == "lpm"
+    no_radix = with_knob(base, "disable_radix_cache", True)
+    assert labels(lad.derive(rules[Dimension.SCHEDULING], "sglang", no_radix, facts(
+        gpu_count=1, target_concurrency=8, prefix_reuse=True))) == ["max_running_requests=8"]
     # 8 x 300 = 2,400 prompt tokens at the target load: one 4,096-token chunk.
     assert labels(got[Dimension.PREFILL]) == ["chunked_prefill_size=4096"]
     assert labels(got[Dimension.COMPILATION]) == ["torch_compile"]
@@ -367,7 +376,8 @@ def test_trtllm_derives_flags_and_nested_llm_api_options():
     assert labels(got[Dimension.PREFILL]) == ["max_num_tokens=4096", "chunked_prefill=on"]
     assert labels(got[Dimension.COMPILATION]) == ["cuda_graph_padding"]
     assert labels(got[Dimension.PREFIX_CACHING]) == ["block_reuse=off"]
-    assert "not on TensorRT-LLM's ladder yet" in got[Dimension.SPECULATIVE]
+    assert labels(got[Dimension.SPECULATIVE]) == ["spec=ngram-2", "spec=ngram-4",
+                                                  "spec=ngram-8"]
     # A nested option lands in the YAML trtllm-serve reads, with the free-memory fraction the
     # CLI set copied into its kv_cache_config block (else the block would reset it to 0.9).
     fp8 = lad.apply(with_knob(base, "kv_cache_free_gpu_memory_fraction", 0.85),
@@ -383,6 +393,34 @@ def test_trtllm_derives_flags_and_nested_llm_api_options():
     assert labels(on) == ["block_reuse=on"]
     with pytest.raises(ValueError, match="no knob 'extra_llm_api_opts'"):
         with_knob(base, "extra_llm_api_opts.kv_cache_config.dtype", "fp8")
+    # The host-RAM tier: host_cache_size in bytes, the user's allowance, shared prefixes only.
+    tier = rules[Dimension.KV_TIER]
+    assert "shares no prompt prefixes" in lad.derive(tier, "trtllm", base, f)
+    got = lad.derive(tier, "trtllm", base, facts(gpu_count=1, prefix_reuse=True,
+                                                 kv_prefix_ram_bytes=16 * 2**30))
+    assert labels(got) == ["host_cache=16GiB"]
+    launch = trtllm.build_launch(lad.apply(base, got[0]), "trtllm-serve", 8000)
+    (doc,) = [yaml.safe_load(text) for text in launch.files.values()]
+    assert doc["kv_cache_config"]["host_cache_size"] == 16 * 2**30
+    assert "block reuse is off" in lad.derive(tier, "trtllm", off, facts(
+        gpu_count=1, prefix_reuse=True, kv_prefix_ram_bytes=2**30))
+    # Speculation: speculative_config per drafter kind (EAGLE-3 yes, EAGLE-1 not on PyTorch).
+    spec = rules[Dimension.SPECULATIVE]
+    drafters = (Drafter("mtp", None, why="own layers"), Drafter("eagle", "/d/e1", "o/e1"),
+                Drafter("eagle3", "/d/e3", "o/e3"))
+    got = lad.derive(spec, "trtllm", base, facts(gpu_count=1, drafters=drafters))
+    assert [c.label for c in got][:4] == ["spec=mtp-model-1", "spec=mtp-model-2",
+                                          "spec=mtp-model-4", "spec=eagle3-e3-2"]
+    assert "eagle-e1: TensorRT-LLM has no eagle drafting here" in got[-3].why
+    launch = trtllm.build_launch(lad.apply(base, got[3]), "trtllm-serve", 8000)
+    (doc,) = [yaml.safe_load(text) for text in launch.files.values()]
+    assert doc["speculative_config"] == {"decoding_type": "Eagle3", "max_draft_len": 2,
+                                         "speculative_model": "/d/e3"}
+    assert "already speculates" in lad.derive(spec, "trtllm", lad.apply(base, got[0]),
+                                              facts(gpu_count=1))
+    with pytest.raises(ValueError, match="speculative_model is required"):
+        with_knob(base, "extra_llm_api_options.speculative_config",
+                  {"decoding_type": "DraftTarget", "max_draft_len": 2})
 
 
 def test_the_llamacpp_baseline_keeps_its_prompt_cache_within_the_users_allowance():
