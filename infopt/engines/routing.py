@@ -50,13 +50,19 @@ def route_for(*, gpu: bool, apple: bool, fmt: ModelFormat, target_concurrency: i
     if fmt is ModelFormat.GGUF:
         return [RouteChoice(engine=EngineName.LLAMACPP, reason="GGUF checkpoint: llama.cpp "
                             "serves it natively (vLLM/SGLang need an HF checkpoint)")]
+    # TensorRT-LLM last: trtllm-serve's PyTorch backend loads the HF checkpoint with no
+    # engine build, so it is a comparator without that cost; it is tuned beside the first
+    # engine when the second is not installed, or when request.engines names it.
+    trt = RouteChoice(engine=EngineName.TRTLLM, reason="NVIDIA GPU: TensorRT-LLM (PyTorch "
+                      "backend, no engine build) as the comparator when the other route is "
+                      "not installed, or when request.engines names it")
     if target_concurrency > 1:
         return [RouteChoice(engine=EngineName.VLLM, reason=f"NVIDIA GPU, {target_concurrency} "
                             "concurrent users: vLLM first"),
-                RouteChoice(engine=EngineName.SGLANG, reason="comparator")]
+                RouteChoice(engine=EngineName.SGLANG, reason="comparator"), trt]
     return [RouteChoice(engine=EngineName.SGLANG, reason="NVIDIA GPU, one active user: SGLang "
                         "first"),
-            RouteChoice(engine=EngineName.VLLM, reason="comparator for a single user")]
+            RouteChoice(engine=EngineName.VLLM, reason="comparator for a single user"), trt]
 
 
 def engine_order(*, gpu: bool, apple: bool, target_concurrency: int) -> list[EngineName]:

@@ -511,3 +511,16 @@ def test_a_vllm_speculative_config_needs_its_parts():
                  "speculative_model": "/d"}):
         with pytest.raises(ValueError):
             VllmConfig(**{**vbase, **bad})
+
+
+def test_tensorrt_llm_is_routed_last_on_an_nvidia_gpu():
+    from infopt.engines.routing import route_for
+    from infopt.specs.model import ModelFormat
+
+    for users, first in ((8, "vllm"), (1, "sglang")):
+        routes = route_for(gpu=True, apple=False, fmt=ModelFormat.HF, target_concurrency=users)
+        assert [r.engine.value for r in routes][0] == first
+        assert routes[-1].engine.value == "trtllm" and "no engine build" in routes[-1].reason
+    # Not for GGUF or a CPU: TensorRT-LLM needs an HF checkpoint and a GPU.
+    assert all(r.engine.value != "trtllm" for r in route_for(
+        gpu=True, apple=False, fmt=ModelFormat.GGUF, target_concurrency=8))
