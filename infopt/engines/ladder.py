@@ -71,6 +71,8 @@ class LadderFacts:
     current_weights: str | None = None  # the format of the checkpoint the run started from
     current_bits_per_weight: float | None = None  # that checkpoint's bits per weight
     drafters: tuple[Drafter, ...] = ()  # the drafter search's verified drafters
+    # The KV pool the baseline's engine logged, in tokens per replica (None: not logged).
+    kv_pool_tokens: int | None = None
     # The host RAM the user allows for reusable KV prefixes (request.kv_prefix_budget; None:
     # not given, so a tier is measured at the engine's own size, never grown past it).
     kv_prefix_ram_bytes: int | None = None

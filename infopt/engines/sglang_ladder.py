@@ -6,11 +6,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from infopt.costmodel.allocation import EngineKnobs
 from infopt.engines.ladder import Drafter, LadderFacts, candidate, ladder_rules
 from infopt.engines.layout import LayoutKnobs
 from infopt.engines.shared_rules import (
     checkpoint_variants,
     host_ram_tier,
+    kv_headroom,
     layout_candidates,
     prefill_burst_tokens,
     speculation,
@@ -61,6 +63,10 @@ def scheduling(cfg: SglangConfig, f: LadderFacts) -> list[LadderCandidate] | str
                              why="--schedule-policy lpm: waiting requests ordered by the "
                                  "longest prefix already in the radix cache, instead of "
                                  "arrival (fcfs, the default): the workload shares prefixes"))
+    # SGLang's default fraction varies with the GPU and TP; 0.88 is an 80 GB GPU's at TP 1
+    # (the cost model's EngineKnobs default, an assumption where the GPU differs).
+    out += kv_headroom(f, "mem_fraction_static", cfg.mem_fraction_static,
+                       EngineKnobs().mem_fraction_static, "--mem-fraction-static")
     return out or (f"the incumbent already caps running requests at "
                    f"{cfg.max_running_requests}"
                    + ("" if f.prefix_reuse else "; no shared prefixes for lpm ordering"))

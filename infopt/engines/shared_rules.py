@@ -69,6 +69,32 @@ def host_ram_tier(f: LadderFacts, current: float | None, knob: str, size: float,
                           "allows, measured on the workload's shared prefixes against none")]
 
 
+# The most of a GPU's memory a rule hands an engine: what is left covers allocator
+# fragmentation and other processes (an assumption, stated in the rule's reason).
+MEMORY_FRACTION_CAP = 0.95
+
+
+def kv_headroom(f: LadderFacts, knob: str, current: float | None, default: float,
+                flag: str) -> list[LadderCandidate]:
+    """A larger memory fraction, only when the baseline's logged KV pool holds fewer tokens
+    than the target load's sequences need at the workload's lengths (the engine would queue or
+    preempt at the target load); a pool that already holds them gains nothing from more."""
+    if f.gpu_count == 0 or f.kv_pool_tokens is None:
+        return []
+    need = f.target_concurrency * (f.mean_prompt_tokens + f.mean_output_tokens)
+    now = default if current is None else current
+    if f.kv_pool_tokens >= need or now >= MEMORY_FRACTION_CAP:
+        return []
+    return [candidate(D.SCHEDULING, {knob: MEMORY_FRACTION_CAP},
+                      label=f"{knob}={MEMORY_FRACTION_CAP:g}",
+                      why=f"{flag} {MEMORY_FRACTION_CAP:g} (from {now:g}): the KV pool holds "
+                          f"{f.kv_pool_tokens:,} tokens, the target load's "
+                          f"{f.target_concurrency} sequences need {need:,} at the workload's "
+                          f"lengths, so requests queue or are preempted; "
+                          f"{1 - MEMORY_FRACTION_CAP:.0%} of the memory stays free "
+                          "(an assumption)")]
+
+
 # Draft lengths a tuned speculation tries, shortest first: a series stops at the first length
 # that measures no better than the one before it (longer drafts waste more verification work
 # when the acceptance rate falls).

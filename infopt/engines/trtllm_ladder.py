@@ -12,6 +12,7 @@ from infopt.engines.layout import LayoutKnobs
 from infopt.engines.shared_rules import (
     checkpoint_variants,
     host_ram_tier,
+    kv_headroom,
     layout_candidates,
     prefill_burst_tokens,
     speculation,
@@ -44,12 +45,16 @@ def kv_precision(cfg: TrtllmConfig, f: LadderFacts) -> list[LadderCandidate] | s
 
 
 def scheduling(cfg: TrtllmConfig, f: LadderFacts) -> list[LadderCandidate] | str:
+    # KvCacheConfig.free_gpu_memory_fraction's default: 0.9 (llm_args.py).
+    room = kv_headroom(f, "kv_cache_free_gpu_memory_fraction",
+                       cfg.kv_cache_free_gpu_memory_fraction, 0.9,
+                       "--kv_cache_free_gpu_memory_fraction")
     if cfg.max_batch_size == f.target_concurrency:
-        return f"the incumbent already caps the runtime batch at {cfg.max_batch_size}"
+        return room or f"the incumbent already caps the runtime batch at {cfg.max_batch_size}"
     return [candidate(D.SCHEDULING, {"max_batch_size": f.target_concurrency},
                       why=f"--max_batch_size {f.target_concurrency}: the runtime batch (and "
                           "the CUDA graphs captured for it) sized for the target load instead "
-                          "of the serve default")]
+                          "of the serve default"), *room]
 
 
 def prefill(cfg: TrtllmConfig, f: LadderFacts) -> list[LadderCandidate] | str:

@@ -10,6 +10,7 @@ from infopt.engines.layout import LayoutKnobs
 from infopt.engines.shared_rules import (
     checkpoint_variants,
     host_ram_tier,
+    kv_headroom,
     layout_candidates,
     prefill_burst_tokens,
     speculation,
@@ -44,11 +45,13 @@ def kv_precision(cfg: VllmConfig, f: LadderFacts) -> list[LadderCandidate] | str
 def scheduling(cfg: VllmConfig, f: LadderFacts) -> list[LadderCandidate] | str:
     # The default cap (256 sequences) admits any load; a cap at the target load lets the
     # scheduler size its batches (and the CPU backend its attention metadata) for it.
+    room = kv_headroom(f, "gpu_memory_utilization", cfg.gpu_memory_utilization, 0.9,
+                       "--gpu-memory-utilization")  # vLLM's default: 0.9
     if cfg.max_num_seqs == f.target_concurrency:
-        return f"the incumbent already caps running sequences at {cfg.max_num_seqs}"
+        return room or f"the incumbent already caps running sequences at {cfg.max_num_seqs}"
     return [candidate(D.SCHEDULING, {"max_num_seqs": f.target_concurrency},
                       why=f"--max-num-seqs {f.target_concurrency}: running sequences capped "
-                          "at the target load instead of the default 256")]
+                          "at the target load instead of the default 256"), *room]
 
 
 def prefill(cfg: VllmConfig, f: LadderFacts) -> list[LadderCandidate] | str:

@@ -116,6 +116,8 @@ def ladder_facts(model: ModelProfile, hw: HardwareInventory, workload: Workload,
         prefix_reuse=workload.traffic.prefix.reuse_ratio > 0, kv_read_share=share,
         weight_variants=variants, weights_note=weights_note, current_weights=current,
         current_bits_per_weight=BITS_PER_WEIGHT.get(current) if current else None,
+        kv_pool_tokens=(base.kv.observed if base is not None and base.kv is not None
+                        and base.kv.unit == "tokens" else None),
         drafters=drafters,
         layouts=tuple(candidate_layouts(model.inspection, len(hw.gpus)))
         if len(hw.gpus) > 1 else ())

@@ -524,3 +524,30 @@ def test_tensorrt_llm_is_routed_last_on_an_nvidia_gpu():
     # Not for GGUF or a CPU: TensorRT-LLM needs an HF checkpoint and a GPU.
     assert all(r.engine.value != "trtllm" for r in route_for(
         gpu=True, apple=False, fmt=ModelFormat.GGUF, target_concurrency=8))
+
+
+def test_a_short_kv_pool_asks_for_more_memory_on_each_gpu_engine():
+    """Only when the baseline's logged pool holds fewer tokens than the target load needs at
+    the workload's lengths (8 x (150 + 64) = 1,712 tokens here)."""
+    from infopt.engines import sglang, trtllm
+
+    t = ServingTarget(model_path="/m/hf", served_model_name="m", native_context_tokens=8192,
+                      usable_cpus=16)
+    cases = ((vllm, "gpu_memory_utilization"), (sglang, "mem_fraction_static"),
+             (trtllm, "kv_cache_free_gpu_memory_fraction"))
+    for engine, knob in cases:
+        rule = lad.rules_for(engine.ADAPTER)[Dimension.SCHEDULING]
+        base = engine.baseline_config(t)
+        short = lad.derive(rule, engine.ADAPTER.name.value, base,
+                           facts(gpu_count=1, target_concurrency=8, kv_pool_tokens=1_000))
+        room = [c for c in short if knob in c.changes]
+        assert [c.changes[knob] for c in room] == [0.95], engine
+        assert "holds 1,000 tokens" in room[0].why and "need 1,712" in room[0].why
+        ample = lad.derive(rule, engine.ADAPTER.name.value, base,
+                           facts(gpu_count=1, target_concurrency=8, kv_pool_tokens=500_000))
+        assert not [c for c in ample if knob in c.changes], engine
+        # Already at the cap: nothing more to hand over.
+        capped = with_knob(base, knob, 0.95)
+        got = lad.derive(rule, engine.ADAPTER.name.value, capped,
+                         facts(gpu_count=1, target_concurrency=8, kv_pool_tokens=1_000))
+        assert isinstance(got, str) or not [c for c in got if knob in c.changes]
