@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from infopt.specs.reoptimize import ReoptimizeReport, ReoptimizeRequest
 
-_UNITS = {"throughput": "output tok/s", "goodput": "good req/s", "latency": "s ITL p50"}
+_UNITS = {"throughput": "output tok/s", "goodput": "good req/s", "latency": "s TPOT p50"}
 
 
 def summary(r: ReoptimizeReport, req: ReoptimizeRequest) -> str:
