@@ -50,7 +50,8 @@ def endpoint_for(engine: EngineName | str, base_url: str, model: str,
                     stream_counting=a.stream_counting, keepalive=a.stream_keepalive,
                     tokenize=tokenize, scoring=a.token_scoring,
                     chat_template=a.chat_template_route, pid=pid, engine=str(a.name),
-                    spec_counters=a.spec_counters)
+                    spec_counters=a.spec_counters,
+                    spec_accept_length_route=a.spec_accept_length_route)
 
 
 def identify_engine(base_url: str, timeout_s: float = 5.0) -> EngineName | None:

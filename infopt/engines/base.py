@@ -234,6 +234,8 @@ class EngineAdapter(Generic[C]):
     token_scoring: TokenScoring | None = None
     # The Prometheus counters of drafted and accepted speculative tokens (None: none known).
     spec_counters: SpecCounters | None = None
+    # A JSON route with the mean accepted length (SGLang's /get_server_info); None: none.
+    spec_accept_length_route: str | None = None
     # (startup log, config) -> why the ready engine serves less context than it was given
     # (an engine that shortens max_seq_len to fit its KV pool, with a warning only); None:
     # it does not do that, or did not. A start that did is refused: context is never cut.

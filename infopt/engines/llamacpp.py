@@ -261,7 +261,8 @@ ADAPTER = EngineAdapter(
     metric_prefix="llamacpp:",
     # tools/server/server-task.cpp (the --metrics text): counters named after vLLM's.
     spec_counters=SpecCounters("/metrics", "llamacpp:spec_decode_num_draft_tokens_total",
-                               "llamacpp:spec_decode_num_accepted_tokens_total"),
+                               "llamacpp:spec_decode_num_accepted_tokens_total",
+                               "llamacpp:spec_decode_num_drafts_total"),
     kv_from_log=kv_from_log,
     memory_shape=memory_shape,
     doc_url="https://github.com/ggml-org/llama.cpp/blob/master/tools/server/README.md",

@@ -231,6 +231,9 @@ ADAPTER = EngineAdapter(
     stream_counting=CONTINUOUS_USAGE,
     readiness_timeout_s=readiness_timeout_s,
     metric_prefix="sglang:",
+    # scheduler get_internal_state: avg_spec_accept_length (cumulative since the server
+    # started; absent without speculation), as SGLang's own tests read it.
+    spec_accept_length_route="/get_server_info",
     kv_from_log=kv_from_log,
     memory_shape=memory_shape,
     control_config=control_config,

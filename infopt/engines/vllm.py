@@ -302,7 +302,8 @@ ADAPTER = EngineAdapter(
     # vllm/v1/spec_decode/metrics.py: Counters "vllm:spec_decode_num_draft_tokens" and
     # "...num_accepted_tokens", scraped with prometheus_client's "_total" suffix.
     spec_counters=SpecCounters("/metrics", "vllm:spec_decode_num_draft_tokens_total",
-                               "vllm:spec_decode_num_accepted_tokens_total"),
+                               "vllm:spec_decode_num_accepted_tokens_total",
+                               "vllm:spec_decode_num_drafts_total"),
     kv_from_log=kv_from_log,
     memory_shape=memory_shape,
     control_config=control_config,

@@ -15,7 +15,11 @@ from infopt.analysis.slo import evaluate_slos
 from infopt.analysis.validation import validate_records
 from infopt.loadgen.runner import run_schedule
 from infopt.loadgen.schedule import build_schedule, summarize_schedule
-from infopt.loadgen.spec_counters import read_counters, with_counted_drafts
+from infopt.loadgen.spec_counters import (
+    read_accept_length,
+    read_counters,
+    with_counted_drafts,
+)
 from infopt.loadgen.summary import every_quarter, summarize_level, with_monitors
 from infopt.loadgen.tokens import Counter
 from infopt.specs.endpoint import Endpoint
@@ -58,7 +62,7 @@ def measure(endpoint: Endpoint, spec: TrafficSpec, *, out_dir: Path | None,
             f"than {max_input_tokens:,} tokens were cut to it; cap the length distribution "
             "(max_tokens) to measure exactly the workload asked for")
     level = with_counted_drafts(with_monitors(summarize_level(records, conc, wall), phase),
-                                drafts_before, drafts_after)
+                                drafts_before, drafts_after, read_accept_length(endpoint))
     if level.client_saturated and say is not None:
         say(f"{spec.name}: WARNING the load generator was the bottleneck: "
             f"{level.client_bound_reason}")

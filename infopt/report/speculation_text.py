@@ -19,10 +19,12 @@ def speculation_lines(trials: list[Trial], unit: str) -> list[str]:
              "draft_n / draft_n_accepted), else from its Prometheus counters before and after "
              "the scenario (vLLM; marked \"counters\": warm-up requests included). A "
              "candidate is kept only if the objective measures better than the incumbent's; "
-             "acceptance explains the outcome, it does not decide it. \"not reported\": the "
-             "engine gave no counts.", "",
+             "acceptance explains the outcome, it does not decide it. Tokens a step: the mean "
+             "a verification yields, the target's own token included (vLLM and llama.cpp: "
+             "1 + accepted / verification steps from their counters; SGLang: its own "
+             "avg_spec_accept_length). \"not reported\": the engine gave no counts.", "",
              f"| trial | drafter and length | scenario | drafted | accepted | acceptance | "
-             f"objective ({unit}) |", "|---|---|---|---|---|---|---|"]
+             f"tokens a step | objective ({unit}) |", "|---|---|---|---|---|---|---|---|"]
     for t in spec:
         assert t.benchmark is not None
         for s in t.benchmark.scenarios:
@@ -35,8 +37,9 @@ def speculation_lines(trials: list[Trial], unit: str) -> list[str]:
             value = "—" if t.objective_value is None else f"{t.objective_value:.4g}"
             if lvl.draft_counts_source is not None:
                 drafted += " (counters)"
+            step = "—" if lvl.spec_accept_length is None else f"{lvl.spec_accept_length:.2f}"
             lines.append(f"| {t.trial_id} | {t.value} | {s.name} | {drafted} | {accepted} | "
-                         f"{'—' if rate is None else f'{rate:.1%}'} | {value} |")
+                         f"{'—' if rate is None else f'{rate:.1%}'} | {step} | {value} |")
     return lines
 
 

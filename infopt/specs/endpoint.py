@@ -56,6 +56,7 @@ class SpecCounters:
     path: str
     drafted: str
     accepted: str
+    drafts: str | None = None  # verification steps (mean accepted length = 1 + accepted/drafts)
 
 
 # vLLM, SGLang, llama.cpp and TensorRT-LLM all honour ignore_eos; an unknown server gets it
@@ -82,3 +83,6 @@ class Endpoint:
     pid: int | None = None  # the server's process (group), for CPU/RSS sampling
     engine: str | None = None  # label only (logs, reports); nothing branches on it
     spec_counters: SpecCounters | None = None  # None: no speculative counters known
+    # GET route whose JSON holds internal_states[0].avg_spec_accept_length (SGLang's
+    # /get_server_info): the mean tokens a verification step yields, bonus token included.
+    spec_accept_length_route: str | None = None

@@ -138,6 +138,9 @@ class LevelResult(Spec):
     draft_tokens_accepted_total: int | None = None
     # Where those came from: None = the requests' own counts; else e.g. the engine's counters.
     draft_counts_source: str | None = None
+    # Mean tokens a verification step yields, the target's own token included (1 + accepted /
+    # verification steps), where the engine reports it; None: not reported.
+    spec_accept_length: float | None = None
     output_tokens_per_s: float  # aggregate over the measured phase's wall time
     total_tokens_per_s: float = 0.0  # (prompt + output tokens) / wall time
     requests_per_s: float

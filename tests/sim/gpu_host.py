@@ -246,6 +246,7 @@ class Replica(threading.Thread):
         with self.e.lock:
             self.e.drafted += spec.k
             self.e.accepted += min(n - 1, spec.k)
+            self.e.verified += 1
         return n
 
     def run(self) -> None:
@@ -277,6 +278,7 @@ class Engine:
         self.replicas = [Replica(self) for _ in range(shape.dp)]
         self.next, self.steps, self.requests = 0, 0, 0
         self.drafted, self.accepted = 0, 0  # speculative tokens, over the engine's life
+        self.verified = 0  # verification steps (a sequence's step), over the engine's life
         self.lock = threading.Lock()
         for r in self.replicas:
             r.start()
@@ -336,6 +338,10 @@ def handler(engine: Engine, name: str, front: Front) -> type[BaseHTTPRequestHand
                 self._json({})
             elif self.path == "/version":
                 self._json({"version": front.version})
+            elif self.path == "/get_server_info" and front.native_generate:
+                state = ({"avg_spec_accept_length": 1 + engine.accepted / engine.verified}
+                         if engine.shape.spec is not None and engine.verified else {})
+                self._json({"version": front.version, "internal_states": [state]})
             elif self.path == "/get_model_info" and front.native_generate:
                 self._json({"model_path": name, "tokenizer_path": name, "is_generation": True})
             elif self.path == "/v1/models":

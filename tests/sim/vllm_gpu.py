@@ -216,7 +216,9 @@ def _metrics(engine: Engine, name: str) -> str:
         text += (f'vllm:spec_decode_num_draft_tokens_total{{model_name="{name}"}} '
                  f'{float(engine.drafted)}\n'
                  f'vllm:spec_decode_num_accepted_tokens_total{{model_name="{name}"}} '
-                 f'{float(engine.accepted)}\n')
+                 f'{float(engine.accepted)}\n'
+                 f'vllm:spec_decode_num_drafts_total{{model_name="{name}"}} '
+                 f'{float(engine.verified)}\n')
     return text
 
 
