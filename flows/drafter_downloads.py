@@ -12,26 +12,11 @@ from blocks.credentials import hf_token
 from flows.download import download_task
 from flows.gate import ask
 from infopt.model.download import download_gate
+from infopt.model.drafters import best_drafters
 from infopt.model.hub import default_cache_dir, fetch_model_facts
-from infopt.specs.checkpoint import HubFile
-from infopt.specs.drafters import DrafterFinding, DrafterSearch
+from infopt.specs.drafters import DrafterSearch
 from infopt.specs.request import Authorization, OptimizeRequest
-
-
-def drafter_files(files: list[HubFile]) -> list[HubFile]:
-    """What an engine loads of a drafter: its config, weights and tokenizer files, less other
-    formats' weights (GGUF, `original/` PyTorch copies) and the card."""
-    return [f for f in files if not f.path.endswith((".gguf", ".md"))
-            and not f.path.startswith("original/") and f.path != ".gitattributes"]
-
-
-def best_drafters(search: DrafterSearch) -> list[DrafterFinding]:
-    """The first EAGLE head (EAGLE-3 before EAGLE) and the first draft model."""
-    order = {"eagle3": 0, "eagle": 1, "draft_model": 2}
-    picks: dict[str, DrafterFinding] = {}
-    for f in sorted(search.drafters, key=lambda f: (order.get(f.kind, 3), f.repo_id)):
-        picks.setdefault("head" if f.kind in ("eagle3", "eagle") else f.kind, f)
-    return list(picks.values())
+from infopt.tuning.hub_weights import hf_checkpoint_files
 
 
 def fetch_drafters(request: OptimizeRequest, search: DrafterSearch) -> dict[str, str]:
@@ -50,7 +35,7 @@ def fetch_drafters(request: OptimizeRequest, search: DrafterSearch) -> dict[str,
                                   endpoint=search.endpoint,
                                   token=hf_token(request.credentials_block),
                                   read_weight_headers=False)
-        files = drafter_files(facts.files)
+        files = hf_checkpoint_files(facts.files)
         answer = ask(download_gate(facts, files, cache), request.authorize,
                      request.approval_timeout_s)
         if not answer.approved:

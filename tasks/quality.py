@@ -153,14 +153,13 @@ def quality_reference(config, quality_dir: str, weights_bytes: int, key: str,
     if _recall(ref_path) and _recall(floor_path):
         log.info("quality reference %s: built earlier, reused", ref_path.name)
         return str(ref_path), what
-    if adapter_for(config.engine).token_scoring is None:
-        return None, (f"The token-level quality gate was NOT run: {config.engine} offers no "
-                      "exact teacher forcing that infopt knows (trtllm-serve's completions "
-                      "return no prompt logprobs: its CompletionRequest has no such field and "
-                      "refuses unknown ones, tensorrt_llm/serve/openai_protocol.py), so the "
-                      "ladder's candidates were not gated per trial. The winner is confirmed "
-                      "on the generative task sets against the control's answers instead, when "
-                      "the request asks for task items (quality_task_items).")
+    adapter = adapter_for(config.engine)
+    if adapter.token_scoring is None:
+        return None, (f"The token-level quality gate was NOT run on {config.engine}: "
+                      f"{adapter.no_token_scoring_why}; so the ladder's candidates were not "
+                      "gated per trial. The winner is confirmed on the generative task sets "
+                      "against the control's answers instead, when the request asks for task "
+                      "items (quality_task_items).")
     d.mkdir(parents=True, exist_ok=True)
     try:
         remedy, reference = None, load_reference(ref_path)

@@ -232,6 +232,9 @@ class EngineAdapter(Generic[C]):
     # Exact teacher forcing for the quality gate (infopt.engines.scoring). None: the gate
     # cannot score this engine's tokens and says so.
     token_scoring: TokenScoring | None = None
+    # Why there is no exact teacher forcing on this engine (its source), when token_scoring is
+    # None: the quality gate's report says it.
+    no_token_scoring_why: str = "it offers no exact teacher forcing that infopt knows"
     # The Prometheus counters of drafted and accepted speculative tokens (None: none known).
     spec_counters: SpecCounters | None = None
     # A JSON route with the mean accepted length (SGLang's /get_server_info); None: none.

@@ -140,21 +140,17 @@ def speculation(f: LadderFacts, ngram: Callable[[int], dict[str, Any]], drafter:
         return (f"not on {engine}'s CPU ladder: its speculative decoding is not verified on the "
                 "CPU backend")
     out, notes = drafter_drafts(f, drafter, engine)
-    grams = ngram_drafts(f, ngram, engine, flag)
-    assert not isinstance(grams, str)  # GPU runs always get the n-gram series
+    grams = ngram_drafts(ngram, flag)
     if notes:
         grams[0] = grams[0].model_copy(update={"why": f"{grams[0].why}; " + "; ".join(notes)})
     return out + grams
 
 
-def ngram_drafts(f: LadderFacts, changes: Callable[[int], dict[str, Any]], engine: str,
-                 flag: str) -> list[LadderCandidate] | str:
-    """N-gram (prompt-lookup) speculation tuned over its draft length on a GPU engine: no
-    drafter model needed, lossless under verification, judged by the objective on the
-    workload (`changes(n)`: the knob changes for a draft of n tokens)."""
-    if f.gpu_count == 0:
-        return (f"not on {engine}'s CPU ladder: its speculative decoding is not verified on the "
-                "CPU backend")
+def ngram_drafts(changes: Callable[[int], dict[str, Any]], flag: str
+                 ) -> list[LadderCandidate]:
+    """N-gram (prompt-lookup) speculation tuned over its draft length: no drafter model
+    needed, lossless under verification, judged by the objective on the workload
+    (`changes(n)`: the knob changes for a draft of n tokens)."""
     return [candidate(D.SPECULATIVE, changes(n), label=f"spec=ngram-{n}", series="ngram_draft_tokens",
                       why=f"{flag}: n-gram drafting of {n} tokens a step from the context (no "
                           "drafter model); lossless under verification, kept only if the "

@@ -254,6 +254,9 @@ ADAPTER = EngineAdapter(
     stream_counting=CONTINUOUS_USAGE,
     readiness_timeout_s=readiness_timeout_s,
     metric_prefix="trtllm_",
+    no_token_scoring_why="trtllm-serve's completions return no prompt logprobs: its "
+    "CompletionRequest has no such field and refuses unknown ones (extra=\"forbid\"; "
+    "tensorrt_llm/serve/openai_protocol.py at 0076e93)",
     kv_from_log=kv_from_log,
     context_shortened=context_shortened,
     memory_shape=memory_shape,

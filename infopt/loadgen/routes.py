@@ -70,9 +70,11 @@ def _anthropic_usage(usage: dict[str, Any] | None) -> dict[str, int | None]:
 
 
 def _draft_counts(data: dict[str, Any]) -> dict[str, int | None]:
-    """llama.cpp's per-request speculative counts: its `timings` object (in the final event of a
-    stream and in a whole answer) carries draft_n and draft_n_accepted when it drafted
-    (tools/server/server-common.cpp)."""
+    """llama.cpp's per-request speculative counts: its `timings` object carries draft_n and
+    draft_n_accepted when it drafted (tools/server/server-common.cpp). Read with the usage
+    block only (the final event, or a whole answer): the per-chunk path stays as it was."""
+    if not data.get("usage"):
+        return {}
     timings = data.get("timings")
     if not isinstance(timings, dict) or "draft_n" not in timings:
         return {}

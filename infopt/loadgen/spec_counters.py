@@ -81,7 +81,7 @@ def with_counted_drafts(level: LevelResult, before: Counts | None, after: Counts
             if level.draft_tokens_total is None:
                 update |= {"draft_tokens_total": int(drafted),
                            "draft_tokens_accepted_total": int(accepted),
-                           "draft_counts_source": "engine counters, warm-up included"}
+                           "draft_counts_source": "engine counters"}
             if steps:
                 update["spec_accept_length"] = round(1 + accepted / steps, 3)
     return level.model_copy(update=update) if update else level

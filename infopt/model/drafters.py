@@ -179,14 +179,30 @@ def search_drafters(base_repo: str, *, cache_dir: Path, revision: str | None = N
                                                               if not f.verified])
 
 
+# The hub drafters' kinds, best first (the model's own MTP layers come before all of them).
+KIND_ORDER = {"eagle3": 0, "eagle": 1, "draft_model": 2}
+
+
+def _best_first(search: DrafterSearch) -> list[DrafterFinding]:
+    return sorted(search.drafters, key=lambda f: (KIND_ORDER.get(f.kind, 3), f.repo_id))
+
+
+def best_drafters(search: DrafterSearch) -> list[DrafterFinding]:
+    """What is worth downloading: the best EAGLE head (EAGLE-3 before EAGLE) and the best
+    draft model."""
+    picks: dict[str, DrafterFinding] = {}
+    for f in _best_first(search):
+        picks.setdefault("head" if f.kind in ("eagle3", "eagle") else f.kind, f)
+    return list(picks.values())
+
+
 def ladder_drafters(search: DrafterSearch, local: dict[str, str] | None = None
                     ) -> tuple[Drafter, ...]:
     """The ladder's drafters, best kind first: the native MTP layers, EAGLE-3, EAGLE, then draft
     models; `local` maps a repository to its downloaded copy (a GGUF file or a folder)."""
     local = local or {}
     out = [Drafter("mtp", None, why=search.native_mtp)] if search.native_mtp else []
-    order = {"eagle3": 0, "eagle": 1, "draft_model": 2}
-    for f in sorted(search.drafters, key=lambda f: (order.get(f.kind, 3), f.repo_id)):
+    for f in _best_first(search):
         out.append(Drafter(f.kind, local.get(f.repo_id), source=f.repo_id,
                            why=f"{f.repo_id}@{(f.commit_sha or '')[:12]}: {f.why}"))
     return tuple(out)

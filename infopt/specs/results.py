@@ -136,8 +136,9 @@ class LevelResult(Spec):
     # them (None: no request did: no speculation, or an engine that reports it only in totals).
     draft_tokens_total: int | None = None
     draft_tokens_accepted_total: int | None = None
-    # Where those came from: None = the requests' own counts; else e.g. the engine's counters.
-    draft_counts_source: str | None = None
+    # Where those came from: None = the requests' own counts; else the engine's counters
+    # around the scenario (its warm-up requests included).
+    draft_counts_source: Literal["engine counters"] | None = None
     # Mean tokens a verification step yields, the target's own token included (1 + accepted /
     # verification steps), where the engine reports it; None: not reported.
     spec_accept_length: float | None = None

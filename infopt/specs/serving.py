@@ -57,6 +57,12 @@ class _Common(Spec):
 
 class LlamaCppConfig(_Common):
     engine: Literal[EngineName.LLAMACPP] = EngineName.LLAMACPP
+
+    @property
+    def speculates(self) -> bool:
+        """Speculative decoding on (several tokens a step possible)."""
+        return self.spec_type is not None
+
     threads: int | None = Field(None, ge=1, description="-t; None = llama.cpp's own default "
                                 "(cpu_get_num_math(): the physical cores)")
     # --parallel; None = llama.cpp's own default: "auto", which server.cpp turns into 4 slots
@@ -114,6 +120,12 @@ class LlamaCppConfig(_Common):
 
 class VllmConfig(_Common):
     engine: Literal[EngineName.VLLM] = EngineName.VLLM
+
+    @property
+    def speculates(self) -> bool:
+        """Speculative decoding on (several tokens a step possible)."""
+        return self.speculative_method is not None
+
     max_model_len: int = Field(..., ge=16)
     max_num_seqs: int | None = Field(None, ge=1)
     max_num_batched_tokens: int | None = Field(None, ge=1)
@@ -174,6 +186,12 @@ class SglangConfig(_Common):
     """SGLang 0.5.23 `python -m sglang.launch_server` (see infopt.engines.sglang)."""
 
     engine: Literal[EngineName.SGLANG] = EngineName.SGLANG
+
+    @property
+    def speculates(self) -> bool:
+        """Speculative decoding on (several tokens a step possible)."""
+        return self.speculative_algorithm is not None
+
     # --context-length; required so the plan sizes the model's full context, never a default.
     context_length: int = Field(..., ge=16)
     # Weights + KV pool as a fraction of device memory; None = SGLang's own per-GPU default.
@@ -300,6 +318,13 @@ class TrtllmConfig(_Common):
     """TensorRT-LLM 1.x `trtllm-serve MODEL` (see infopt.engines.trtllm)."""
 
     engine: Literal[EngineName.TRTLLM] = EngineName.TRTLLM
+
+    @property
+    def speculates(self) -> bool:
+        """Speculative decoding on (several tokens a step possible)."""
+        return (self.extra_llm_api_options is not None
+                and self.extra_llm_api_options.speculative_config is not None)
+
     backend: Literal["pytorch", "tensorrt"] = "pytorch"
     # --max_seq_len: prompt + output of one request; required (the full native context).
     max_seq_len: int = Field(..., ge=16)
@@ -342,6 +367,12 @@ class MlxConfig(_Common):
     """mlx-lm 0.31.3 `python -m mlx_lm server` (see infopt.engines.mlx)."""
 
     engine: Literal[EngineName.MLX] = EngineName.MLX
+
+    @property
+    def speculates(self) -> bool:
+        """Speculative decoding on (several tokens a step possible)."""
+        return self.draft_model_path is not None
+
     # Not an mlx_lm flag: the server grows its KV cache on demand and has no context limit.
     # This is the context the plan sizes memory for (the model's full native context).
     context_tokens: int = Field(..., ge=16)
@@ -396,17 +427,6 @@ def same_config(a: AnyServingConfig, b: AnyServingConfig) -> bool:
     aside): when the control and the baseline are (vLLM: its defaults already serve the native
     context), the baseline's trials stand for the control and no separate control trial runs."""
     return config_identity(a) == config_identity(b)
-
-
-# The knob that turns speculative decoding on, per engine config (None/unset: off).
-_SPECULATIVE_KNOBS = ("spec_type", "speculative_method", "speculative_algorithm")
-
-
-def speculates(config: AnyServingConfig) -> bool:
-    """Whether the configuration decodes speculatively (several tokens a step possible)."""
-    extra = getattr(config, "extra_llm_api_options", None)  # TensorRT-LLM's LLM API options
-    return (any(getattr(config, k, None) is not None for k in _SPECULATIVE_KNOBS)
-            or (extra is not None and extra.speculative_config is not None))
 
 
 def engine_knobs(engines: list[EngineName] | None = None) -> set[str]:

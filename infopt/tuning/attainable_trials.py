@@ -16,7 +16,6 @@ from infopt.costmodel.attainable import gpu_family, terms
 from infopt.costmodel.attainable_data import Case
 from infopt.specs.base import InputError
 from infopt.specs.results import OptimizationReport
-from infopt.specs.serving import speculates
 from infopt.tuning.candidates import run_device
 from infopt.tuning.level_steps import level_steps, mean_lengths, theoretical_rows
 from infopt.tuning.remeasure import config_id  # repeats are held out together
@@ -51,7 +50,7 @@ def trial_cases(path: Path) -> tuple[list[Case], list[str]]:
         if t.failed or t.benchmark is None:
             left.append(f"run {r.run_id} trial {t.trial_id}: not measured")
             continue
-        if speculates(t.config):  # several tokens a step: not the one-token step model's case
+        if t.config.speculates:  # several tokens a step: not the one-token step model's case
             left.append(f"run {r.run_id} trial {t.trial_id}: speculative decoding, not a "
                         "case of the step model")
             continue

@@ -18,7 +18,6 @@ from infopt.specs.hardware import HardwareInventory
 from infopt.specs.model import ModelProfile
 from infopt.specs.results import BenchmarkResult
 from infopt.specs.serving import AnyServingConfig as Config
-from infopt.specs.serving import speculates
 from infopt.tuning.level_steps import (
     LevelStep,
     decode_ceiling,
@@ -74,7 +73,7 @@ def level_ceilings(model: ModelProfile, hw: HardwareInventory, config: Config,
             row = decode_ceiling(model.inspection, device, step, mean_context_tokens, env,
                                  model.file_bytes or None)
             if row is not None:
-                per = "TPOT p50, speculative" if speculates(config) else "ITL p50"
+                per = "TPOT p50, speculative" if config.speculates else "ITL p50"
                 r = ceiling_ratio(f"decode tokens/s at concurrency {step.concurrency} "
                                   f"(batch {step.batch} x 1/{per})", measured, row)
                 out.append(_with_attainable(r, row, model, config.engine, device, step, bench))

@@ -76,6 +76,12 @@ def checkpoint_files(c: CheckpointCandidate, files: list[HubFile]) -> list[HubFi
         stem = c.gguf_file[:shard.start()] if shard else c.gguf_file
         return [f for f in files if f.path == c.gguf_file
                 or (shard and f.path.startswith(stem) and _SHARD.search(f.path))]
+    return hf_checkpoint_files(files)
+
+
+def hf_checkpoint_files(files: list[HubFile]) -> list[HubFile]:
+    """An HF repository's files less other formats' weights (GGUF files, `original/` PyTorch
+    copies): what an engine loads of a checkpoint or a drafter."""
     return [f for f in files if not f.path.endswith(".gguf")
             and not f.path.startswith("original/")]
 

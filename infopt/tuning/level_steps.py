@@ -16,7 +16,6 @@ from infopt.engines.layout import config_layout, running_sequences
 from infopt.specs.fit import CeilingRow, DeviceBudget, Envelope, Layout, WeightPath
 from infopt.specs.results import BenchmarkResult
 from infopt.specs.serving import AnyServingConfig as Config
-from infopt.specs.serving import speculates
 
 
 def _means(bench: BenchmarkResult) -> tuple[float, float]:
@@ -68,7 +67,7 @@ def level_steps(inspection, device: DeviceBudget, is_cpu: bool, config: Config,
     path = path_from_quantization(inspection.quantization, device.compute_capability)
     # Speculative decoding streams a verified draft's tokens together: the median gap is ~0
     # and says nothing of the step; the time per token (TPOT) is what it delivers.
-    spec = speculates(config)
+    spec = config.speculates
     for lvl in bench.levels:
         step_s = (lvl.tpot_s.p50 if spec and lvl.tpot_s is not None else None) or lvl.itl_s.p50
         if step_s:

@@ -236,6 +236,7 @@ def test_tensorrt_llm_climbs_its_own_ladder_when_the_user_names_it(prefect_api, 
     assert base.kv is not None and abs(base.kv.error) < 0.3, base.kv
     md = (run_dir / "report.md").read_text()
     assert "token-level quality gate was NOT run" in md and "trtllm" in md
+    assert "no prompt logprobs" in md  # the adapter's own reason, with its source
     # The task sets ran on the control (the reference answers) and on the winner.
     assert report.tasks is not None and report.tasks.reference and report.tasks.winner
     assert all(v.why for v in report.tasks.verdicts)

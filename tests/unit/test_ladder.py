@@ -10,7 +10,7 @@ from infopt.engines.base import ServingTarget
 from infopt.engines.ladder import Drafter, LadderFacts, WeightVariant
 from infopt.specs.ladder import LADDER_ORDER, Dimension, ParetoPoint
 from infopt.specs.request import OptimizeRequest, TuneOverride
-from infopt.specs.serving import EngineName, LlamaCppConfig, VllmConfig, with_knob
+from infopt.specs.serving import EngineName, LlamaCppConfig, VllmConfig, with_knob, with_knobs
 from infopt.tuning import ladder as lad
 from infopt.tuning.decide import apply
 from infopt.tuning.pareto import front
@@ -551,3 +551,21 @@ def test_a_short_kv_pool_asks_for_more_memory_on_each_gpu_engine():
         got = lad.derive(rule, engine.ADAPTER.name.value, capped,
                          facts(gpu_count=1, target_concurrency=8, kv_pool_tokens=1_000))
         assert isinstance(got, str) or not [c for c in got if knob in c.changes]
+
+
+def test_each_config_says_whether_it_speculates_from_its_own_knobs():
+    """A generic list of knob names missed MLX's draft model: each config class answers."""
+    from infopt.engines import mlx, sglang, trtllm
+
+    t = ServingTarget(model_path="/m/hf", served_model_name="m", native_context_tokens=8192,
+                      usable_cpus=16)
+    on = {llamacpp: {"spec_type": "ngram-simple"},
+          vllm: {"speculative_method": "ngram", "num_speculative_tokens": 2},
+          sglang: {"speculative_algorithm": "NGRAM"},
+          trtllm: {"extra_llm_api_options.speculative_config.decoding_type": "NGram",
+                   "extra_llm_api_options.speculative_config.max_draft_len": 2},
+          mlx: {"draft_model_path": "/m/draft"}}
+    for engine, changes in on.items():
+        base = engine.baseline_config(t)
+        assert not base.speculates, engine
+        assert with_knobs(base, changes).speculates, engine

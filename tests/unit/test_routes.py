@@ -50,6 +50,8 @@ def test_openai_chunks_usage_and_each_engines_running_count():
     final["timings"] = {"predicted_n": 3, "draft_n": 53, "draft_n_accepted": 49}
     c = CHAT.parse_event("", final)
     assert (c.draft_tokens, c.draft_accepted) == (53, 49)
+    mid = {"choices": [{"delta": {"content": " a"}}], "timings": final["timings"]}
+    assert CHAT.parse_event("", mid).draft_tokens is None  # read with the usage block only
     assert CHAT.parse_body({**final, "choices": [{"message": {"content": "a"}}]}
                            ).draft_tokens == 53
     final["timings"] = {"predicted_n": 3}  # no drafting: nothing reported, not zero
