@@ -79,6 +79,11 @@ class LadderFacts:
     # The parallel-layout matrix's layouts with their reasons (infopt.costmodel.layouts), when
     # the run has several GPUs; the TP=1 control first.
     layouts: tuple[tuple[Any, str], ...] = ()
+    # The first GPU's memory and CUDA compute capability ("9.0") as NVML reported them (None:
+    # no GPU, or not reported): engines derive their per-GPU defaults from these.
+    gpu_memory_bytes: int | None = None
+    gpu_compute_capability: str | None = None
+    mla: bool = False  # the model caches a latent (MLA), not per-head K and V
 
 
 Derive = Callable[[Any, LadderFacts], "list[LadderCandidate] | str"]

@@ -79,6 +79,7 @@ def build_launch(cfg: SglangConfig, python: str, port: int) -> Launch:
                 ("--tp-size", cfg.tp_size), ("--pp-size", cfg.pp_size),
                 ("--dp-size", cfg.dp_size), ("--ep-size", cfg.ep_size),
                 ("--attention-backend", cfg.attention_backend),
+                ("--cuda-graph-max-bs", cfg.cuda_graph_max_bs),
                 ("--speculative-algorithm", cfg.speculative_algorithm),
                 ("--speculative-draft-model-path", cfg.speculative_draft_model_path),
                 ("--speculative-num-steps", cfg.speculative_num_steps),

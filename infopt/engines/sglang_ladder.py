@@ -76,23 +76,85 @@ def prefill(cfg: SglangConfig, f: LadderFacts) -> list[LadderCandidate] | str:
     # Tokens per prefill chunk: the target load's prompts in one chunk. SGLang's default is by
     # GPU memory (2048 under 35 GB up to 16384 on the largest: server_args.py).
     burst = prefill_burst_tokens(f)
-    if cfg.chunked_prefill_size == burst:
-        return f"the incumbent already prefills {burst} tokens per chunk"
-    return [candidate(D.PREFILL, {"chunked_prefill_size": burst},
-                      why=f"--chunked-prefill-size {burst}: the target load's prompts "
-                          f"({f.target_concurrency} x {f.mean_prompt_tokens} tokens) in one "
-                          "chunk instead of the memory-derived default")]
+    out = []
+    if cfg.chunked_prefill_size != burst:
+        out.append(candidate(D.PREFILL, {"chunked_prefill_size": burst},
+                             why=f"--chunked-prefill-size {burst}: the target load's prompts "
+                                 f"({f.target_concurrency} x {f.mean_prompt_tokens} tokens) in "
+                                 "one chunk instead of the memory-derived default"))
+    backend = attention_backend(cfg, f)
+    if isinstance(backend, str):
+        return out or f"the incumbent already prefills {burst} tokens per chunk; {backend}"
+    return out + backend
+
+
+# docs/advanced_features/attention_backend.md, "If you don't specify --attention-backend":
+# (MHA default, MLA default) by compute capability's major; the alternative worth a launch is
+# the other backend the support matrix lists for that architecture and attention kind.
+_BACKENDS = {9: (("fa3", "flashinfer"), ("fa3", "flashmla")),
+             10: (("trtllm_mha", "flashinfer"), ("trtllm_mla", "flashinfer"))}
+
+
+def attention_backend(cfg: SglangConfig, f: LadderFacts) -> list[LadderCandidate] | str:
+    """The attention kernels SGLang did not pick by default, on the same GPU and model."""
+    if f.gpu_count == 0 or f.gpu_compute_capability is None:
+        return "the attention backend is chosen per GPU architecture; no GPU was reported"
+    major = int(float(f.gpu_compute_capability))
+    kind = "MLA" if f.mla else "MHA"
+    pair = _BACKENDS.get(major)
+    if pair is None:
+        return (f"on compute capability {f.gpu_compute_capability} SGLang's documented {kind} "
+                "default (flashinfer, else triton) is its only fast backend there")
+    default, other = pair[1] if f.mla else pair[0]
+    if cfg.attention_backend not in (None, default):
+        return f"the incumbent already runs the {cfg.attention_backend} attention backend"
+    return [candidate(D.PREFILL, {"attention_backend": other}, label=f"attention={other}",
+                      why=f"--attention-backend {other}: the other {kind} kernels SGLang "
+                          f"supports on compute capability {major}.x; its default there is "
+                          f"{default} (attention_backend.md); kept only if it measures better")]
+
+
+# server_args.py _handle_gpu_memory_settings: --cuda-graph-max-bs when unset, by GPU memory
+# (MiB, upper bounds) as (TP < 4, TP >= 4); 512 above the last bound, 160 when not known.
+_GRAPH_MAX_BS = ((20 * 1024, 8, 8), (35 * 1024, 24, 80), (60 * 1024, 32, 160),
+                 (160 * 1024, 256, 512))
+
+
+def default_cuda_graph_max_bs(gpu_memory_bytes: int | None, tp: int) -> int:
+    if gpu_memory_bytes is None:
+        return 160
+    mib = gpu_memory_bytes / 2**20
+    for bound, small, large in _GRAPH_MAX_BS:
+        if mib < bound:
+            return small if tp < 4 else large
+    return 512
 
 
 def compilation(cfg: SglangConfig, f: LadderFacts) -> list[LadderCandidate] | str:
     if f.gpu_count == 0:
         return "SGLang's CUDA graphs and torch.compile are GPU paths; this run has no GPU"
-    if cfg.enable_torch_compile:
-        return "the incumbent already runs torch.compile"
-    return [candidate(D.COMPILATION, {"enable_torch_compile": True}, label="torch_compile",
-                      why="--enable-torch-compile: compiled decode kernels over the CUDA "
-                          "graphs, documented to help small models at small batch sizes; "
-                          "slower start, kept only if it measures better")]
+    if cfg.disable_cuda_graph:
+        return [candidate(D.COMPILATION, {"disable_cuda_graph": False}, label="cuda_graphs=on",
+                          why="CUDA graphs on (SGLang's default): each decode step one replay "
+                              "instead of a launch per kernel")]
+    out = []
+    ceiling = cfg.cuda_graph_max_bs or default_cuda_graph_max_bs(f.gpu_memory_bytes,
+                                                                 cfg.tp_size or 1)
+    t = f.target_concurrency
+    if t > ceiling:
+        out.append(candidate(D.COMPILATION, {"cuda_graph_max_bs": t},
+                             why=f"--cuda-graph-max-bs {t}: decode batches of the target load "
+                                 f"are larger than the {ceiling} captured (SGLang's default for "
+                                 "this GPU's memory and TP, server_args.py), so they run "
+                                 "eagerly; captured up to the target load instead"))
+    if not cfg.enable_torch_compile:
+        out.append(candidate(D.COMPILATION, {"enable_torch_compile": True},
+                             label="torch_compile",
+                             why="--enable-torch-compile: compiled decode kernels over the CUDA "
+                                 "graphs, documented to help small models at small batch "
+                                 "sizes; slower start, kept only if it measures better"))
+    return out or (f"the incumbent already runs torch.compile, and captures decode batches up "
+                   f"to {ceiling} (the target load is {t})")
 
 
 def prefix_caching(cfg: SglangConfig, f: LadderFacts) -> list[LadderCandidate] | str:

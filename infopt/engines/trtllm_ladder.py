@@ -49,12 +49,37 @@ def scheduling(cfg: TrtllmConfig, f: LadderFacts) -> list[LadderCandidate] | str
     room = kv_headroom(f, "kv_cache_free_gpu_memory_fraction",
                        cfg.kv_cache_free_gpu_memory_fraction, 0.9,
                        "--kv_cache_free_gpu_memory_fraction")
-    if cfg.max_batch_size == f.target_concurrency:
-        return room or f"the incumbent already caps the runtime batch at {cfg.max_batch_size}"
-    return [candidate(D.SCHEDULING, {"max_batch_size": f.target_concurrency},
-                      why=f"--max_batch_size {f.target_concurrency}: the runtime batch (and "
-                          "the CUDA graphs captured for it) sized for the target load instead "
-                          "of the serve default"), *room]
+    out = []
+    if cfg.max_batch_size != f.target_concurrency:
+        out.append(candidate(D.SCHEDULING, {"max_batch_size": f.target_concurrency},
+                             why=f"--max_batch_size {f.target_concurrency}: the runtime batch "
+                                 "(and the CUDA graphs captured for it) sized for the target "
+                                 "load instead of the serve default"))
+    out += overlap_scheduler(cfg, f)
+    return out + room or (f"the incumbent already caps the runtime batch at "
+                          f"{cfg.max_batch_size} and keeps the overlap scheduler")
+
+
+# The overlap scheduler launches step n+1 before step n's stop checks, "one extra decoding
+# step" a request for hidden host work (docs/source/features/overlap_scheduler.md). The
+# extra step is a large share only of short outputs; 16 tokens (6% of the steps) is this
+# rule's own cut-off, an assumption, and the measurement decides.
+SHORT_OUTPUT_TOKENS = 16
+
+
+def overlap_scheduler(cfg: TrtllmConfig, f: LadderFacts) -> list[LadderCandidate]:
+    key = "extra_llm_api_options.disable_overlap_scheduler"
+    if knob_value(cfg, key):
+        return [candidate(D.SCHEDULING, {key: False}, label="overlap_scheduler=on",
+                          why="the overlap scheduler on (TensorRT-LLM's default): the next "
+                              "step's GPU work launched while the host finishes this one")]
+    if f.gpu_count and 0 < f.mean_output_tokens <= SHORT_OUTPUT_TOKENS:
+        return [candidate(D.SCHEDULING, {key: True}, label="overlap_scheduler=off",
+                          why=f"disable_overlap_scheduler: outputs of ~{f.mean_output_tokens} "
+                              "tokens each pay the overlap scheduler's extra decoding step "
+                              f"(1/{f.mean_output_tokens + 1} of their steps); kept only if "
+                              "that outweighs the host work it hides")]
+    return []
 
 
 def prefill(cfg: TrtllmConfig, f: LadderFacts) -> list[LadderCandidate] | str:
@@ -78,12 +103,25 @@ def prefill(cfg: TrtllmConfig, f: LadderFacts) -> list[LadderCandidate] | str:
 def compilation(cfg: TrtllmConfig, f: LadderFacts) -> list[LadderCandidate] | str:
     if f.gpu_count == 0:
         return "TensorRT-LLM's CUDA graphs are a GPU path; this run has no GPU"
-    if knob_value(cfg, f"{_GRAPHS}.enable_padding"):
-        return "the incumbent already pads batches to the captured CUDA graph sizes"
-    return [candidate(D.COMPILATION, {f"{_GRAPHS}.enable_padding": True},
-                      label="cuda_graph_padding",
-                      why="cuda_graph_config.enable_padding: each batch padded to a captured "
-                          "size, so every decode step replays a CUDA graph")]
+    out = []
+    # CudaGraphConfig.max_batch_size: captured up to 128 when unset (llm_args.py); a larger
+    # decode batch runs without a graph.
+    ceiling = knob_value(cfg, f"{_GRAPHS}.max_batch_size") or 128
+    if f.target_concurrency > ceiling:
+        out.append(candidate(D.COMPILATION,
+                             {f"{_GRAPHS}.max_batch_size": f.target_concurrency},
+                             label=f"cuda_graph_max_batch={f.target_concurrency}",
+                             why=f"cuda_graph_config.max_batch_size: decode batches of the "
+                                 f"target load ({f.target_concurrency}) are above the {ceiling} "
+                                 "captured, so they run without a graph; captured up to the "
+                                 "target load instead"))
+    if not knob_value(cfg, f"{_GRAPHS}.enable_padding"):
+        out.append(candidate(D.COMPILATION, {f"{_GRAPHS}.enable_padding": True},
+                             label="cuda_graph_padding",
+                             why="cuda_graph_config.enable_padding: each batch padded to a "
+                                 "captured size, so every decode step replays a CUDA graph"))
+    return out or ("the incumbent already pads batches to the captured CUDA graph sizes, "
+                   f"up to {ceiling}")
 
 
 def prefix_caching(cfg: TrtllmConfig, f: LadderFacts) -> list[LadderCandidate] | str:

@@ -216,6 +216,9 @@ class SglangConfig(_Common):
     # Rendered as the 0.5.23 spelling --cuda-graph-backend-{decode,prefill} disabled
     # (--disable-cuda-graph still parses there but is deprecated).
     disable_cuda_graph: bool = False
+    # --cuda-graph-max-bs: the largest decode batch captured as a CUDA graph (larger batches
+    # run eagerly); None = SGLang's default by GPU memory and TP (server_args.py).
+    cuda_graph_max_bs: int | None = Field(None, ge=1)
     enable_torch_compile: bool = False
     disable_radix_cache: bool = False
     # --enable-hierarchical-cache with --hicache-size (GB of host memory per rank): the radix

@@ -23,6 +23,7 @@ from infopt.engines.ladder import (
     candidate,
 )
 from infopt.specs.hardware import HardwareInventory
+from infopt.specs.inspection import AttentionKind
 from infopt.specs.ladder import (
     LADDER_ORDER,
     Dimension,
@@ -119,6 +120,9 @@ def ladder_facts(model: ModelProfile, hw: HardwareInventory, workload: Workload,
         kv_pool_tokens=(base.kv.observed if base is not None and base.kv is not None
                         and base.kv.unit == "tokens" else None),
         drafters=drafters,
+        gpu_memory_bytes=hw.gpus[0].memory_total_bytes if hw.gpus else None,
+        gpu_compute_capability=hw.gpus[0].compute_capability if hw.gpus else None,
+        mla=model.inspection.attention.kind is AttentionKind.MLA,
         layouts=tuple(candidate_layouts(model.inspection, len(hw.gpus)))
         if len(hw.gpus) > 1 else ())
 

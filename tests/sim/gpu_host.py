@@ -154,6 +154,8 @@ class Shape:
     # Host time per step with graphs (s): a planted, engine-specific figure, not a measured one.
     graph_step_s: float = 0.0012
     spec: Speculation | None = None  # speculative decoding, when configured
+    # The largest decode batch captured as a graph; a larger batch launches eagerly.
+    graph_max_batch: int = 1 << 30
 
 
 @dataclass(frozen=True)
@@ -187,7 +189,7 @@ def step_s(m: Model, g: Gpu, s: Shape, mem: Memory, batch: int, context: int) ->
     if s.tp > 1:
         msg = batch * m.hidden * 2
         t += 2 * m.layers * (msg / g.link_bytes_per_s + 8e-6)
-    return t + (s.graph_step_s if s.graphs else 0.004)
+    return t + (s.graph_step_s if s.graphs and batch <= s.graph_max_batch else 0.004)
 
 
 def prefill_s(m: Model, g: Gpu, s: Shape, tokens: int) -> float:

@@ -93,6 +93,7 @@ def parser() -> argparse.ArgumentParser:
                    choices=["full", "breakable", "disabled"])
     p.add_argument("--cuda-graph-backend-prefill", default="disabled",
                    choices=["full", "breakable", "disabled"])
+    p.add_argument("--cuda-graph-max-bs", type=int, default=None)
     p.add_argument("--enable-torch-compile", action="store_true")
     p.add_argument("--disable-radix-cache", action="store_true")
     p.add_argument("--enable-hierarchical-cache", action="store_true")
@@ -143,6 +144,8 @@ def shape_of(a: argparse.Namespace, max_running: int,
     return Shape(tp=a.tp_size, pp=a.pp_size, dp=a.dp_size, max_seqs=max_running, spec=spec,
                  max_len=a.context_length, kv_fp8=a.kv_cache_dtype.startswith("fp8"),
                  graphs=a.cuda_graph_backend_decode != "disabled",
+                 # start_up fills in SGLang's default before anything is served
+                 graph_max_batch=a.cuda_graph_max_bs or 1 << 30,
                  # Planted: SGLang's overlap scheduler hides the next batch's CPU work behind
                  # the GPU step, so its host time per step is half vLLM's here (~9% faster
                  # decode for one user): a difference the engine comparison must find.
@@ -169,6 +172,16 @@ def max_running_requests(a: argparse.Namespace, kv_tokens: int) -> int:
 
 # -- the log -----------------------------------------------------------------------------------
 
+def default_graph_max_bs(memory_bytes: int, tp: int) -> int:
+    """server_args.py _handle_gpu_memory_settings (0.5.x), by GPU memory in MiB."""
+    mib = memory_bytes / 2**20
+    for bound, small, large in ((20 * 1024, 8, 8), (35 * 1024, 24, 80), (60 * 1024, 32, 160),
+                                (160 * 1024, 256, 512)):
+        if mib < bound:
+            return small if tp < 4 else large
+    return 512
+
+
 def log(line: str, rank: bool = True) -> None:
     stamp = time.strftime("%Y-%m-%d %H:%M:%S")
     print(f"[{stamp}{' TP0' if rank else ''}] {line}", flush=True)
@@ -181,6 +194,8 @@ def start_up(a: argparse.Namespace, m: Model, g: Gpu, scale: float) -> Memory:
     if a.attention_backend is None:
         a.attention_backend = "fa3"
         log("Attention backend not explicitly specified. Use fa3 backend by default.", False)
+    if a.cuda_graph_max_bs is None:  # server_args.py: by GPU memory and TP
+        a.cuda_graph_max_bs = default_graph_max_bs(g.memory_bytes, a.tp_size)
     if m.heads % a.tp_size:
         log(f"AssertionError: {m.heads} is not divisible by tp_size {a.tp_size}.")
         raise SystemExit(1)

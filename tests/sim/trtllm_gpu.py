@@ -146,6 +146,7 @@ class Settings:
     kv_max_tokens: int | None
     tokens_per_block: int
     graphs: bool
+    graph_max_batch: int  # cuda_graph_config.max_batch_size (128 when unset: llm_args.py)
     attention_dp: bool
     overlap: bool  # the overlap scheduler (on unless disable_overlap_scheduler)
     prometheus: bool
@@ -179,6 +180,7 @@ def settle(opts: dict, extra: dict) -> Settings:
         kv_max_tokens=kv.get("max_tokens"),
         tokens_per_block=kv.get("tokens_per_block", 32),
         graphs=extra.get("cuda_graph_config", {}) is not None,
+        graph_max_batch=(extra.get("cuda_graph_config") or {}).get("max_batch_size") or 128,
         attention_dp=bool(extra.get("enable_attention_dp")),
         overlap=not extra.get("disable_overlap_scheduler"),
         prometheus=bool(extra.get("return_perf_metrics")),
@@ -214,7 +216,8 @@ def speculation_of(s: Settings, m: Model | None = None) -> Speculation | None:
 
 def shape_of(s: Settings, max_len: int, m: Model | None = None) -> Shape:
     return Shape(tp=s.tp, pp=s.pp, dp=1, max_seqs=s.max_batch_size, max_len=max_len,
-                 kv_fp8=s.kv_fp8, graphs=s.graphs, spec=speculation_of(s, m))
+                 kv_fp8=s.kv_fp8, graphs=s.graphs, graph_max_batch=s.graph_max_batch,
+                 spec=speculation_of(s, m))
 
 
 # -- the memory ----------------------------------------------------------------------------------

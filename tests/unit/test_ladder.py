@@ -569,3 +569,71 @@ def test_each_config_says_whether_it_speculates_from_its_own_knobs():
         base = engine.baseline_config(t)
         assert not base.speculates, engine
         assert with_knobs(base, changes).speculates, engine
+
+
+def test_sglang_captures_graphs_up_to_the_target_load_and_tries_the_other_attention_kernels():
+    from infopt.engines import sglang
+    from infopt.engines.sglang_ladder import default_cuda_graph_max_bs
+
+    t = ServingTarget(model_path="/m/hf", served_model_name="m", native_context_tokens=8192,
+                      usable_cpus=16)
+    base = sglang.baseline_config(t)
+    rules = lad.rules_for(sglang.ADAPTER)
+    h100 = dict(gpu_count=1, gpu_memory_bytes=80 * 2**30, gpu_compute_capability="9.0")
+    # server_args.py's defaults: 256 on an 80 GB GPU at TP 1, 512 at TP 4, 24 on a 24 GB one.
+    assert default_cuda_graph_max_bs(80 * 2**30, 1) == 256
+    assert default_cuda_graph_max_bs(80 * 2**30, 4) == 512
+    assert default_cuda_graph_max_bs(24 * 2**30, 1) == 24
+    comp = rules[Dimension.COMPILATION]
+    assert labels(lad.derive(comp, "sglang", base, facts(**h100, target_concurrency=64))) == [
+        "torch_compile"]
+    got = lad.derive(comp, "sglang", base, facts(**h100, target_concurrency=384))
+    assert labels(got) == ["cuda_graph_max_bs=384", "torch_compile"]
+    assert "larger than the 256 captured" in got[0].why
+    argv = sglang.build_launch(lad.apply(base, got[0]), "python", 30000).argv
+    assert argv[argv.index("--cuda-graph-max-bs") + 1] == "384"
+    eager = with_knob(base, "disable_cuda_graph", True)
+    assert labels(lad.derive(comp, "sglang", eager, facts(**h100))) == ["cuda_graphs=on"]
+    # Attention: the non-default kernels of the GPU's architecture and the model's attention.
+    pre = rules[Dimension.PREFILL]
+    assert labels(lad.derive(pre, "sglang", base, facts(**h100, mean_prompt_tokens=300,
+                                                        target_concurrency=8))) == [
+        "chunked_prefill_size=4096", "attention=flashinfer"]
+    mla = lad.derive(pre, "sglang", base, facts(**h100, mla=True))
+    assert labels(mla)[-1] == "attention=flashmla" and "default there is fa3" in mla[-1].why
+    b200 = lad.derive(pre, "sglang", base, facts(gpu_count=1, gpu_compute_capability="10.0"))
+    assert labels(b200)[-1] == "attention=flashinfer" and "trtllm_mha" in b200[-1].why
+    ampere = lad.derive(pre, "sglang", base, facts(gpu_count=1, gpu_compute_capability="8.0"))
+    assert all(not c.label.startswith("attention=") for c in ampere)
+    chosen = with_knob(base, "attention_backend", "triton")
+    assert all(not c.label.startswith("attention=")
+               for c in lad.derive(pre, "sglang", chosen, facts(**h100)))
+
+
+def test_trtllm_tries_the_overlap_scheduler_on_short_outputs_and_graphs_up_to_the_load():
+    import yaml
+
+    from infopt.engines import trtllm
+
+    t = ServingTarget(model_path="/m/Llama", served_model_name="Llama",
+                      native_context_tokens=8192, usable_cpus=16)
+    base = trtllm.baseline_config(t)
+    rules = lad.rules_for(trtllm.ADAPTER)
+    sched = rules[Dimension.SCHEDULING]
+    short = lad.derive(sched, "trtllm", base, facts(gpu_count=1, target_concurrency=8,
+                                                    mean_output_tokens=8))
+    assert labels(short) == ["max_batch_size=8", "overlap_scheduler=off"]
+    assert "(1/9 of their steps)" in short[1].why
+    launch = trtllm.build_launch(lad.apply(base, short[1]), "trtllm-serve", 8000)
+    (doc,) = [yaml.safe_load(text) for text in launch.files.values()]
+    assert doc["disable_overlap_scheduler"] is True
+    off = lad.apply(base, short[1])
+    assert labels(lad.derive(sched, "trtllm", off, facts(gpu_count=1, target_concurrency=8,
+                                                         mean_output_tokens=200))) == [
+        "max_batch_size=8", "overlap_scheduler=on"]
+    comp = rules[Dimension.COMPILATION]
+    got = lad.derive(comp, "trtllm", base, facts(gpu_count=1, target_concurrency=256))
+    assert labels(got) == ["cuda_graph_max_batch=256", "cuda_graph_padding"]
+    launch = trtllm.build_launch(lad.apply(base, got[0]), "trtllm-serve", 8000)
+    (doc,) = [yaml.safe_load(text) for text in launch.files.values()]
+    assert doc["cuda_graph_config"] == {"max_batch_size": 256}
