@@ -50,7 +50,7 @@ browser: $(STAMP)
 .PHONY: lint
 lint: $(STAMP)
 	@$(PY) -m ruff check infopt flows tasks blocks bench tests
-	@$(PY) -m mypy infopt/specs infopt/tuning infopt/engines
+	@$(PY) -m mypy infopt/specs infopt/tuning infopt/engines infopt/cluster
 
 # One process by default: two pytest-xdist workers on 2 cores put two engines' spinning
 # thread pools on the same cores (tried 2026-12-04: one llama-server of the comparator test

@@ -1,0 +1,220 @@
+"""The SLO boundary of one configuration: the highest Poisson arrival rate at which every SLO
+is met, found by bracketing (doubling or halving from a start rate) and then bisecting on a
+log scale, in a bounded number of probes.
+
+Each probe is a measured scenario (the same `measure(endpoint, traffic)` path as every trial).
+An SLO "p95 of TTFT <= 0.5 s" holds when at least 95% of requests are within 0.5 s; a probe
+decides it only when the exact (Clopper-Pearson) interval on that share lies wholly on one side
+of 95%. A probe that decides neither way is undecided, never a pass: the search measures that
+rate again and pools the two runs' requests, and if the pooled counts still do not decide, it
+stops and reports the band it could not split.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Callable, Sequence
+from typing import Literal
+
+from scipy.stats import binomtest
+
+from infopt.specs.cluster import Boundary, Probe, SloCheck, Verdict
+from infopt.specs.results import RequestRecord, ScenarioResult
+
+DEFAULT_PROBES = 15
+DEFAULT_REL_TOLERANCE = 0.10  # stop when the bracket's ends are within 10% of each other
+DEFAULT_CONFIDENCE = 0.90  # one-sided, per SLO verdict
+# Bracketing gives up this many halvings or doublings away from the start rate.
+MAX_STEPS_FROM_START = 8
+
+
+def share_interval(meeting: int, requests: int, confidence: float) -> tuple[float, float]:
+    """One-sided bounds at `confidence` each (a two-sided exact interval at 2c - 1)."""
+    if requests == 0:
+        return 0.0, 1.0
+    ci = binomtest(meeting, requests).proportion_ci(confidence_level=2 * confidence - 1,
+                                                    method="exact")
+    return float(ci.low), float(ci.high)
+
+
+def check(metric: str, percentile: int, max_s: float, observed_s: float | None,
+          requests: int, meeting: int, confidence: float) -> SloCheck:
+    low, high = share_interval(meeting, requests, confidence)
+    need = percentile / 100
+    verdict = (Verdict.MEETS if low >= need else Verdict.MISSES if high < need
+               else Verdict.UNDECIDED)
+    return SloCheck(metric=metric, percentile=percentile, max_s=max_s, observed_s=observed_s,
+                    requests=requests, meeting=meeting, share_low=low, share_high=high,
+                    verdict=verdict)
+
+
+def _overall(checks: list[SloCheck]) -> tuple[Verdict, str]:
+    missed = [c for c in checks if c.verdict is Verdict.MISSES]
+    if missed:
+        return Verdict.MISSES, "; ".join(
+            f"{c.metric} p{c.percentile}: {c.meeting}/{c.requests} within {c.max_s:g} s "
+            f"(at most {c.share_high:.0%} of requests, {c.percentile}% needed)" for c in missed)
+    open_ = [c for c in checks if c.verdict is Verdict.UNDECIDED]
+    if open_:
+        return Verdict.UNDECIDED, "; ".join(
+            f"{c.metric} p{c.percentile}: {c.meeting}/{c.requests} within {c.max_s:g} s, "
+            f"between {c.share_low:.0%} and {c.share_high:.0%} of requests: too few to tell "
+            f"from {c.percentile}%" for c in open_)
+    return Verdict.MEETS, "every SLO met beyond the sampling noise"
+
+
+def e2e_moments(records: Sequence[RequestRecord]) -> tuple[float | None, float | None]:
+    """Mean E2E of the successful requests and its squared coefficient of variation."""
+    times = [r.e2e_s for r in records if r.ok and r.e2e_s is not None]
+    if len(times) < 2:
+        return None, None
+    mean = statistics.fmean(times)
+    return mean, statistics.pvariance(times, mean) / mean**2 if mean > 0 else None
+
+
+def probe_from(rate_per_s: float, scenario: ScenarioResult,
+               records: Sequence[RequestRecord] = (),
+               confidence: float = DEFAULT_CONFIDENCE) -> Probe:
+    """A measured scenario as a probe: each SLO's share of requests within its limit (errors
+    count as not within it) and the verdict it decides; its records give the E2E moments."""
+    if not scenario.slos:
+        raise ValueError("the SLO boundary needs the traffic's SLOs (workload.slos)")
+    n = scenario.level.requests
+    checks = [check(s.metric, s.percentile, s.max_s, s.observed_s, n,
+                    round(s.requests_meeting_fraction * n), confidence)
+              for s in scenario.slos]
+    verdict, why = _overall(checks)
+    mean, cv2 = e2e_moments(records)
+    return Probe(rate_per_s=rate_per_s, achieved_requests_per_s=scenario.level.requests_per_s,
+                 goodput_requests_per_s=scenario.goodput_requests_per_s or 0.0, requests=n,
+                 errors=scenario.level.errors, checks=checks, verdict=verdict, why=why,
+                 e2e_mean_s=mean, e2e_cv2=cv2)
+
+
+def pooled(a: Probe, b: Probe, confidence: float = DEFAULT_CONFIDENCE) -> Probe:
+    """Two runs at the same rate as one probe: their requests counted together."""
+    checks = [check(x.metric, x.percentile, x.max_s, x.observed_s if y.observed_s is None
+                    else max(x.observed_s or 0.0, y.observed_s), x.requests + y.requests,
+                    x.meeting + y.meeting, confidence) for x, y in zip(a.checks, b.checks, strict=True)]
+    verdict, why = _overall(checks)
+    n = a.requests + b.requests
+    return Probe(rate_per_s=a.rate_per_s,
+                 achieved_requests_per_s=(a.achieved_requests_per_s * a.requests
+                                          + b.achieved_requests_per_s * b.requests) / n,
+                 goodput_requests_per_s=(a.goodput_requests_per_s * a.requests
+                                         + b.goodput_requests_per_s * b.requests) / n,
+                 requests=n, errors=a.errors + b.errors, checks=checks, verdict=verdict,
+                 why=f"two runs pooled: {why}", e2e_mean_s=_weighted(a, b, "e2e_mean_s"),
+                 e2e_cv2=_weighted(a, b, "e2e_cv2"))
+
+
+def _weighted(a: Probe, b: Probe, field: str) -> float | None:
+    x, y = getattr(a, field), getattr(b, field)
+    if x is None or y is None:
+        return x if y is None else y
+    return (x * a.requests + y * b.requests) / (a.requests + b.requests)
+
+
+class _Search:
+    def __init__(self, measure_at: Callable[[float], Probe], budget: int) -> None:
+        self.measure_at, self.budget = measure_at, budget
+        self.probes: list[Probe] = []  # every run, and each pooled pair after its runs
+        self.notes: list[str] = []
+        self.measured = 0
+
+    @property
+    def left(self) -> int:
+        return self.budget - self.measured
+
+    def _measure(self, rate: float) -> Probe:
+        self.measured += 1
+        p = self.measure_at(rate)
+        self.probes.append(p)
+        return p
+
+    def run(self, rate: float) -> Probe:
+        p = self._measure(rate)
+        if p.verdict is Verdict.UNDECIDED and self.left > 0:
+            p = pooled(p, self._measure(rate))
+            self.probes.append(p)
+        return p
+
+    def best(self) -> tuple[Probe | None, Probe | None, list[Probe]]:
+        final = _decided(self.probes)
+        meets = [p for p in final if p.verdict is Verdict.MEETS]
+        misses = [p for p in final if p.verdict is Verdict.MISSES]
+        lo = max(meets, key=lambda p: p.rate_per_s, default=None)
+        hi = min((p for p in misses if lo is None or p.rate_per_s > lo.rate_per_s),
+                 key=lambda p: p.rate_per_s, default=None)
+        return lo, hi, [p for p in final if p.verdict is Verdict.UNDECIDED]
+
+
+def _decided(probes: list[Probe]) -> list[Probe]:
+    """The last word on each rate (a pooled probe replaces the runs it pooled)."""
+    last: dict[float, Probe] = {}
+    for p in probes:
+        last[p.rate_per_s] = p
+    return list(last.values())
+
+
+def search_boundary(measure_at: Callable[[float], Probe], start_rate_per_s: float, *,
+                    max_probes: int = DEFAULT_PROBES,
+                    rel_tolerance: float = DEFAULT_REL_TOLERANCE,
+                    confidence: float = DEFAULT_CONFIDENCE) -> Boundary:
+    """Bracket the boundary from `start_rate_per_s` (double while it meets, halve while it
+    misses), then bisect the bracket geometrically until its ends are within `rel_tolerance`
+    or `max_probes` measurements are spent."""
+    if start_rate_per_s <= 0:
+        raise ValueError("the start rate must be > 0 requests/s")
+    s = _Search(measure_at, max_probes)
+    _bracket(s, start_rate_per_s)
+    _bisect(s, rel_tolerance)
+    lo, hi, undecided = s.best()
+    shape: Literal["cliff", "slope"] | None = None
+    if lo is not None and hi is not None:
+        shape = "cliff" if hi.goodput_requests_per_s < lo.goodput_requests_per_s else "slope"
+    band = [p.rate_per_s for p in undecided
+            if (lo is None or p.rate_per_s > lo.rate_per_s)
+            and (hi is None or p.rate_per_s < hi.rate_per_s)]
+    if band:
+        s.notes.append("undecided even with two runs pooled at "
+                       + ", ".join(f"{r:.3g}" for r in sorted(band))
+                       + " requests/s: the boundary lies in the reported interval, and more "
+                         "requests per probe would narrow it")
+    return Boundary(probes=s.probes, meets_up_to_rate_per_s=lo.rate_per_s if lo else None,
+                    misses_from_rate_per_s=hi.rate_per_s if hi else None, shape=shape,
+                    probes_budget=max_probes, measurements=s.measured, rel_tolerance=rel_tolerance,
+                    confidence=confidence, notes=s.notes)
+
+
+def _bracket(s: _Search, start: float) -> None:
+    rate, steps = start, 0
+    while s.left > 0:
+        p = s.run(rate)
+        lo, hi, _ = s.best()
+        if lo is not None and hi is not None:
+            return
+        if steps >= MAX_STEPS_FROM_START:
+            s.notes.append(f"not bracketed within {MAX_STEPS_FROM_START} doublings or "
+                           f"halvings of {start:.3g} requests/s")
+            return
+        steps += 1
+        # Undecided counts as "not yet met": below any decided miss, above any decided meet.
+        rate = rate * 2 if p.verdict is Verdict.MEETS else rate / 2
+        if p.verdict is Verdict.UNDECIDED and lo is not None:
+            rate = p.rate_per_s * 2  # a decided meet lies below: look above the fuzzy rate
+    s.notes.append(f"the probe budget ({s.budget}) ran out while bracketing")
+
+
+def _bisect(s: _Search, rel_tolerance: float) -> None:
+    while s.left > 0:
+        lo, hi, _ = s.best()
+        if lo is None or hi is None or hi.rate_per_s <= lo.rate_per_s * (1 + rel_tolerance):
+            return
+        mid = math.sqrt(lo.rate_per_s * hi.rate_per_s)
+        if any(p.rate_per_s == mid for p in s.probes):
+            return
+        p = s.run(mid)
+        if p.verdict is Verdict.UNDECIDED:
+            return  # pooled and still undecided: the noise band; reported as such

@@ -1,0 +1,171 @@
+"""A capacity plan from one replica's measured SLO boundary: the replica as a queue of `slots`
+servers (its concurrent requests), calibrated from the boundary search's probes, predicts the
+highest rate N replicas serve within the SLOs, the replicas a target (and its bursts) needs,
+and how far those predictions were from the boundaries measured at 1, 2 and 3 replicas.
+
+The model, an estimate: a request's TTFT and E2E are their light-load values plus the queueing
+wait (Erlang-C's M/M/c tail, scaled by the Allen-Cunneen factor for the measured service-time
+variability and the arrivals' own); decode times (TPOT, ITL) do not queue but grow with the
+batch, so they are read off the measured rate curve at each replica's share of the rate, and a
+rate beyond the measured curve is not predicted to meet them. Routing: "pooled" (a load-aware
+router: any free slot of any replica, one M/G/(N x slots) queue) or "split" (round robin: N
+separate queues, each fed every N-th arrival)."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+from infopt.cluster.queueing import allen_cunneen, split_arrival_cv2, wait_quantile_s
+from infopt.specs.cluster import (
+    Boundary,
+    CapacityPlan,
+    PlanValidation,
+    Probe,
+    ReplicaModel,
+    ReplicaPrediction,
+    Routing,
+    Verdict,
+)
+from infopt.specs.traffic import Slo
+
+QUEUED = ("ttft", "e2e")  # metrics that include the wait for a slot
+DECODE = ("tpot", "itl")  # metrics that grow with the batch instead
+MAX_REPLICAS = 256
+METHOD = ("estimate: each replica a queue of its slots; TTFT and E2E = their light-load "
+          "values + the queueing wait (Erlang-C M/M/c tail x the Allen-Cunneen factor "
+          "(CV_a^2 + CV_s^2) / 2, service time and CV^2 from the E2E times at the highest "
+          "rate measured to meet the SLOs); TPOT and ITL read off the measured rate curve at "
+          "each replica's share of the rate")
+
+
+def key(metric: str, percentile: int) -> str:
+    return f"{metric} p{percentile}"
+
+
+def _decided(b: Boundary) -> list[Probe]:
+    last: dict[float, Probe] = {}
+    for p in b.probes:
+        last[p.rate_per_s] = p
+    return sorted((p for p in last.values() if p.verdict is not Verdict.UNDECIDED),
+                  key=lambda p: p.rate_per_s)
+
+
+def calibrate(boundary: Boundary, slots: int) -> ReplicaModel:
+    """The replica model from one replica's boundary search (its decided probes)."""
+    probes = _decided(boundary)
+    met = [p for p in probes if p.verdict is Verdict.MEETS]
+    if not met:
+        raise ValueError("no probe met the SLOs: there is no service rate to plan from; "
+                         "lower the start rate or loosen the SLOs")
+    light, high = met[0], met[-1]
+    if high.e2e_mean_s is None or high.e2e_cv2 is None:
+        raise ValueError("the probes carry no E2E times: measure them with their records")
+    curve: dict[str, list[tuple[float, float]]] = {}
+    for p in probes:
+        for c in p.checks:
+            if c.metric in DECODE and c.observed_s is not None:
+                curve.setdefault(key(c.metric, c.percentile), []).append(
+                    (p.rate_per_s, c.observed_s))
+    return ReplicaModel(
+        slots=slots, service_mean_s=high.e2e_mean_s, service_cv2=high.e2e_cv2,
+        light_load_rate_per_s=light.rate_per_s,
+        light_load_s={key(c.metric, c.percentile): c.observed_s for c in light.checks
+                      if c.metric in QUEUED and c.observed_s is not None},
+        decode_curve=curve,
+        calibrated_from=f"{len(probes)} decided probes; light load at {light.rate_per_s:.3g} "
+                        f"requests/s, service time at {high.rate_per_s:.3g} requests/s")
+
+
+def _interpolate(points: list[tuple[float, float]], rate: float) -> float:
+    """Piecewise-linear in the rate; inf beyond the last measured rate (not predicted)."""
+    pts = sorted(points)
+    if rate <= pts[0][0]:
+        return pts[0][1]
+    for (r0, v0), (r1, v1) in itertools.pairwise(pts):
+        if rate <= r1:
+            return v0 + (v1 - v0) * (rate - r0) / (r1 - r0)
+    return math.inf
+
+
+def predicted_s(m: ReplicaModel, slo: Slo, replicas: int, routing: Routing,
+                rate_per_s: float) -> float:
+    """The SLO's percentile, predicted for `replicas` at `rate_per_s` in all."""
+    k = key(slo.metric.value, slo.percentile)
+    share = rate_per_s / replicas
+    if slo.metric.value in DECODE:
+        points = m.decode_curve.get(k)
+        return _interpolate(points, share) if points else math.inf
+    base = m.light_load_s.get(k)
+    if base is None:
+        return math.inf
+    if routing == "pooled":
+        servers, lam, cv2a = replicas * m.slots, rate_per_s, 1.0
+    else:
+        servers, lam, cv2a = m.slots, share, split_arrival_cv2(replicas)
+    wait = wait_quantile_s(servers, lam, m.service_mean_s, slo.percentile / 100,
+                           allen_cunneen(cv2a, m.service_cv2))
+    return base + wait
+
+
+def predict(m: ReplicaModel, slos: list[Slo], replicas: int, routing: Routing
+            ) -> ReplicaPrediction:
+    """The highest total rate predicted to meet every SLO (bisection to 0.1%)."""
+    ceiling = replicas * m.slots / m.service_mean_s  # the slots' throughput: never beyond it
+
+    def failing(rate: float) -> str | None:
+        for s in slos:
+            if predicted_s(m, s, replicas, routing, rate) > s.max_s:
+                return f"{key(s.metric.value, s.percentile)} <= {s.max_s:g} s"
+        return None
+
+    lo, hi = 0.0, ceiling
+    if failing(hi * 0.999) is None:
+        return ReplicaPrediction(replicas=replicas, routing=routing, max_rate_per_s=hi * 0.999,
+                                 limited_by="the slots' throughput (slots / service time)")
+    while hi - lo > 1e-3 * ceiling:
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if failing(mid) is None else (lo, mid)
+    return ReplicaPrediction(replicas=replicas, routing=routing, max_rate_per_s=lo,
+                             limited_by=failing(hi) or "")
+
+
+def plan(m: ReplicaModel, slos: list[Slo], target_rate_per_s: float, *,
+         burst_factor: float = 1.0, routing: Routing = "pooled", gpus_per_replica: int = 0,
+         max_replicas: int = MAX_REPLICAS) -> CapacityPlan:
+    """The fewest replicas predicted to serve the target times its burst allowance."""
+    if target_rate_per_s <= 0 or burst_factor < 1:
+        raise ValueError("plan for a target rate > 0 and a burst factor >= 1")
+    peak = target_rate_per_s * burst_factor
+    predictions: list[ReplicaPrediction] = []
+    n = 0
+    for n in range(1, max_replicas + 1):
+        predictions.append(predict(m, slos, n, routing))
+        if predictions[-1].max_rate_per_s >= peak:
+            break
+    else:
+        n = 0
+    replicas = n or None
+    return CapacityPlan(target_rate_per_s=target_rate_per_s, peak_rate_per_s=peak,
+                        routing=routing, model=m, predictions=predictions, replicas=replicas,
+                        gpus_per_replica=gpus_per_replica,
+                        gpus=replicas * gpus_per_replica if replicas else None, method=METHOD)
+
+
+def validate(m: ReplicaModel, slos: list[Slo], measured: dict[int, Boundary],
+             routing: Routing) -> list[PlanValidation]:
+    """Each measured replica count's boundary beside the model's prediction for it."""
+    out = []
+    for n, b in sorted(measured.items()):
+        pred = predict(m, slos, n, routing).max_rate_per_s
+        lo, hi = b.meets_up_to_rate_per_s, b.misses_from_rate_per_s
+        if lo is not None and pred < lo:
+            err: float | None = (pred - lo) / lo
+        elif hi is not None and pred > hi:
+            err = (pred - hi) / hi
+        else:
+            err = 0.0 if lo is not None or hi is not None else None
+        out.append(PlanValidation(replicas=n, routing=routing, predicted_rate_per_s=pred,
+                                  measured_meets_up_to_rate_per_s=lo,
+                                  measured_misses_from_rate_per_s=hi, error=err))
+    return out
