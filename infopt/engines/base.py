@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from infopt.specs.endpoint import SpecCounters, StreamCounting
+from infopt.specs.endpoint import PrefixCacheCounters, SpecCounters, StreamCounting
 from infopt.specs.serving import AnyServingConfig, EngineName, KnobValue
 from infopt.specs.trial import TuningDimension
 
@@ -237,6 +237,9 @@ class EngineAdapter(Generic[C]):
     no_token_scoring_why: str = "it offers no exact teacher forcing that infopt knows"
     # The Prometheus counters of drafted and accepted speculative tokens (None: none known).
     spec_counters: SpecCounters | None = None
+    # The Prometheus counters of prefix-cache hits per prompt token (None: none known): each
+    # replica's hit rate behind a router.
+    prefix_cache_counters: PrefixCacheCounters | None = None
     # A JSON route with the mean accepted length (SGLang's /get_server_info); None: none.
     spec_accept_length_route: str | None = None
     # (startup log, config) -> why the ready engine serves less context than it was given

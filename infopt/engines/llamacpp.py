@@ -38,7 +38,7 @@ from infopt.engines.llamacpp_ladder import DEFAULT_CACHE_RAM_MIB
 from infopt.engines.llamacpp_ladder import RULES as LADDER
 from infopt.engines.scoring import LLAMACPP_SCORING
 from infopt.specs.contract import ContractRemedy
-from infopt.specs.endpoint import SpecCounters
+from infopt.specs.endpoint import PrefixCacheCounters, SpecCounters
 from infopt.specs.fit import KvObservation
 from infopt.specs.inspection import ModelInspection
 from infopt.specs.serving import EngineName, LlamaCppConfig
@@ -263,6 +263,9 @@ ADAPTER = EngineAdapter(
     spec_counters=SpecCounters("/metrics", "llamacpp:spec_decode_num_draft_tokens_total",
                                "llamacpp:spec_decode_num_accepted_tokens_total",
                                "llamacpp:spec_decode_num_drafts_total"),
+    # The same text: prompt tokens computed ("excluding cached tokens") and served from cache.
+    prefix_cache_counters=PrefixCacheCounters("/metrics", "llamacpp:prompt_tokens_cached_total",
+                                              missed="llamacpp:prompt_tokens_total"),
     kv_from_log=kv_from_log,
     memory_shape=memory_shape,
     doc_url="https://github.com/ggml-org/llama.cpp/blob/master/tools/server/README.md",

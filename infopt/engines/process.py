@@ -165,6 +165,32 @@ def start(adapter: EngineAdapter, config, executable: str, log_path: Path,
         api_key_source=exposure.key_source if secret_env and exposure else None)
 
 
+def start_process(argv: list[str], log_path: Path, health_url: str, name: str,
+                  timeout_s: float, env: dict[str, str] | None = None,
+                  poll_interval_s: float = 0.25) -> int:
+    """A helper process beside the engines (a router): its own process group, logged to
+    `log_path`, stopped by stop() and at exit like an engine; blocks until `health_url`
+    answers 200. Returns its pid."""
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    command = " ".join(argv)
+    with log_path.open("ab") as log:
+        log.write(f"$ {command}\n".encode())
+        log.flush()
+        proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, env={**scrubbed(), **(env or {})},
+                                start_new_session=True)
+    with _LOCK:
+        _LIVE[proc.pid] = proc
+    registry.record(proc.pid, command)
+    _install_signal_handlers()
+    try:
+        _wait_ready(proc, health_url, timeout_s, poll_interval_s, log_path, name)
+    except BaseException:
+        stop(proc.pid)
+        raise
+    return proc.pid
+
+
 def _refuse_shortened_context(adapter: EngineAdapter, config: Any, log_path: Path) -> None:
     if adapter.context_shortened is None:
         return

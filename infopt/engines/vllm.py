@@ -42,7 +42,7 @@ from infopt.engines.scoring import PROMPT_LOGPROBS_SCORING
 from infopt.engines.vllm_ladder import LAYOUT
 from infopt.engines.vllm_ladder import RULES as LADDER
 from infopt.specs.contract import ContractRemedy
-from infopt.specs.endpoint import SpecCounters
+from infopt.specs.endpoint import PrefixCacheCounters, SpecCounters
 from infopt.specs.fit import KvObservation
 from infopt.specs.inspection import ModelInspection
 from infopt.specs.serving import EngineName, VllmConfig
@@ -304,6 +304,9 @@ ADAPTER = EngineAdapter(
     spec_counters=SpecCounters("/metrics", "vllm:spec_decode_num_draft_tokens_total",
                                "vllm:spec_decode_num_accepted_tokens_total",
                                "vllm:spec_decode_num_drafts_total"),
+    # vllm/v1/metrics/loggers.py: prompt tokens looked up in the prefix cache and those hit.
+    prefix_cache_counters=PrefixCacheCounters("/metrics", "vllm:prefix_cache_hits_total",
+                                              queried="vllm:prefix_cache_queries_total"),
     kv_from_log=kv_from_log,
     memory_shape=memory_shape,
     control_config=control_config,

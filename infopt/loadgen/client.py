@@ -50,6 +50,9 @@ class RequestJob:
     # (chat template + the request's declared shared prefix); None: unknown, not checked.
     prompt_tokens_cache_allowed: int | None = None
     close_connection: bool = False  # the server closes after a stream: ask for it up front
+    # Sent as X-Session-ID, the header session-affinity routers hash (vllm-router's
+    # consistent_hash reads it first): one per prefix group, else one per request.
+    session_id: str | None = None
 
 
 class _Stream:
@@ -117,6 +120,8 @@ async def send_request(client: httpx.AsyncClient, base_url: str, model: str, job
     url = f"{base_url.rstrip('/')}{driver.path}"
     rec = _record(job)
     headers = {"Connection": "close"} if job.close_connection and job.stream else {}
+    if job.session_id is not None:
+        headers["X-Session-ID"] = job.session_id
     t0 = time.perf_counter()
     rec.start_offset_s = t0 - phase_start
     for attempt in (1, 2):

@@ -204,14 +204,16 @@ def run_schedule(endpoint: Endpoint, planned: list[PlannedRequest], concurrency:
     overheads = ({route: route_overhead(base_url, model, route, counter, forced)
                   for route in {r.route for r in planned}} if counter else {})
     # A fresh nonce per call unless given: prompts are unique to this run, not only this seed.
-    prompts = build_prompts(planned, seed, counter, overheads,
-                            secrets.token_hex(4) if nonce is None else nonce)
+    nonce = secrets.token_hex(4) if nonce is None else nonce
+    prompts = build_prompts(planned, seed, counter, overheads, nonce)
     jobs = {r.request_id: RequestJob(
         request_id=r.request_id, prompt=prompts[r.request_id].text, output_tokens=r.output_tokens,
         concurrency=concurrency, route=r.route, stream=r.stream, forced=forced(r.output_tokens),
         counting=endpoint.stream_counting, prompt_tokens_requested=prompts[r.request_id].tokens,
         prompt_tokens_cache_allowed=prompts[r.request_id].cache_allowed,
-        close_connection=not endpoint.keepalive)
+        close_connection=not endpoint.keepalive,
+        session_id=(f"{nonce}-group-{r.prefix_group}" if r.prefix_group is not None
+                    else f"{nonce}-{r.request_id}"))
         for r in planned}
     warm = [r for r in planned if r.phase is Phase.WARMUP]
     if warm:

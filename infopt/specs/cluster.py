@@ -121,3 +121,21 @@ class CapacityPlan(Spec):
     gpus: int | None
     validations: list[PlanValidation] = Field(default_factory=list)
     method: str  # the model, in words, labelled an estimate
+
+
+class ReplicaEvidence(Spec):
+    """One replica behind a router over one measured scenario (its warm-up included): the
+    requests the router's own counter says it got, and its prefix-cache counters' deltas."""
+
+    url: str
+    # Attempts, as the router counts them (a request it sent again counts twice); None: the
+    # router's counter did not name this replica.
+    requests_routed: int | None
+    prompt_tokens_from_cache: int | None  # None: the engine exposes no such counter
+    prompt_tokens_looked_up: int | None
+
+    @property
+    def prefix_hit_ratio(self) -> float | None:
+        if not self.prompt_tokens_looked_up or self.prompt_tokens_from_cache is None:
+            return None
+        return self.prompt_tokens_from_cache / self.prompt_tokens_looked_up

@@ -59,6 +59,17 @@ class SpecCounters:
     drafts: str | None = None  # verification steps (mean accepted length = 1 + accepted/drafts)
 
 
+@dataclass(frozen=True)
+class PrefixCacheCounters:
+    """Where a server counts prompt tokens served from its prefix cache: `hits`, over either
+    `queried` (every prompt token looked up) or `hits` + `missed` (the tokens it computed)."""
+
+    path: str
+    hits: str
+    queried: str | None = None
+    missed: str | None = None
+
+
 # vLLM, SGLang, llama.cpp and TensorRT-LLM all honour ignore_eos; an unknown server gets it
 # with max_tokens, and its output lengths are checked against usage like any other.
 def generic_forced_fields(n: int) -> dict[str, Any]:
