@@ -64,6 +64,42 @@ def _overall(checks: list[SloCheck]) -> tuple[Verdict, str]:
     return Verdict.MEETS, "every SLO met beyond the sampling noise"
 
 
+# A probe whose completions keep up with less than this share of the rate its requests were
+# really sent at is overloaded. Both rates are measured over the same probe (the Poisson draw's
+# own noise cancels); 0.9 leaves room for the jitter of service times.
+SUSTAINED = 0.9
+MIN_RECORDS_FOR_RATE = 8
+
+
+def _rate(times: list[float]) -> float | None:
+    """Events per second after the first quarter (differences of times: no offset bias)."""
+    times = sorted(times)
+    if len(times) < MIN_RECORDS_FOR_RATE:
+        return None
+    k = len(times) // 4
+    span = times[-1] - times[k]
+    return (len(times) - 1 - k) / span if span > 0 else None
+
+
+def completion_rate(records: Sequence[RequestRecord]) -> float | None:
+    """Completions per second over the phase after its first quarter."""
+    return _rate([r.start_offset_s + r.e2e_s for r in records if r.ok and r.e2e_s is not None])
+
+
+def send_rate(records: Sequence[RequestRecord]) -> float | None:
+    """The rate the requests were really sent at (the Poisson draw, not its mean)."""
+    return _rate([r.start_offset_s for r in records])
+
+
+def _sustained(rate: float, sent: float | None, completed: float | None, verdict: Verdict,
+               why: str) -> tuple[Verdict, str]:
+    if completed is not None and sent is not None and completed < SUSTAINED * sent:
+        return Verdict.MISSES, (f"completed {completed:.3g} requests/s while they were sent at "
+                                f"{sent:.3g} (offered {rate:.3g}): under {SUSTAINED:.0%}, the "
+                                "queue grows at this rate, so the SLOs fail in a longer run")
+    return verdict, why
+
+
 def e2e_moments(records: Sequence[RequestRecord]) -> tuple[float | None, float | None]:
     """Mean E2E of the successful requests and its squared coefficient of variation."""
     times = [r.e2e_s for r in records if r.ok and r.e2e_s is not None]
@@ -84,12 +120,14 @@ def probe_from(rate_per_s: float, scenario: ScenarioResult,
     checks = [check(s.metric, s.percentile, s.max_s, s.observed_s, n,
                     round(s.requests_meeting_fraction * n), confidence)
               for s in scenario.slos]
-    verdict, why = _overall(checks)
     mean, cv2 = e2e_moments(records)
+    completed, sent = completion_rate(records), send_rate(records)
+    verdict, why = _sustained(rate_per_s, sent, completed, *_overall(checks))
     return Probe(rate_per_s=rate_per_s, achieved_requests_per_s=scenario.level.requests_per_s,
                  goodput_requests_per_s=scenario.goodput_requests_per_s or 0.0, requests=n,
                  errors=scenario.level.errors, checks=checks, verdict=verdict, why=why,
-                 e2e_mean_s=mean, e2e_cv2=cv2)
+                 e2e_mean_s=mean, e2e_cv2=cv2, completion_rate_per_s=completed,
+                 send_rate_per_s=sent)
 
 
 def pooled(a: Probe, b: Probe, confidence: float = DEFAULT_CONFIDENCE) -> Probe:
@@ -97,8 +135,10 @@ def pooled(a: Probe, b: Probe, confidence: float = DEFAULT_CONFIDENCE) -> Probe:
     checks = [check(x.metric, x.percentile, x.max_s, x.observed_s if y.observed_s is None
                     else max(x.observed_s or 0.0, y.observed_s), x.requests + y.requests,
                     x.meeting + y.meeting, confidence) for x, y in zip(a.checks, b.checks, strict=True)]
-    verdict, why = _overall(checks)
     n = a.requests + b.requests
+    completed = _weighted(a, b, "completion_rate_per_s")
+    verdict, why = _sustained(a.rate_per_s, _weighted(a, b, "send_rate_per_s"), completed,
+                              *_overall(checks))
     return Probe(rate_per_s=a.rate_per_s,
                  achieved_requests_per_s=(a.achieved_requests_per_s * a.requests
                                           + b.achieved_requests_per_s * b.requests) / n,
@@ -106,7 +146,8 @@ def pooled(a: Probe, b: Probe, confidence: float = DEFAULT_CONFIDENCE) -> Probe:
                                          + b.goodput_requests_per_s * b.requests) / n,
                  requests=n, errors=a.errors + b.errors, checks=checks, verdict=verdict,
                  why=f"two runs pooled: {why}", e2e_mean_s=_weighted(a, b, "e2e_mean_s"),
-                 e2e_cv2=_weighted(a, b, "e2e_cv2"))
+                 e2e_cv2=_weighted(a, b, "e2e_cv2"), completion_rate_per_s=completed,
+                 send_rate_per_s=_weighted(a, b, "send_rate_per_s"))
 
 
 def _weighted(a: Probe, b: Probe, field: str) -> float | None:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import itertools
 import math
 
+from infopt.cluster.boundary import SUSTAINED
 from infopt.cluster.queueing import allen_cunneen, split_arrival_cv2, wait_quantile_s
 from infopt.specs.cluster import (
     Boundary,
@@ -34,9 +35,9 @@ DECODE = ("tpot", "itl")  # metrics that grow with the batch instead
 MAX_REPLICAS = 256
 METHOD = ("estimate: each replica a queue of its slots; TTFT and E2E = their light-load "
           "values + the queueing wait (Erlang-C M/M/c tail x the Allen-Cunneen factor "
-          "(CV_a^2 + CV_s^2) / 2, service time and CV^2 from the E2E times at the highest "
-          "rate measured to meet the SLOs); TPOT and ITL read off the measured rate curve at "
-          "each replica's share of the rate")
+          "(CV_a^2 + CV_s^2) / 2; the service time from the completions of a saturated "
+          "probe, its CV^2 from the light-load E2E times); TPOT and ITL read off the "
+          "measured rate curve at each replica's share of the rate")
 
 
 def key(metric: str, percentile: int) -> str:
@@ -58,9 +59,22 @@ def calibrate(boundary: Boundary, slots: int) -> ReplicaModel:
     if not met:
         raise ValueError("no probe met the SLOs: there is no service rate to plan from; "
                          "lower the start rate or loosen the SLOs")
-    light, high = met[0], met[-1]
-    if high.e2e_mean_s is None or high.e2e_cv2 is None:
+    light = met[0]
+    if light.e2e_mean_s is None or light.e2e_cv2 is None:
         raise ValueError("the probes carry no E2E times: measure them with their records")
+    # The service rate: what the replica completed when offered more than it could take (a
+    # saturated probe); else the light-load E2E, an upper bound on the service time.
+    saturated = [p.completion_rate_per_s for p in probes if p.verdict is Verdict.MISSES
+                 and p.completion_rate_per_s is not None
+                 and p.send_rate_per_s is not None
+                 and p.completion_rate_per_s < SUSTAINED * p.send_rate_per_s]
+    if saturated:
+        service = slots / max(saturated)
+        how = (f"service time {slots} slot(s) / {max(saturated):.3g} requests/s completed "
+               "when saturated")
+    else:
+        service = light.e2e_mean_s
+        how = "service time the light-load E2E mean (no probe saturated: an upper bound)"
     curve: dict[str, list[tuple[float, float]]] = {}
     for p in probes:
         for c in p.checks:
@@ -68,13 +82,13 @@ def calibrate(boundary: Boundary, slots: int) -> ReplicaModel:
                 curve.setdefault(key(c.metric, c.percentile), []).append(
                     (p.rate_per_s, c.observed_s))
     return ReplicaModel(
-        slots=slots, service_mean_s=high.e2e_mean_s, service_cv2=high.e2e_cv2,
+        slots=slots, service_mean_s=service, service_cv2=light.e2e_cv2,
         light_load_rate_per_s=light.rate_per_s,
         light_load_s={key(c.metric, c.percentile): c.observed_s for c in light.checks
                       if c.metric in QUEUED and c.observed_s is not None},
         decode_curve=curve,
         calibrated_from=f"{len(probes)} decided probes; light load at {light.rate_per_s:.3g} "
-                        f"requests/s, service time at {high.rate_per_s:.3g} requests/s")
+                        f"requests/s; {how}")
 
 
 def _interpolate(points: list[tuple[float, float]], rate: float) -> float:

@@ -6,9 +6,10 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from .base import Spec
+from .traffic import Slo
 
 
 class Verdict(StrEnum):
@@ -49,6 +50,12 @@ class Probe(Spec):
     # squared coefficient of variation (None: no records given).
     e2e_mean_s: float | None = None
     e2e_cv2: float | None = None
+    # Requests completed per second after the first quarter of the phase (differences of
+    # completion times, so no request's own latency biases it): what the server kept up with.
+    # Below SUSTAINED x the rate they were sent at, the queue grows whatever the percentiles of a short
+    # probe show, and the probe misses (None: too few records to tell).
+    completion_rate_per_s: float | None = None
+    send_rate_per_s: float | None = None  # the rate the requests were really sent at
 
 
 class Boundary(Spec):
@@ -139,3 +146,104 @@ class ReplicaEvidence(Spec):
         if not self.prompt_tokens_looked_up or self.prompt_tokens_from_cache is None:
             return None
         return self.prompt_tokens_from_cache / self.prompt_tokens_looked_up
+
+
+class RouterRun(Spec):
+    """One router and policy over one workload, on `replicas` replicas: the measured scenario's
+    headline numbers and each replica's evidence."""
+
+    router: str  # "vllm-router 0.1.17"
+    policy: str  # Policy value
+    policy_flag: str  # what the router calls it
+    workload: str  # "sessions" (prefix groups, one X-Session-ID each) or "unique" (none shared)
+    replicas: int
+    requests: int
+    errors: int
+    output_tokens_per_s: float
+    ttft_p50_s: float | None
+    ttft_p95_s: float | None
+    e2e_p50_s: float | None
+    prefix_hit_ratio: float | None  # over all replicas: cached / looked-up prompt tokens
+    evidence: list[ReplicaEvidence]
+    contract_passed: bool | None = None  # the API contract through the router (None: not run)
+    caveat: str | None = None  # what the policy relies on that these replicas do not give
+    failed: str | None = None  # the router did not start or the scenario did not run
+
+
+class ClusterRequest(Spec):
+    """What the `cluster` flow takes: the accepted configuration, the traffic and its SLOs, the
+    routers and replica counts to measure, the plan's target."""
+
+    baseline_run: str | None = Field(
+        None, description="run id of the optimize run whose winner is served; None: the runs "
+        "folder's accepted run (`infopt accept RUN_ID`)")
+    slos: list[Slo] = Field(default_factory=list, description="the SLOs the boundary is "
+                            "searched for; empty: the accepted run's workload SLOs")
+    replica_counts: list[int] = Field(default_factory=lambda: [1, 2], min_length=1,
+                                      description="replica counts measured (1 is always "
+                                      "measured: the capacity model is calibrated on it)")
+    routers: list[str] = Field(default_factory=lambda: ["vllm-router", "sglang-router"])
+    policies: list[str] = Field(
+        default_factory=lambda: ["round_robin", "load_aware", "cache_aware", "session_hash"],
+        description="routing policies compared (each router runs those it has)")
+    probe_requests: int = Field(40, ge=10, le=2000, description="measured requests per "
+                                "boundary probe (more: tighter verdicts, longer probes)")
+    max_probes: int = Field(15, ge=3, le=40)
+    start_rate_per_s: float | None = Field(
+        None, gt=0, description="the boundary search's first rate; None: half the rate the "
+        "winner served at the target load")
+    session_groups: int = Field(8, ge=1, le=256, description="sessions (prefix groups) in "
+                                "the router comparison's session workload")
+    session_prefix_tokens: int = Field(512, ge=16, le=32768)
+    comparison_requests: int = Field(48, ge=8, le=2000)
+    target_rate_per_s: float | None = Field(
+        None, gt=0, description="the rate the capacity plan sizes for; None: the highest "
+        "rate measured on the largest replica count")
+    burst_factor: float = Field(1.5, ge=1, le=10, description="the plan sizes for the target "
+                                "times this (bursts above the mean rate)")
+    threads_per_replica: int | None = Field(
+        None, ge=1, description="CPU engines: threads each replica gets; None: the usable CPUs "
+        "split over the largest replica count")
+
+    @field_validator("routers")
+    @classmethod
+    def _routers(cls, v: list[str]) -> list[str]:
+        known = ("vllm-router", "sglang-router")
+        bad = [r for r in v if r not in known]
+        if bad:
+            raise ValueError(f"unknown router(s) {', '.join(bad)}: choose from "
+                             f"{', '.join(known)}")
+        return v
+
+    @field_validator("policies")
+    @classmethod
+    def _policies(cls, v: list[str]) -> list[str]:
+        known = ("round_robin", "load_aware", "cache_aware", "session_hash")
+        bad = [p for p in v if p not in known]
+        if bad:
+            raise ValueError(f"unknown policy(ies) {', '.join(bad)}: choose from "
+                             f"{', '.join(known)}")
+        return v
+
+    @field_validator("replica_counts")
+    @classmethod
+    def _counts(cls, v: list[int]) -> list[int]:
+        if any(n < 1 or n > 64 for n in v):
+            raise ValueError("replica_counts are between 1 and 64")
+        return sorted({1, *v})
+
+
+class ClusterReport(Spec):
+    run_id: str
+    created_at: str
+    baseline_run: str
+    engine: str
+    engine_version: str
+    winner_command: str
+    slos: list[Slo]
+    boundaries: dict[int, Boundary]  # replica count -> its boundary (1: direct, else routed)
+    boundary_routes: dict[int, str]  # how each count was reached ("direct", "vllm-router ...")
+    routers: list[RouterRun]
+    plan: CapacityPlan | None
+    interference: str | None = None
+    notes: list[str] = Field(default_factory=list)

@@ -105,3 +105,31 @@ def test_the_search_needs_slos_and_a_positive_start():
     s = scenario(1.0, 10, 10, 1.0).model_copy(update={"slos": []})
     with pytest.raises(ValueError, match="needs the traffic's SLOs"):
         probe_from(1.0, s)
+
+
+def _records(gaps_s: float, service_s: float, n: int = 24):
+    """n requests sent every `gaps_s`, served one at a time in `service_s` each (a queue)."""
+    from infopt.specs.results import RequestRecord
+
+    out, free = [], 0.0
+    for i in range(n):
+        start = i * gaps_s
+        done = max(start, free) + service_s
+        free = done
+        out.append(RequestRecord(request_id=str(i), concurrency=0, ok=True,
+                                 output_tokens_requested=4, start_offset_s=start,
+                                 e2e_s=done - start, ttft_s=0.1))
+    return out
+
+
+def test_a_rate_the_server_cannot_keep_up_with_misses_however_short_the_probe():
+    from infopt.cluster.boundary import completion_rate
+
+    # Offered 10/s, served 2/s: every request of a short probe may still be within the SLO.
+    over = _records(0.1, 0.5)
+    assert completion_rate(over) == pytest.approx(2.0)
+    p = probe_from(10.0, scenario(10.0, 24, 24, 2.0), over)
+    assert p.verdict is Verdict.MISSES and "the queue grows" in p.why
+    kept = _records(0.5, 0.2)  # offered 2/s, served as they come
+    assert completion_rate(kept) == pytest.approx(2.0)
+    assert probe_from(2.0, scenario(2.0, 24, 24, 2.0), kept).verdict is Verdict.MEETS

@@ -93,3 +93,11 @@ def test_the_plan_takes_the_fewest_replicas_for_the_peak_and_states_its_error():
                                        (two - 1.2) / 1.2 if two < 1.2 else 0.0)
     with pytest.raises(ValueError, match="burst factor"):
         plan(m, [TTFT], 1.0, burst_factor=0.5)
+
+
+def test_the_service_time_comes_from_a_saturated_probes_completions():
+    saturated = _probe(1.0, 9.0, 0.25, Verdict.MISSES).model_copy(
+        update={"completion_rate_per_s": 0.5, "send_rate_per_s": 1.0})
+    m = calibrate(_boundary([*ONE.probes[:3], saturated]), slots=4)
+    assert m.service_mean_s == pytest.approx(4 / 0.5)
+    assert "completed when saturated" in m.calibrated_from

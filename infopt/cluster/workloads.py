@@ -1,0 +1,47 @@
+"""The traffic the cluster flow measures, derived from the accepted run's own: its lengths and
+SLOs at a Poisson rate (a boundary probe), and the router comparison's two workloads, with and
+without shared prefixes (sessions: each prefix group is a conversation's history, sent with
+its own X-Session-ID)."""
+
+from __future__ import annotations
+
+from infopt.specs.serving import AnyServingConfig
+from infopt.specs.traffic import ClosedLoop, PoissonArrival, PrefixReuse, Slo, TrafficSpec
+
+PROBE_WARMUP = 4  # requests before each probe's measured ones (discarded)
+
+
+def probe_traffic(base: TrafficSpec, rate_per_s: float, requests: int, slos: list[Slo],
+                  seed: int) -> TrafficSpec:
+    """The base traffic's lengths, routes and prefixes at a Poisson `rate_per_s`."""
+    return _validated(base, {
+        "name": f"rate-{rate_per_s:.4g}", "arrival": PoissonArrival(rate_per_s=rate_per_s),
+        "measured_requests": requests, "duration_s": None, "warmup_requests": PROBE_WARMUP,
+        "slos": slos, "seed": seed, "cooldown_s": 0.0})
+
+
+def comparison_traffic(base: TrafficSpec, *, sessions: int | None, prefix_tokens: int,
+                       requests: int, concurrency: int, seed: int) -> TrafficSpec:
+    """A closed loop at `concurrency` over the base lengths: every request in one of
+    `sessions` prefix groups, or (None) none shared."""
+    prefix = (PrefixReuse(reuse_ratio=1.0, shared_prefix_tokens=prefix_tokens,
+                          prefix_groups=sessions) if sessions else PrefixReuse())
+    return _validated(base, {
+        "name": "sessions" if sessions else "unique", "arrival": ClosedLoop(
+            concurrency=concurrency), "prefix": prefix, "measured_requests": requests,
+        "duration_s": None, "warmup_requests": 0, "seed": seed, "cooldown_s": 0.0,
+        "peak_active_generations": concurrency})
+
+
+def _validated(base: TrafficSpec, update: dict) -> TrafficSpec:
+    """A copy with `update`, validated again (model_copy alone checks nothing)."""
+    return TrafficSpec.model_validate({**base.model_dump(), **update})
+
+
+def replica_config(config: AnyServingConfig, threads: int | None) -> AnyServingConfig:
+    """The winner as one of several replicas: on loopback, a free port each, and where the
+    engine runs on CPU threads, its share of them."""
+    update: dict = {"port": None, "host": "127.0.0.1"}
+    if threads is not None and "threads" in type(config).model_fields:
+        update["threads"] = threads
+    return config.model_copy(update=update)

@@ -1,0 +1,86 @@
+"""The cluster flow's measuring steps as tasks: a boundary search against one endpoint (a
+replica or a router), and one router-and-policy comparison over running replicas."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import httpx
+from prefect import get_run_logger, task
+from prefect.cache_policies import NO_CACHE
+
+from infopt.cluster.boundary import probe_from, search_boundary
+from infopt.cluster.fleet import measure_through, router, router_endpoint
+from infopt.cluster.routers import Policy, RouterKind
+from infopt.cluster.workloads import probe_traffic
+from infopt.contract.openai_chat import BASE_REQUIRED
+from infopt.contract.verify import verify_endpoint
+from infopt.engines import endpoint_for
+from infopt.loadgen.measure import measure
+from infopt.loadgen.tokens import prompt_counter
+from infopt.specs.cluster import Boundary, Probe, RouterRun
+from infopt.specs.endpoint import Endpoint
+from infopt.specs.results import RunningEngine
+from infopt.specs.traffic import Slo, TrafficSpec
+
+
+@task(name="slo-boundary", cache_policy=NO_CACHE)
+def boundary_search(endpoint: Endpoint, replica: RunningEngine, model: str, base: TrafficSpec,
+                    slos: list[Slo], start_rate_per_s: float, probe_requests: int,
+                    max_probes: int, max_input_tokens: int, label: str) -> Boundary:
+    """The highest Poisson rate `endpoint` serves within the SLOs (prompts counted by the
+    replica's own tokenizer route)."""
+    log = get_run_logger()
+    seeds = iter(range(base.seed + 1000, base.seed + 1000 + 4 * max_probes))
+    with httpx.Client(timeout=30.0) as client:
+        counter = prompt_counter(client, endpoint_for(replica.engine, replica.base_url, model),
+                                 None)
+
+        def measure_at(rate: float) -> Probe:
+            traffic = probe_traffic(base, rate, probe_requests, slos, next(seeds))
+            scenario, records = measure(endpoint, traffic, out_dir=None,
+                                        max_input_tokens=max_input_tokens, counter=counter)
+            p = probe_from(rate, scenario, records)
+            log.info("%s: %.3g requests/s offered, %.3g served, goodput %.3g: %s (%s)", label,
+                     rate, p.achieved_requests_per_s, p.goodput_requests_per_s,
+                     p.verdict.value, p.why)
+            return p
+        b = search_boundary(measure_at, start_rate_per_s, max_probes=max_probes)
+    log.info("%s: meets the SLOs up to %s requests/s, misses from %s (%d probes, %s)", label,
+             b.meets_up_to_rate_per_s, b.misses_from_rate_per_s, b.measurements, b.shape)
+    return b
+
+
+@task(name="router-comparison", cache_policy=NO_CACHE)
+def compare_router(kind: RouterKind, policy: Policy, running: list[RunningEngine], model: str,
+                   traffic: TrafficSpec, max_input_tokens: int, log_dir: str,
+                   required: tuple[str, ...] = ()) -> RouterRun:
+    """One router and policy in front of the replicas: the API contract through it, then the
+    scenario, with each replica's evidence from the router's and the engines' counters."""
+    name = f"{kind.name} {kind.version}"
+    head: dict[str, Any] = dict(router=name, policy=policy.value, policy_flag=kind.policy_name(policy),
+                workload=traffic.name, replicas=len(running),
+                caveat=kind.caveats.get(policy))
+    log = Path(log_dir) / f"{kind.name}-{policy.value}-{traffic.name}.log"
+    try:
+        with router(kind, policy, [r.base_url for r in running], log) as r:
+            checks = verify_endpoint(router_endpoint(r, running[0].engine, model),
+                                     required=required,
+                                     features=tuple(dict.fromkeys((*BASE_REQUIRED, *required))))
+            result, _, evidence = measure_through(r, running, model, traffic,
+                                                  max_input_tokens=max_input_tokens,
+                                                  out_dir=None)
+    except Exception as exc:  # noqa: BLE001 - a router that fails is a row, not a crash
+        return RouterRun(**head, requests=0, errors=0, output_tokens_per_s=0.0,
+                         ttft_p50_s=None, ttft_p95_s=None, e2e_p50_s=None,
+                         prefix_hit_ratio=None, evidence=[],
+                         failed=f"{type(exc).__name__}: {str(exc).splitlines()[0][:300]}")
+    lvl = result.level
+    hits = sum(e.prompt_tokens_from_cache or 0 for e in evidence)
+    looked = sum(e.prompt_tokens_looked_up or 0 for e in evidence)
+    return RouterRun(**head, requests=lvl.requests, errors=lvl.errors,
+                     output_tokens_per_s=lvl.output_tokens_per_s, ttft_p50_s=lvl.ttft_s.p50,
+                     ttft_p95_s=lvl.ttft_s.p95, e2e_p50_s=lvl.e2e_s.p50,
+                     prefix_hit_ratio=hits / looked if looked else None, evidence=evidence,
+                     contract_passed=all(c.ok for c in checks if c.required))
