@@ -98,6 +98,13 @@ bench-vllm: engines
 bench-verdicts: engines
 	@$(PY) -m bench.verdicts_bench
 
+# The cluster flow at full scale (bench/cluster_bench.py): 1, 2 and 3 replicas of an accepted
+# run's winner behind vllm-router and sglang-router, every policy, the SLO boundary per count
+# and the capacity plan's validation error (~15-25 min; needs `make engines`).
+.PHONY: bench-cluster
+bench-cluster: engines
+	@$(PY) -m bench.cluster_bench
+
 # The tuning ladder against Optuna TPE, random search and the exhaustive grid over a small real
 # llama.cpp space, 3 seeds (~1 h); SMOKE=1: a 4-configuration space, one seed (a few minutes).
 .PHONY: bench-tuner

@@ -953,6 +953,10 @@ from infopt.cli_reoptimize import register as _register_reoptimize  # noqa: E402
 
 _register_reoptimize(app, _fail)
 
+from infopt.cli_cluster import register as _register_cluster  # noqa: E402
+
+_register_cluster(app, _fail)
+
 
 def main() -> None:  # pragma: no cover - console entry for `python -m infopt.cli`
     app()

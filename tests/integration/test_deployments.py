@@ -73,6 +73,12 @@ def test_deploy_all_creates_the_deployments_with_typed_forms(deployed):
     assert pdefs["required"] == ["request"]
     assert {"model", "gpu", "concurrency"} <= set(
         pdefs["definitions"]["PlanRequest"]["properties"])
+    # The cluster flow's form: its ClusterRequest (routers, replica counts, SLOs).
+    with _client(deployed) as client:
+        cl = client.read_deployment_by_name("cluster/cluster")
+    assert cl.work_pool_name == "infopt-process"
+    assert {"routers", "replica_counts", "slos", "target_rate_per_s"} <= set(
+        cl.parameter_openapi_schema["definitions"]["ClusterRequest"]["properties"])
 
 
 def test_reoptimize_is_scheduled_with_per_schedule_parameters(deployed):
