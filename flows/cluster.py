@@ -12,6 +12,7 @@ measured boundaries, its error stated. Replicas and routers bind 127.0.0.1 only.
 
 from __future__ import annotations
 
+import re
 import time
 from pathlib import Path
 
@@ -20,15 +21,24 @@ from prefect.artifacts import create_markdown_artifact
 
 from infopt.cluster.capacity import calibrate, plan, validate
 from infopt.cluster.fleet import replicas, router, router_endpoint
+from infopt.cluster.helm import cluster_values
 from infopt.cluster.routers import Policy, RouterKind, router_kind
 from infopt.cluster.workloads import comparison_traffic, replica_config
 from infopt.contract.verify import required_for
 from infopt.engines import adapter_for, endpoint_for, process, registry
+from infopt.engines.base import launch_for
 from infopt.report.cluster_text import render_cluster
 from infopt.runs.accepted import accepted, load_optimization
 from infopt.runs.rundir import atomic_write, new_run_id, runs_root
 from infopt.specs.base import InputError
-from infopt.specs.cluster import Boundary, ClusterReport, ClusterRequest, RouterRun, Routing
+from infopt.specs.cluster import (
+    Boundary,
+    ClusterReport,
+    ClusterRequest,
+    HelmValues,
+    RouterRun,
+    Routing,
+)
 from infopt.specs.request import OptimizeRequest
 from infopt.specs.results import OptimizationReport, RunningEngine
 from tasks.cluster import boundary_search, compare_router
@@ -193,8 +203,36 @@ def _report(m: _Run, run_id: str, base_id: str) -> ClusterReport:
                         gpus_per_replica=m.gpus_each or 0)
         capacity = capacity.model_copy(update={
             "validations": validate(model, m.slos, m.boundaries, routing)})
+    helm = _helm(m, capacity) if capacity is not None and capacity.replicas else []
     return ClusterReport(
         run_id=run_id, created_at=time.strftime("%Y-%m-%dT%H:%M:%S%z"), baseline_run=base_id,
         engine=s.engine, engine_version=s.engine_version, winner_command=s.winner_command,
         slos=m.slos, boundaries=m.boundaries, boundary_routes=m.routes, routers=m.runs,
-        plan=capacity, notes=m.notes)
+        plan=capacity, helm=helm, notes=m.notes)
+
+
+# A replica's container serves on this port (any free port works; the charts map it).
+CONTAINER_PORT = 8000
+
+
+def _best_policy(runs: list[RouterRun]) -> str:
+    """The policy with the lowest TTFT p95 on the session workload (round robin if none)."""
+    ok = [r for r in runs if r.workload == "sessions" and not r.failed
+          and r.ttft_p95_s is not None]
+    return min(ok, key=lambda r: r.ttft_p95_s or 0.0).policy if ok else "round_robin"
+
+
+def _helm(m: _Run, capacity) -> list[HelmValues]:
+    s = m.stored
+    adapter = adapter_for(s.winner_config.engine)
+    if not adapter.container_image or not adapter.container_executable:
+        m.notes.append(f"no Helm values: {adapter.display_name} has no Linux container image")
+        return []
+    launch = launch_for(adapter, s.winner_config, adapter.container_executable, CONTAINER_PORT)
+    return cluster_values(
+        launch, name=re.sub(r"[^a-z0-9-]+", "-", s.winner_config.served_model_name.lower())
+        .strip("-")[:40] or "model", image=adapter.container_image,
+        replicas=capacity.replicas, gpus=m.gpus_each, cpus=m.threads or 1,
+        memory_gib=int(s.model.file_bytes / 2**30) + 4, policy=_best_policy(m.runs),
+        prefill_replicas=None,
+        why_no_prefill="prefill/decode interference was not measured: one pool serves both")

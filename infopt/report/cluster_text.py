@@ -139,11 +139,25 @@ def plan_lines(plan: CapacityPlan | None) -> list[str]:
     return out + [""]
 
 
+def helm_lines(report: ClusterReport) -> list[str]:
+    if not report.helm:
+        return []
+    out = ["## Helm values (rendered from the measured winner and the plan)", ""]
+    for h in report.helm:
+        valid = ("valid against the chart's values schema" if not h.errors else
+                 "INVALID against the chart's values schema: " + "; ".join(h.errors))
+        out += [f"### {h.chart}", "", f"{valid} (`infopt/cluster/schemas/{h.schema_file}`).",
+                ""] + [f"- {n}" for n in h.notes] + ["", "```yaml", h.values_yaml.rstrip(),
+                                                       "```", ""]
+    return out
+
+
 def render_cluster(report: ClusterReport) -> str:
     out = [f"# Cluster plan {report.run_id}", "",
            f"Accepted run `{report.baseline_run}`: {report.engine} {report.engine_version}, "
            f"each replica `{report.winner_command}` on its own loopback port.", ""]
     out += boundary_lines(report) + router_lines(report.routers) + plan_lines(report.plan)
+    out += helm_lines(report)
     if report.interference:
         out += ["## Prefill/decode interference", "", report.interference, ""]
     out += [f"- {n}" for n in report.notes]

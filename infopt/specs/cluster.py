@@ -233,6 +233,17 @@ class ClusterRequest(Spec):
         return sorted({1, *v})
 
 
+class HelmValues(Spec):
+    """One chart's values for the measured winner at the plan's replica count, validated
+    against the chart's own values schema."""
+
+    chart: str  # "llm-d-stack 0.1.0"
+    schema_file: str  # infopt/cluster/schemas/<file> (source and version in SOURCE.md)
+    values_yaml: str
+    errors: list[str]  # schema violations (empty: valid)
+    notes: list[str] = Field(default_factory=list)
+
+
 class ClusterReport(Spec):
     run_id: str
     created_at: str
@@ -245,5 +256,6 @@ class ClusterReport(Spec):
     boundary_routes: dict[int, str]  # how each count was reached ("direct", "vllm-router ...")
     routers: list[RouterRun]
     plan: CapacityPlan | None
+    helm: list[HelmValues] = Field(default_factory=list)
     interference: str | None = None
     notes: list[str] = Field(default_factory=list)

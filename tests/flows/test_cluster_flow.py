@@ -54,6 +54,9 @@ def test_replicas_routers_boundary_and_plan_from_the_accepted_run(optimized_run)
     plan = report.plan
     assert plan is not None and plan.model.slots >= 1
     assert [v.replicas for v in plan.validations] == [1, 2]
+    # llm-d values for the llama.cpp winner at the plan's count, valid against the schema.
+    assert [h.chart for h in report.helm] == (["llm-d-stack 0.1.0"] if plan.replicas else [])
+    assert all(h.errors == [] for h in report.helm)
     md = (out / "cluster.md").read_text()
     for head in ("## The SLO boundary (measured)", "## Routers and policies (measured)",
                  "## Capacity plan (estimate)", "Validation against the measured boundaries"):
