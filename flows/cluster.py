@@ -22,6 +22,7 @@ from prefect.artifacts import create_markdown_artifact
 from infopt.cluster.capacity import calibrate, plan, validate
 from infopt.cluster.fleet import replicas, router, router_endpoint
 from infopt.cluster.helm import cluster_values
+from infopt.cluster.interference import judge_interference
 from infopt.cluster.routers import Policy, RouterKind, router_kind
 from infopt.cluster.workloads import comparison_traffic, replica_config
 from infopt.contract.verify import required_for
@@ -36,12 +37,13 @@ from infopt.specs.cluster import (
     ClusterReport,
     ClusterRequest,
     HelmValues,
+    Interference,
     RouterRun,
     Routing,
 )
 from infopt.specs.request import OptimizeRequest
 from infopt.specs.results import OptimizationReport, RunningEngine
-from tasks.cluster import boundary_search, compare_router
+from tasks.cluster import boundary_search, compare_router, measure_interference
 
 
 def _stop_engines_hook(flow, flow_run, state) -> None:
@@ -112,6 +114,7 @@ class _Run:
         self.boundaries: dict[int, Boundary] = {}
         self.routes: dict[int, str] = {}
         self.runs: list[RouterRun] = []
+        self.interference: dict | None = None  # judge_interference's measured inputs
         self.notes: list[str] = []
 
     def boundary(self, endpoint, replica: RunningEngine, label: str) -> Boundary:
@@ -145,6 +148,9 @@ class _Run:
                                   running[0].pid)
                 self.boundaries[1] = self.boundary(ep, running[0], "1 replica")
                 self.routes[1] = "direct (no router)"
+                self.interference = measure_interference(
+                    running[0], self.model, self.base, self.stored.workload.target_concurrency,
+                    self.request.comparison_requests, self.max_input)
                 return
             self.compare(running, log_dir)
             kind, policy = _primary(self.routers, self.policies)
@@ -203,12 +209,18 @@ def _report(m: _Run, run_id: str, base_id: str) -> ClusterReport:
                         gpus_per_replica=m.gpus_each or 0)
         capacity = capacity.model_copy(update={
             "validations": validate(model, m.slos, m.boundaries, routing)})
-    helm = _helm(m, capacity) if capacity is not None and capacity.replicas else []
+    interference = judge_interference(
+        **m.interference, peak_rate_per_s=capacity.peak_rate_per_s if capacity else None) \
+        if m.interference else None
+    if m.interference and interference is None:
+        m.notes.append("prefill/decode interference not judged: no streamed ITL measured")
+    helm = _helm(m, capacity, interference) if capacity is not None and capacity.replicas \
+        else []
     return ClusterReport(
         run_id=run_id, created_at=time.strftime("%Y-%m-%dT%H:%M:%S%z"), baseline_run=base_id,
         engine=s.engine, engine_version=s.engine_version, winner_command=s.winner_command,
         slos=m.slos, boundaries=m.boundaries, boundary_routes=m.routes, routers=m.runs,
-        plan=capacity, helm=helm, notes=m.notes)
+        plan=capacity, helm=helm, interference=interference, notes=m.notes)
 
 
 # A replica's container serves on this port (any free port works; the charts map it).
@@ -222,17 +234,19 @@ def _best_policy(runs: list[RouterRun]) -> str:
     return min(ok, key=lambda r: r.ttft_p95_s or 0.0).policy if ok else "round_robin"
 
 
-def _helm(m: _Run, capacity) -> list[HelmValues]:
+def _helm(m: _Run, capacity, interference: Interference | None) -> list[HelmValues]:
     s = m.stored
     adapter = adapter_for(s.winner_config.engine)
     if not adapter.container_image or not adapter.container_executable:
         m.notes.append(f"no Helm values: {adapter.display_name} has no Linux container image")
         return []
     launch = launch_for(adapter, s.winner_config, adapter.container_executable, CONTAINER_PORT)
+    pools = interference is not None and interference.recommend_pools
     return cluster_values(
         launch, name=re.sub(r"[^a-z0-9-]+", "-", s.winner_config.served_model_name.lower())
         .strip("-")[:40] or "model", image=adapter.container_image,
         replicas=capacity.replicas, gpus=m.gpus_each, cpus=m.threads or 1,
         memory_gib=int(s.model.file_bytes / 2**30) + 4, policy=_best_policy(m.runs),
-        prefill_replicas=None,
-        why_no_prefill="prefill/decode interference was not measured: one pool serves both")
+        prefill_replicas=interference.prefill_replicas if interference and pools else None,
+        why_no_prefill=None if pools else (interference.why if interference else
+                                           "prefill/decode interference was not measured"))

@@ -3,6 +3,7 @@ replica or a router), and one router-and-policy comparison over running replicas
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +14,7 @@ from prefect.cache_policies import NO_CACHE
 from infopt.cluster.boundary import probe_from, search_boundary
 from infopt.cluster.fleet import measure_through, router, router_endpoint
 from infopt.cluster.routers import Policy, RouterKind
-from infopt.cluster.workloads import probe_traffic
+from infopt.cluster.workloads import comparison_traffic, probe_traffic
 from infopt.contract.openai_chat import BASE_REQUIRED
 from infopt.contract.verify import verify_endpoint
 from infopt.engines import endpoint_for
@@ -23,6 +24,9 @@ from infopt.specs.cluster import Boundary, Probe, RouterRun
 from infopt.specs.endpoint import Endpoint
 from infopt.specs.results import RunningEngine
 from infopt.specs.traffic import Slo, TrafficSpec
+
+# The long prompts mixed in beside the decode load (at most half the served context).
+LONG_PROMPT_TOKENS = 4096
 
 
 @task(name="slo-boundary", cache_policy=NO_CACHE)
@@ -84,3 +88,43 @@ def compare_router(kind: RouterKind, policy: Policy, running: list[RunningEngine
                      ttft_p95_s=lvl.ttft_s.p95, e2e_p50_s=lvl.e2e_s.p50,
                      prefix_hit_ratio=hits / looked if looked else None, evidence=evidence,
                      contract_passed=all(c.ok for c in checks if c.required))
+
+
+@task(name="pd-interference", cache_policy=NO_CACHE)
+def measure_interference(replica: RunningEngine, model: str, base: TrafficSpec,
+                         concurrency: int, requests: int, max_input_tokens: int
+                         ) -> dict[str, Any]:
+    """The target load's decode ITL alone, then again with long prompts sent beside it (a
+    second client on its own thread over the same replica): judge_interference's inputs."""
+    log = get_run_logger()
+    endpoint = endpoint_for(replica.engine, replica.base_url, model, replica.pid)
+    decode = comparison_traffic(base, sessions=None, prefix_tokens=0, requests=requests,
+                                concurrency=concurrency, seed=base.seed + 11)
+    long_tokens = min(max_input_tokens // 2, LONG_PROMPT_TOKENS)
+    long = TrafficSpec.model_validate({**decode.model_dump(), "name": "long-prompts",
+                                       "arrival": {"kind": "closed_loop", "concurrency": 1},
+                                       "peak_active_generations": 1,
+                                       "input_lengths": {"kind": "fixed", "tokens": long_tokens},
+                                       "output_lengths": {"kind": "fixed", "tokens": 2},
+                                       "measured_requests": max(2, requests // 4)})
+    with httpx.Client(timeout=30.0) as client:
+        counter = prompt_counter(client, endpoint, None)
+    alone, _ = measure(endpoint, decode, out_dir=None, max_input_tokens=max_input_tokens,
+                       counter=counter)
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        beside = pool.submit(measure, endpoint, long, out_dir=None,
+                             max_input_tokens=max_input_tokens, counter=counter)
+        mixed, _ = measure(endpoint, decode, out_dir=None, max_input_tokens=max_input_tokens,
+                           counter=counter)
+        long_result, _ = beside.result()
+    lvl = long_result.level
+    prefill = (lvl.prompt_tokens_mean / lvl.ttft_s.mean
+               if lvl.prompt_tokens_mean and lvl.ttft_s.mean else None)
+    a = alone.level
+    log.info("decode ITL p95 %s s alone, %s s with %d-token prompts beside it", a.itl_s.p95,
+             mixed.level.itl_s.p95, long_tokens)
+    return dict(itl_alone_s=a.itl_s.p95, itl_mixed_s=mixed.level.itl_s.p95,
+                long_prompt_tokens=long_tokens, prefill_tokens_per_s=prefill,
+                decode_tokens_per_s=a.output_tokens_per_s or None,
+                mean_prompt_tokens=a.prompt_tokens_mean or 0.0,
+                mean_output_tokens=a.output_tokens_total / a.requests if a.requests else 0.0)

@@ -159,6 +159,11 @@ def render_cluster(report: ClusterReport) -> str:
     out += boundary_lines(report) + router_lines(report.routers) + plan_lines(report.plan)
     out += helm_lines(report)
     if report.interference:
-        out += ["## Prefill/decode interference", "", report.interference, ""]
+        i = report.interference
+        out += ["## Prefill/decode interference (measured on one replica)", "",
+                f"Decode ITL p95 of the target load: {i.itl_p95_alone_s:.3g} s alone, "
+                f"{i.itl_p95_mixed_s:.3g} s with {i.long_prompt_tokens:,}-token prompts sent "
+                f"beside it (x{i.ratio:.2f}; separate pools above x{i.threshold:g}, this "
+                "rule's own line).", "", i.why, ""]
     out += [f"- {n}" for n in report.notes]
     return "\n".join(out).rstrip() + "\n"

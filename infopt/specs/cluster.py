@@ -244,6 +244,26 @@ class HelmValues(Spec):
     notes: list[str] = Field(default_factory=list)
 
 
+class Interference(Spec):
+    """Prefill/decode interference on one replica: decode ITL p95 of the target load alone and
+    with long prompts sent beside it, and what that recommends."""
+
+    itl_p95_alone_s: float
+    itl_p95_mixed_s: float
+    long_prompt_tokens: int
+    threshold: float  # ratio above which separate pools are recommended
+    prefill_tokens_per_s: float | None  # one replica, long prompts: prompt tokens / TTFT
+    decode_tokens_per_s: float | None  # one replica at the target load, alone
+    recommend_pools: bool
+    prefill_replicas: int | None = None  # sized for the plan's peak (an untested suggestion)
+    decode_replicas: int | None = None
+    why: str
+
+    @property
+    def ratio(self) -> float:
+        return self.itl_p95_mixed_s / self.itl_p95_alone_s if self.itl_p95_alone_s else 0.0
+
+
 class ClusterReport(Spec):
     run_id: str
     created_at: str
@@ -257,5 +277,5 @@ class ClusterReport(Spec):
     routers: list[RouterRun]
     plan: CapacityPlan | None
     helm: list[HelmValues] = Field(default_factory=list)
-    interference: str | None = None
+    interference: Interference | None = None
     notes: list[str] = Field(default_factory=list)
