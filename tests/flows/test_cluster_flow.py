@@ -57,7 +57,12 @@ def test_replicas_routers_boundary_and_plan_from_the_accepted_run(optimized_run)
     # llm-d values for the llama.cpp winner at the plan's count, valid against the schema.
     assert [h.chart for h in report.helm] == (["llm-d-stack 0.1.0"] if plan.replicas else [])
     assert all(h.errors == [] for h in report.helm)
+    # P/D interference measured on the one replica (streamed ITL alone and mixed).
+    i = report.interference
+    assert i is not None and i.itl_p95_alone_s > 0 and i.long_prompt_tokens >= 1024
+    assert ("untested suggestion" in i.why) == i.recommend_pools
     md = (out / "cluster.md").read_text()
     for head in ("## The SLO boundary (measured)", "## Routers and policies (measured)",
-                 "## Capacity plan (estimate)", "Validation against the measured boundaries"):
+                 "## Capacity plan (estimate)", "Validation against the measured boundaries",
+                 "## Prefill/decode interference (measured on one replica)"):
         assert head in md

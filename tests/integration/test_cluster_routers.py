@@ -61,3 +61,29 @@ def test_a_session_workload_is_routed_and_each_replica_accounted_for(fleet, kind
     if policy is Policy.SESSION_HASH:
         rr = request.config.cache.get(f"cluster/{kind.name}/round_robin", None)
         assert rr is None or cached >= rr, (cached, rr)
+
+
+def test_the_same_code_routes_over_eight_simulated_gpu_replicas(tmp_path, monkeypatch):
+    """Eight simulated vLLM replicas on a simulated 8x H100 host, one GPU each
+    (CUDA_VISIBLE_DEVICES per replica), behind the real vllm-router: the same replicas(),
+    router() and measure_through() as the real CPU replicas above."""
+    from infopt.engines import vllm
+    from tests.integration.test_sim_vllm_gpu import control, sim_host
+    from tests.sim import vllm_gpu
+
+    python, model = sim_host(tmp_path, monkeypatch, vllm_gpu)
+    cfg = control(vllm, model("meta-llama__Llama-3.1-8B-Instruct"))
+    traffic = SESSIONS.model_copy(update={"measured_requests": 32, "arrival": ClosedLoop(
+        concurrency=8), "peak_active_generations": 8})
+    with replicas(cfg, 8, tmp_path, 16 * 10**9, python, gpus_per_replica=1) as running:
+        logs = [(tmp_path / f"replica-{i}.log").read_text() for i in range(8)]
+        assert all("SIMULATED vLLM" in log for log in logs)
+        assert [r.env_overrides.get("CUDA_VISIBLE_DEVICES") for r in running] == [
+            str(i) for i in range(8)]
+        with router(VLLM_ROUTER, Policy.ROUND_ROBIN, [r.base_url for r in running],
+                    tmp_path / "router.log") as r:
+            result, records, ev = measure_through(r, running, "m", traffic,
+                                                  max_input_tokens=4096, out_dir=None)
+    assert result.validation_passed and all(rec.ok for rec in records)
+    routed = [e.requests_routed for e in ev]
+    assert len(routed) == 8 and sum(routed) >= 33 and max(routed) - min(routed) <= 1, routed
