@@ -28,6 +28,7 @@ from infopt.cluster.workloads import comparison_traffic, replica_config
 from infopt.contract.verify import required_for
 from infopt.engines import adapter_for, endpoint_for, process, registry
 from infopt.engines.base import launch_for
+from infopt.report.cluster_plots import write_cluster_plots
 from infopt.report.cluster_text import render_cluster
 from infopt.runs.accepted import accepted, load_optimization
 from infopt.runs.rundir import atomic_write, new_run_id, runs_root
@@ -184,6 +185,7 @@ def cluster(request: ClusterRequest | None = None, runs_dir: str | None = None,
         log.info("measuring %d replica(s) of %s", n, stored.winner_label)
         m.measure_count(n)
     report = _report(m, run_id, base_id)
+    report = report.model_copy(update={"plots": write_cluster_plots(report, run_dir)})
     md = render_cluster(report)
     atomic_write(run_dir / "cluster.json", report.model_dump_json(indent=2))
     atomic_write(run_dir / "cluster.md", md)

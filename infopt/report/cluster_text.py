@@ -46,6 +46,7 @@ def boundary_lines(report: ClusterReport) -> list[str]:
                        f"{p.goodput_requests_per_s:.3g} | " + " | ".join(cells)
                        + f" | {p.verdict.value}{' (pooled)' if 'pooled' in p.why else ''} |")
         out += [f"- {n_}" for n_ in b.notes] + [""]
+    out += [f"![{p.title}]({p.file})" for p in report.plots] + ([""] if report.plots else [])
     return out
 
 

@@ -9,6 +9,7 @@ from typing import Literal
 from pydantic import Field, field_validator
 
 from .base import Spec
+from .results import PlotRef
 from .traffic import Slo
 
 
@@ -278,4 +279,5 @@ class ClusterReport(Spec):
     plan: CapacityPlan | None
     helm: list[HelmValues] = Field(default_factory=list)
     interference: Interference | None = None
+    plots: list[PlotRef] = Field(default_factory=list)  # infopt.report.cluster_plots
     notes: list[str] = Field(default_factory=list)

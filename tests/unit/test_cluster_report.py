@@ -72,3 +72,25 @@ def test_the_cluster_report_states_intervals_evidence_counter_cases_and_error():
            "higher TTFT p95 (0.9 s) than round robin (0.5 s)" in md
     assert "**Replicas needed: 3** (estimate)." in md
     assert "| 1 | 3.2 | 3 / 4 | +0% |" in md
+
+
+def test_the_boundary_pictures_carry_the_probes_they_draw(tmp_path):
+    from infopt.report.cluster_plots import boundary_plots, write_cluster_plots
+    from infopt.report.plots import read_plot_data
+
+    b = Boundary(probes=[_probe(2.0, Verdict.MEETS), _probe(4.0, Verdict.MISSES),
+                         _probe(4.0, Verdict.MISSES, "two runs pooled: ...")],
+                 meets_up_to_rate_per_s=2.0, misses_from_rate_per_s=4.0, shape="slope",
+                 probes_budget=15, measurements=3, rel_tolerance=0.1, confidence=0.9)
+    report = ClusterReport(run_id="c1", created_at="now", baseline_run="r1", engine="e",
+                           engine_version="1", winner_command="x",
+                           slos=[Slo(metric=SloMetric.TTFT, percentile=90, max_s=1.0)],
+                           boundaries={1: b, 2: b}, boundary_routes={}, routers=[], plan=None)
+    plots = boundary_plots(report)
+    assert [p.name for p in plots] == ["boundary-goodput", "boundary-ttft-p90"]
+    assert plots[0].series[0].x == [2.0, 4.0]  # the pooled probe stands for its rate once
+    assert plots[1].hlines == [(1.0, "SLO 1 s")] and len(plots[1].series) == 2
+    refs = write_cluster_plots(report, tmp_path)
+    assert read_plot_data(tmp_path / refs[1].file) == plots[1]
+    assert "![TTFT p90 against the offered rate (measured)](plots/boundary-ttft-p90.png)" in \
+        render_cluster(report.model_copy(update={"plots": refs}))

@@ -1,0 +1,54 @@
+"""cluster.md's pictures: goodput and each SLO's measured percentile against the offered rate,
+one series per replica count, from the boundary searches' probes (the last word on each rate:
+a pooled pair replaces its runs), drawn with infopt.report.plots (the data rides in the PNG)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from infopt.report.plots import PlotData, Series, draw
+from infopt.specs.cluster import Boundary, ClusterReport, Probe
+from infopt.specs.results import PlotRef
+
+
+def _last_word(b: Boundary) -> list[Probe]:
+    last: dict[float, Probe] = {}
+    for p in b.probes:
+        last[p.rate_per_s] = p
+    return sorted(last.values(), key=lambda p: p.rate_per_s)
+
+
+def boundary_plots(report: ClusterReport) -> list[PlotData]:
+    counts = sorted(report.boundaries.items())
+    out = [PlotData(
+        name="boundary-goodput", title="Goodput against the offered rate (measured)",
+        x_label="offered rate (requests/s, Poisson)",
+        y_label="goodput (requests/s within every SLO)",
+        series=[Series(name=f"{n} replica(s)", x=[p.rate_per_s for p in _last_word(b)],
+                       y=[p.goodput_requests_per_s for p in _last_word(b)])
+                for n, b in counts if b.probes])]
+    for slo in report.slos:
+        metric, pct = slo.metric.value, slo.percentile
+        series = []
+        for n, b in counts:
+            pts = [(p.rate_per_s, c.observed_s) for p in _last_word(b) for c in p.checks
+                   if c.metric == metric and c.percentile == pct and c.observed_s is not None]
+            if pts:
+                series.append(Series(name=f"{n} replica(s)", x=[x for x, _ in pts],
+                                     y=[y for _, y in pts]))
+        if series:
+            out.append(PlotData(
+                name=f"boundary-{metric}-p{pct}",
+                title=f"{metric.upper()} p{pct} against the offered rate (measured)",
+                x_label="offered rate (requests/s, Poisson)", y_label=f"{metric} p{pct} (s)",
+                series=series, hlines=[(slo.max_s, f"SLO {slo.max_s:g} s")]))
+    return out
+
+
+def write_cluster_plots(report: ClusterReport, run_dir: Path) -> list[PlotRef]:
+    refs = []
+    for p in boundary_plots(report):
+        draw(p, run_dir / "plots" / f"{p.name}.png")
+        refs.append(PlotRef(name=p.name, title=p.title, file=f"plots/{p.name}.png",
+                            series=len(p.series), points=sum(len(s.x) for s in p.series)))
+    return refs
