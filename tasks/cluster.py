@@ -12,7 +12,7 @@ from prefect import get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
 from infopt.cluster.boundary import probe_from, search_boundary
-from infopt.cluster.fleet import measure_through, router, router_endpoint
+from infopt.cluster.fleet import greedy_identity, measure_through, router, router_endpoint
 from infopt.cluster.routers import Policy, RouterKind
 from infopt.cluster.workloads import comparison_traffic, probe_traffic
 from infopt.contract.openai_chat import BASE_REQUIRED
@@ -20,6 +20,7 @@ from infopt.contract.verify import verify_endpoint
 from infopt.engines import endpoint_for
 from infopt.loadgen.measure import measure
 from infopt.loadgen.tokens import prompt_counter
+from infopt.quality.prompts import FIDELITY_PROMPTS
 from infopt.specs.cluster import Boundary, Probe, RouterRun
 from infopt.specs.endpoint import Endpoint
 from infopt.specs.results import RunningEngine
@@ -72,6 +73,8 @@ def compare_router(kind: RouterKind, policy: Policy, running: list[RunningEngine
             checks = verify_endpoint(router_endpoint(r, running[0].engine, model),
                                      required=required,
                                      features=tuple(dict.fromkeys((*BASE_REQUIRED, *required))))
+            same, detail = greedy_identity(r.base_url, running[0].base_url, model,
+                                           FIDELITY_PROMPTS)
             result, _, evidence = measure_through(r, running, model, traffic,
                                                   max_input_tokens=max_input_tokens,
                                                   out_dir=None)
@@ -87,7 +90,8 @@ def compare_router(kind: RouterKind, policy: Policy, running: list[RunningEngine
                      output_tokens_per_s=lvl.output_tokens_per_s, ttft_p50_s=lvl.ttft_s.p50,
                      ttft_p95_s=lvl.ttft_s.p95, e2e_p50_s=lvl.e2e_s.p50,
                      prefix_hit_ratio=hits / looked if looked else None, evidence=evidence,
-                     contract_passed=all(c.ok for c in checks if c.required))
+                     contract_passed=all(c.ok for c in checks if c.required),
+                     quality_identical=same, quality_detail=detail)
 
 
 @task(name="pd-interference", cache_policy=NO_CACHE)

@@ -116,3 +116,33 @@ def measure_through(r: RunningRouter, behind: list[RunningEngine], model: str,
     evidence = replica_evidence(r.kind, router_before, _text(r.metrics_url), replicas_before,
                                 {u: _text(m) for u, m in metrics.items()}, counters)
     return result, records, evidence
+
+
+GREEDY_TOKENS = 16
+
+
+def _greedy(client: httpx.Client, base_url: str, model: str, prompt: str) -> str:
+    r = client.post(f"{base_url}/v1/completions", json={
+        "model": model, "prompt": prompt, "max_tokens": GREEDY_TOKENS, "temperature": 0,
+        "seed": 0})
+    r.raise_for_status()
+    return str(r.json()["choices"][0]["text"])
+
+
+def greedy_identity(router_url: str, replica_url: str, model: str,
+                    prompts: dict[str, str]) -> tuple[bool, str]:
+    """The quality check a router can fail: the same greedy answers through it as from a
+    replica directly (it must pass on requests and answers unchanged). Sequential, one
+    request at a time, so no batching differs between the two paths."""
+    differ = []
+    with httpx.Client(timeout=120.0) as client:
+        for name, prompt in prompts.items():
+            direct = _greedy(client, replica_url, model, prompt)
+            routed = _greedy(client, router_url, model, prompt)
+            if routed != direct:
+                differ.append(f"{name}: {direct[:40]!r} direct, {routed[:40]!r} routed")
+    if differ:
+        return False, f"{len(differ)} of {len(prompts)} greedy answers differ: " + "; ".join(
+            differ)
+    return True, (f"{len(prompts)} greedy answers ({GREEDY_TOKENS} tokens, /v1/completions) "
+                  "through the router equal the replica's own")

@@ -67,22 +67,27 @@ def router_lines(runs: list[RouterRun]) -> list[str]:
            "request in a prefix group sent with its group's X-Session-ID) and on one with no "
            "shared prefix. Per replica: the requests the router's own counter gave it "
            "(attempts) and its prefix-cache hit rate from the engine's counters. The API "
-           "contract ran through each router first.", "",
+           "contract ran through each router first, and the quality check: greedy answers to "
+           "the fidelity prompts through the router equal to a replica's own.", "",
            "| router | policy (flag) | workload | requests (errors) | output tok/s | TTFT p50 | "
-           "TTFT p95 | prefix hits | per replica | contract |", "|---" * 10 + "|"]
+           "TTFT p95 | prefix hits | per replica | contract | same answers |",
+           "|---" * 11 + "|"]
     for r in runs:
         if r.failed:
             out.append(f"| {r.router} | {r.policy} (`{r.policy_flag}`) | {r.workload} | "
-                       f"failed: {r.failed} | | | | | | |")
+                       f"failed: {r.failed} | | | | | | | |")
             continue
         hit = "—" if r.prefix_hit_ratio is None else f"{r.prefix_hit_ratio:.0%}"
         contract = {None: "not run", True: "pass", False: "FAIL"}[r.contract_passed]
+        same = {None: "not run", True: "yes", False: "NO"}[r.quality_identical]
         out.append(f"| {r.router} | {r.policy} (`{r.policy_flag}`) | {r.workload} | "
                    f"{r.requests} ({r.errors}) | {r.output_tokens_per_s:.4g} | "
                    f"{_s(r.ttft_p50_s)} | {_s(r.ttft_p95_s)} | {hit} | {_replicas(r)} | "
-                   f"{contract} |")
+                   f"{contract} | {same} |")
     out += [f"- {r.router} {r.policy}: {r.caveat}" for r in runs if r.caveat
             and r.workload == "sessions"]
+    out += [f"- {r.router} {r.policy}: {r.quality_detail}" for r in runs
+            if r.quality_identical is False]
     out += counter_cases(runs) + [""]
     return out
 

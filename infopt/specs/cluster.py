@@ -167,6 +167,9 @@ class RouterRun(Spec):
     prefix_hit_ratio: float | None  # over all replicas: cached / looked-up prompt tokens
     evidence: list[ReplicaEvidence]
     contract_passed: bool | None = None  # the API contract through the router (None: not run)
+    # Greedy answers through the router equal to a replica's own (None: not run), and how.
+    quality_identical: bool | None = None
+    quality_detail: str | None = None
     caveat: str | None = None  # what the policy relies on that these replicas do not give
     failed: str | None = None  # the router did not start or the scenario did not run
 

@@ -44,7 +44,7 @@ def test_replicas_routers_boundary_and_plan_from_the_accepted_run(optimized_run)
         ("round_robin", "sessions"), ("round_robin", "unique"),
         ("session_hash", "sessions"), ("session_hash", "unique")]
     for r in report.routers:
-        assert r.failed is None and r.contract_passed, r
+        assert r.failed is None and r.contract_passed and r.quality_identical, r
         assert r.requests == 8 and r.errors == 0
         assert sum(e.requests_routed or 0 for e in r.evidence) >= 8
         assert len(r.evidence) == 2

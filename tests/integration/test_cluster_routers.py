@@ -3,14 +3,16 @@ sglang-router from PyPI, two policies each, on a session workload (four prefix g
 request carrying its group's X-Session-ID). Asserted from the routers' and the engines' own
 counters, never from speed: every routed request is counted on some replica, round robin
 deals them evenly, and session hashing keeps each group on one replica, so its replicas serve
-at least as much of the prompt from cache as round robin's."""
+at least as much of the prompt from cache as round robin's; greedy answers through each router
+equal a replica's own."""
 
 from __future__ import annotations
 
 import pytest
 
-from infopt.cluster.fleet import measure_through, replicas, router
+from infopt.cluster.fleet import greedy_identity, measure_through, replicas, router
 from infopt.cluster.routers import SGLANG_ROUTER, VLLM_ROUTER, Policy
+from infopt.quality.prompts import FIDELITY_PROMPTS
 from infopt.specs.serving import LlamaCppConfig
 from infopt.specs.traffic import ClosedLoop, FixedLengths, PrefixReuse, TrafficSpec
 
@@ -43,6 +45,10 @@ def test_a_session_workload_is_routed_and_each_replica_accounted_for(fleet, kind
     with router(kind, policy, urls, log) as r:
         result, records, ev = measure_through(r, running, "smollm2", SESSIONS,
                                               max_input_tokens=512, out_dir=None)
+        if policy is Policy.ROUND_ROBIN:  # the router passes requests and answers unchanged
+            same, detail = greedy_identity(r.base_url, urls[0], "smollm2",
+                                           dict(list(FIDELITY_PROMPTS.items())[:4]))
+            assert same, detail
     assert result.validation_passed, result.validation_failures
     assert all(rec.ok for rec in records) and len(records) == 16
     assert [e.url for e in ev] == urls
