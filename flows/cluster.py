@@ -199,7 +199,10 @@ def _report(m: _Run, run_id: str, base_id: str) -> ClusterReport:
     r, s = m.request, m.stored
     capacity = None
     try:
-        model = calibrate(m.boundaries[1], _slots(s))
+        cpu = not s.hardware.gpus
+        model = calibrate(m.boundaries[1], _slots(s), m.slos,
+                          host_cores=s.hardware.host.usable_cpus if cpu else None,
+                          threads_per_replica=m.threads if cpu else None)
     except ValueError as exc:
         m.notes.append(f"no capacity plan: {exc}")
     else:

@@ -35,9 +35,11 @@ DECODE = ("tpot", "itl")  # metrics that grow with the batch instead
 MAX_REPLICAS = 256
 METHOD = ("estimate: each replica a queue of its slots; TTFT and E2E = their light-load "
           "values + the queueing wait (Erlang-C M/M/c tail x the Allen-Cunneen factor "
-          "(CV_a^2 + CV_s^2) / 2; the service time from the completions of a saturated "
-          "probe, its CV^2 from the light-load E2E times); TPOT and ITL read off the "
-          "measured rate curve at each replica's share of the rate")
+          "(CV_a^2 + CV_s^2) / 2, stretched by one factor fitted to the one-replica "
+          "boundary; the service time from the replica's measured completion rates, its "
+          "CV^2 from the light-load E2E times); TPOT and ITL read off the "
+          "measured rate curve at each replica's share of the rate; on a CPU host, replicas "
+          "whose threads outnumber the cores serve proportionally slower")
 
 
 def key(metric: str, percentile: int) -> str:
@@ -52,8 +54,35 @@ def _decided(b: Boundary) -> list[Probe]:
                   key=lambda p: p.rate_per_s)
 
 
-def calibrate(boundary: Boundary, slots: int) -> ReplicaModel:
-    """The replica model from one replica's boundary search (its decided probes)."""
+def _service_time(probes: list[Probe], slots: int, light: Probe) -> tuple[float, str]:
+    """What one request holds a slot for: from a saturated probe's completion rate (the
+    replica's capacity), else the tighter of two upper bounds: the light-load E2E mean, and the
+    slots over the highest completion rate any probe reached (capacity is at least that)."""
+    saturated = [p.completion_rate_per_s for p in probes if p.verdict is Verdict.MISSES
+                 and p.completion_rate_per_s is not None
+                 and p.send_rate_per_s is not None
+                 and p.completion_rate_per_s < SUSTAINED * p.send_rate_per_s]
+    if saturated:
+        return slots / max(saturated), (f"service time {slots} slot(s) / {max(saturated):.3g} "
+                                         "requests/s completed when saturated")
+    assert light.e2e_mean_s is not None
+    reached = max((p.completion_rate_per_s for p in probes
+                   if p.completion_rate_per_s is not None), default=None)
+    if reached is not None and slots / reached < light.e2e_mean_s:
+        return slots / reached, (f"service time at most {slots} slot(s) / {reached:.3g} "
+                                 "requests/s, the most any probe completed (none saturated)")
+    return light.e2e_mean_s, ("service time the light-load E2E mean (no probe saturated: an "
+                              "upper bound)")
+
+
+def calibrate(boundary: Boundary, slots: int, slos: list[Slo] | None = None, *,
+              host_cores: int | None = None, threads_per_replica: int | None = None
+              ) -> ReplicaModel:
+    """The replica model from one replica's boundary search (its decided probes). With the
+    SLOs and a bracketed boundary, the one free factor, how much the queueing wait is
+    stretched (Allen-Cunneen's variability times `wait_scale`), is fitted so the model puts
+    this replica's boundary at the measured bracket's geometric middle: larger counts are then
+    predictions, not fits."""
     probes = _decided(boundary)
     met = [p for p in probes if p.verdict is Verdict.MEETS]
     if not met:
@@ -62,33 +91,46 @@ def calibrate(boundary: Boundary, slots: int) -> ReplicaModel:
     light = met[0]
     if light.e2e_mean_s is None or light.e2e_cv2 is None:
         raise ValueError("the probes carry no E2E times: measure them with their records")
-    # The service rate: what the replica completed when offered more than it could take (a
-    # saturated probe); else the light-load E2E, an upper bound on the service time.
-    saturated = [p.completion_rate_per_s for p in probes if p.verdict is Verdict.MISSES
-                 and p.completion_rate_per_s is not None
-                 and p.send_rate_per_s is not None
-                 and p.completion_rate_per_s < SUSTAINED * p.send_rate_per_s]
-    if saturated:
-        service = slots / max(saturated)
-        how = (f"service time {slots} slot(s) / {max(saturated):.3g} requests/s completed "
-               "when saturated")
-    else:
-        service = light.e2e_mean_s
-        how = "service time the light-load E2E mean (no probe saturated: an upper bound)"
+    service, how = _service_time(probes, slots, light)
     curve: dict[str, list[tuple[float, float]]] = {}
     for p in probes:
         for c in p.checks:
             if c.metric in DECODE and c.observed_s is not None:
                 curve.setdefault(key(c.metric, c.percentile), []).append(
                     (p.rate_per_s, c.observed_s))
-    return ReplicaModel(
+    model = ReplicaModel(
         slots=slots, service_mean_s=service, service_cv2=light.e2e_cv2,
         light_load_rate_per_s=light.rate_per_s,
         light_load_s={key(c.metric, c.percentile): c.observed_s for c in light.checks
                       if c.metric in QUEUED and c.observed_s is not None},
-        decode_curve=curve,
+        decode_curve=curve, host_cores=host_cores, threads_per_replica=threads_per_replica,
         calibrated_from=f"{len(probes)} decided probes; light load at {light.rate_per_s:.3g} "
                         f"requests/s; {how}")
+    lo, hi = boundary.meets_up_to_rate_per_s, boundary.misses_from_rate_per_s
+    if slos and lo is not None and hi is not None:
+        model = _fit_wait_scale(model, slos, math.sqrt(lo * hi))
+    return model
+
+
+def _fit_wait_scale(m: ReplicaModel, slos: list[Slo], target: float) -> ReplicaModel:
+    """Bisection on log(wait_scale) in [1/100, 100]: more stretch, a lower predicted rate."""
+    lo, hi = math.log(0.01), math.log(100.0)
+
+    def rate(x: float) -> float:
+        return predict(m.model_copy(update={"wait_scale": math.exp(x)}), slos, 1,
+                       "pooled").max_rate_per_s
+    if rate(hi) >= target or rate(lo) <= target:
+        bound = "low" if rate(lo) <= target else "high"
+        return m.model_copy(update={"calibrated_from": m.calibrated_from + (
+            f"; the wait stretch could not reach the measured boundary ({bound} end of "
+            "1/100..100): left at 1")})
+    for _ in range(40):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if rate(mid) > target else (lo, mid)
+    scale = math.exp((lo + hi) / 2)
+    return m.model_copy(update={"wait_scale": scale, "calibrated_from": m.calibrated_from + (
+        f"; wait stretch x{scale:.3g} fitted to the measured one-replica boundary "
+        f"({target:.3g} requests/s, the bracket's geometric middle)")})
 
 
 def _interpolate(points: list[tuple[float, float]], rate: float) -> float:
@@ -102,14 +144,23 @@ def _interpolate(points: list[tuple[float, float]], rate: float) -> float:
     return math.inf
 
 
+def shared_cores_factor(m: ReplicaModel, replicas: int) -> float:
+    """How much longer a request holds its slot when `replicas` share the host's cores (1 when
+    their threads fit the cores, or on GPUs)."""
+    if not m.host_cores or not m.threads_per_replica:
+        return 1.0
+    return max(1.0, replicas * m.threads_per_replica / m.host_cores)
+
+
 def predicted_s(m: ReplicaModel, slo: Slo, replicas: int, routing: Routing,
                 rate_per_s: float) -> float:
     """The SLO's percentile, predicted for `replicas` at `rate_per_s` in all."""
     k = key(slo.metric.value, slo.percentile)
+    slow = shared_cores_factor(m, replicas)
     share = rate_per_s / replicas
     if slo.metric.value in DECODE:
         points = m.decode_curve.get(k)
-        return _interpolate(points, share) if points else math.inf
+        return _interpolate(points, share * slow) if points else math.inf
     base = m.light_load_s.get(k)
     if base is None:
         return math.inf
@@ -117,15 +168,16 @@ def predicted_s(m: ReplicaModel, slo: Slo, replicas: int, routing: Routing,
         servers, lam, cv2a = replicas * m.slots, rate_per_s, 1.0
     else:
         servers, lam, cv2a = m.slots, share, split_arrival_cv2(replicas)
-    wait = wait_quantile_s(servers, lam, m.service_mean_s, slo.percentile / 100,
-                           allen_cunneen(cv2a, m.service_cv2))
+    wait = wait_quantile_s(servers, lam, m.service_mean_s * slow, slo.percentile / 100,
+                           allen_cunneen(cv2a, m.service_cv2) * m.wait_scale)
     return base + wait
 
 
 def predict(m: ReplicaModel, slos: list[Slo], replicas: int, routing: Routing
             ) -> ReplicaPrediction:
     """The highest total rate predicted to meet every SLO (bisection to 0.1%)."""
-    ceiling = replicas * m.slots / m.service_mean_s  # the slots' throughput: never beyond it
+    # The slots' throughput (cores shared on a CPU host): never beyond it.
+    ceiling = replicas * m.slots / (m.service_mean_s * shared_cores_factor(m, replicas))
 
     def failing(rate: float) -> str | None:
         for s in slos:

@@ -96,6 +96,13 @@ class ReplicaModel(Spec):
     light_load_s: dict[str, float]  # "ttft p90" -> seconds at the lightest met probe
     decode_curve: dict[str, list[tuple[float, float]]]  # "tpot p90" -> [(rate, s)]
     calibrated_from: str  # which probes, in words
+    # The queueing wait's stretch beyond Allen-Cunneen's, fitted to the one-replica boundary
+    # (1: not fitted).
+    wait_scale: float = 1.0
+    # A CPU host: replicas share its cores once their threads outnumber them, and each then
+    # serves proportionally slower (None: GPU replicas, each on its own devices).
+    host_cores: int | None = None
+    threads_per_replica: int | None = None
 
 
 class ReplicaPrediction(Spec):
