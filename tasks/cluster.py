@@ -111,11 +111,10 @@ def measure_interference(replica: RunningEngine, model: str, base: TrafficSpec,
                                        "input_lengths": {"kind": "fixed", "tokens": long_tokens},
                                        "output_lengths": {"kind": "fixed", "tokens": 2},
                                        "measured_requests": max(2, requests // 4)})
-    with httpx.Client(timeout=30.0) as client:
-        counter = prompt_counter(client, endpoint, None)
-    alone, _ = measure(endpoint, decode, out_dir=None, max_input_tokens=max_input_tokens,
-                       counter=counter)
-    with ThreadPoolExecutor(max_workers=1) as pool:
+    with httpx.Client(timeout=30.0) as client, ThreadPoolExecutor(max_workers=1) as pool:
+        counter = prompt_counter(client, endpoint, None)  # uses `client`: measure inside
+        alone, _ = measure(endpoint, decode, out_dir=None, max_input_tokens=max_input_tokens,
+                           counter=counter)
         beside = pool.submit(measure, endpoint, long, out_dir=None,
                              max_input_tokens=max_input_tokens, counter=counter)
         mixed, _ = measure(endpoint, decode, out_dir=None, max_input_tokens=max_input_tokens,
