@@ -133,6 +133,9 @@ class _Run:
         for kind in self.routers:
             for policy in self.policies:
                 if policy not in kind.policies:
+                    note = f"{kind.name} {kind.version} has no {policy.value} policy: not measured"
+                    if note not in self.notes:
+                        self.notes.append(note)
                     continue
                 for traffic in workloads:
                     self.runs.append(compare_router(kind, policy, running, self.model, traffic,
