@@ -184,7 +184,7 @@ class _Search:
         return p
 
     def best(self) -> tuple[Probe | None, Probe | None, list[Probe]]:
-        final = _decided(self.probes)
+        final = last_word(self.probes)
         meets = [p for p in final if p.verdict is Verdict.MEETS]
         misses = [p for p in final if p.verdict is Verdict.MISSES]
         lo = max(meets, key=lambda p: p.rate_per_s, default=None)
@@ -193,12 +193,12 @@ class _Search:
         return lo, hi, [p for p in final if p.verdict is Verdict.UNDECIDED]
 
 
-def _decided(probes: list[Probe]) -> list[Probe]:
-    """The last word on each rate (a pooled probe replaces the runs it pooled)."""
+def last_word(probes: list[Probe]) -> list[Probe]:
+    """The last word on each rate (a pooled probe replaces the runs it pooled), by rate."""
     last: dict[float, Probe] = {}
     for p in probes:
         last[p.rate_per_s] = p
-    return list(last.values())
+    return sorted(last.values(), key=lambda p: p.rate_per_s)
 
 
 def search_boundary(measure_at: Callable[[float], Probe], start_rate_per_s: float, *,

@@ -7,7 +7,9 @@ The model, an estimate: a request's TTFT and E2E are their light-load values plu
 wait (Erlang-C's M/M/c tail, scaled by the Allen-Cunneen factor for the measured service-time
 variability and the arrivals' own); decode times (TPOT, ITL) do not queue but grow with the
 batch, so they are read off the measured rate curve at each replica's share of the rate, and a
-rate beyond the measured curve is not predicted to meet them. Routing: "pooled" (a load-aware
+rate beyond the measured curve is not predicted to meet them. One factor, the wait's stretch,
+is fitted so the model reproduces the one-replica boundary; on a CPU host, replicas whose
+threads outnumber the cores serve proportionally slower. Routing: "pooled" (a load-aware
 router: any free slot of any replica, one M/G/(N x slots) queue) or "split" (round robin: N
 separate queues, each fed every N-th arrival)."""
 
@@ -16,7 +18,7 @@ from __future__ import annotations
 import itertools
 import math
 
-from infopt.cluster.boundary import SUSTAINED
+from infopt.cluster.boundary import SUSTAINED, last_word
 from infopt.cluster.queueing import allen_cunneen, split_arrival_cv2, wait_quantile_s
 from infopt.specs.cluster import (
     Boundary,
@@ -47,11 +49,7 @@ def key(metric: str, percentile: int) -> str:
 
 
 def _decided(b: Boundary) -> list[Probe]:
-    last: dict[float, Probe] = {}
-    for p in b.probes:
-        last[p.rate_per_s] = p
-    return sorted((p for p in last.values() if p.verdict is not Verdict.UNDECIDED),
-                  key=lambda p: p.rate_per_s)
+    return [p for p in last_word(b.probes) if p.verdict is not Verdict.UNDECIDED]
 
 
 def _service_time(probes: list[Probe], slots: int, light: Probe) -> tuple[float, str]:

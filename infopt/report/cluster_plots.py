@@ -6,16 +6,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from infopt.cluster.boundary import last_word
 from infopt.report.plots import PlotData, Series, draw
-from infopt.specs.cluster import Boundary, ClusterReport, Probe
+from infopt.specs.cluster import ClusterReport
 from infopt.specs.results import PlotRef
-
-
-def _last_word(b: Boundary) -> list[Probe]:
-    last: dict[float, Probe] = {}
-    for p in b.probes:
-        last[p.rate_per_s] = p
-    return sorted(last.values(), key=lambda p: p.rate_per_s)
 
 
 def boundary_plots(report: ClusterReport) -> list[PlotData]:
@@ -24,14 +18,14 @@ def boundary_plots(report: ClusterReport) -> list[PlotData]:
         name="boundary-goodput", title="Goodput against the offered rate (measured)",
         x_label="offered rate (requests/s, Poisson)",
         y_label="goodput (requests/s within every SLO)",
-        series=[Series(name=f"{n} replica(s)", x=[p.rate_per_s for p in _last_word(b)],
-                       y=[p.goodput_requests_per_s for p in _last_word(b)])
+        series=[Series(name=f"{n} replica(s)", x=[p.rate_per_s for p in last_word(b.probes)],
+                       y=[p.goodput_requests_per_s for p in last_word(b.probes)])
                 for n, b in counts if b.probes])]
     for slo in report.slos:
         metric, pct = slo.metric.value, slo.percentile
         series = []
         for n, b in counts:
-            pts = [(p.rate_per_s, c.observed_s) for p in _last_word(b) for c in p.checks
+            pts = [(p.rate_per_s, c.observed_s) for p in last_word(b.probes) for c in p.checks
                    if c.metric == metric and c.percentile == pct and c.observed_s is not None]
             if pts:
                 series.append(Series(name=f"{n} replica(s)", x=[x for x, _ in pts],
