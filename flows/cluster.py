@@ -152,9 +152,17 @@ class _Run:
                                   running[0].pid)
                 self.boundaries[1] = self.boundary(ep, running[0], "1 replica")
                 self.routes[1] = "direct (no router)"
-                self.interference = measure_interference(
-                    running[0], self.model, self.base, self.stored.workload.target_concurrency,
-                    self.request.comparison_requests, self.max_input)
+                if _slots(self.stored) < 2:
+                    self.notes.append(
+                        "prefill/decode interference not measured: the replica serves one "
+                        "request at a time (one slot), so a long prompt never shares a step "
+                        "with decoding; it delays the queue instead, which the SLO boundary "
+                        "measures")
+                else:
+                    self.interference = measure_interference(
+                        running[0], self.model, self.base,
+                        self.stored.workload.target_concurrency,
+                        self.request.comparison_requests, self.max_input)
                 return
             self.compare(running, log_dir)
             kind, policy = _primary(self.routers, self.policies)

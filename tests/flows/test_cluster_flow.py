@@ -57,12 +57,15 @@ def test_replicas_routers_boundary_and_plan_from_the_accepted_run(optimized_run)
     # llm-d values for the llama.cpp winner at the plan's count, valid against the schema.
     assert [h.chart for h in report.helm] == (["llm-d-stack 0.1.0"] if plan.replicas else [])
     assert all(h.errors == [] for h in report.helm)
-    # P/D interference measured on the one replica (streamed ITL alone and mixed).
+    # P/D interference on the one replica: streamed ITL alone and mixed, where the replica
+    # batches several requests; with one slot, said why not.
     i = report.interference
-    assert i is not None and i.itl_p95_alone_s > 0 and i.long_prompt_tokens >= 1024
-    assert ("untested suggestion" in i.why) == i.recommend_pools
+    if plan.model.slots < 2:
+        assert i is None and any("one slot" in n for n in report.notes), report.notes
+    else:
+        assert i is not None and i.itl_p95_alone_s > 0 and i.long_prompt_tokens >= 1024
+        assert ("untested suggestion" in i.why) == i.recommend_pools
     md = (out / "cluster.md").read_text()
     for head in ("## The SLO boundary (measured)", "## Routers and policies (measured)",
-                 "## Capacity plan (estimate)", "Validation against the measured boundaries",
-                 "## Prefill/decode interference (measured on one replica)"):
+                 "## Capacity plan (estimate)", "Validation against the measured boundaries"):
         assert head in md
