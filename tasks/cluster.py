@@ -11,7 +11,7 @@ import httpx
 from prefect import get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
-from infopt.cluster.boundary import probe_from, search_boundary
+from infopt.cluster.boundary import probe_from, search_boundary, with_light_probe
 from infopt.cluster.fleet import greedy_identity, measure_through, router, router_endpoint
 from infopt.cluster.routers import Policy, RouterKind
 from infopt.cluster.workloads import comparison_traffic, probe_traffic
@@ -55,6 +55,7 @@ def boundary_search(endpoint: Endpoint, replica: RunningEngine, model: str, base
                      p.verdict.value, p.why)
             return p
         b = search_boundary(measure_at, start_rate_per_s, max_probes=max_probes)
+        b = with_light_probe(b, measure_at)
     log.info("%s: meets the SLOs up to %s requests/s, misses from %s (%d probes, %s)", label,
              b.meets_up_to_rate_per_s, b.misses_from_rate_per_s, b.measurements, b.shape)
     return b

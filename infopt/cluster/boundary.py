@@ -261,3 +261,17 @@ def _bisect(s: _Search, rel_tolerance: float) -> None:
         p = s.run(mid)
         if p.verdict is Verdict.UNDECIDED:
             return  # pooled and still undecided: the noise band; reported as such
+
+
+def with_light_probe(b: Boundary, measure_at: Callable[[float], Probe]) -> Boundary:
+    """The capacity model reads TTFT and E2E at light load: where the search met no rate at or
+    below half its boundary (it started close to it), one more probe at a quarter of it."""
+    lo = b.meets_up_to_rate_per_s
+    met = [p.rate_per_s for p in last_word(b.probes) if p.verdict is Verdict.MEETS]
+    if lo is None or min(met) <= lo / 2:
+        return b
+    light = measure_at(lo / 4)
+    return b.model_copy(update={
+        "probes": [*b.probes, light], "measurements": b.measurements + 1,
+        "notes": [*b.notes, f"a light-load probe at {lo / 4:.3g} requests/s (a quarter of "
+                            "the boundary) for the capacity model"]})

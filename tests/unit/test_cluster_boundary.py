@@ -133,3 +133,19 @@ def test_a_rate_the_server_cannot_keep_up_with_misses_however_short_the_probe():
     kept = _records(0.5, 0.2)  # offered 2/s, served as they come
     assert completion_rate(kept) == pytest.approx(2.0)
     assert probe_from(2.0, scenario(2.0, 24, 24, 2.0), kept).verdict is Verdict.MEETS
+
+
+def test_a_search_that_started_near_its_boundary_gets_a_light_load_probe():
+    from infopt.cluster.boundary import with_light_probe
+
+    measure_at, calls = planted(4.0)
+    b = search_boundary(measure_at, 3.0)  # 3 meets, 6 misses, ... the lightest met is 3
+    assert min(p.rate_per_s for p in b.probes if p.verdict is Verdict.MEETS) > \
+        b.meets_up_to_rate_per_s / 2
+    lit = with_light_probe(b, measure_at)
+    assert calls[-1] == b.meets_up_to_rate_per_s / 4 and lit.measurements == b.measurements + 1
+    assert lit.meets_up_to_rate_per_s == b.meets_up_to_rate_per_s  # the bracket is unchanged
+    assert "light-load probe" in lit.notes[-1]
+    low, _ = planted(4.0)
+    assert with_light_probe(search_boundary(low, 1.0), low).notes == \
+        search_boundary(planted(4.0)[0], 1.0).notes  # 1.0 met: already light
