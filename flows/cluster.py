@@ -39,6 +39,7 @@ from infopt.specs.cluster import (
     ClusterRequest,
     HelmValues,
     Interference,
+    InterferenceSample,
     RouterRun,
     Routing,
 )
@@ -115,7 +116,7 @@ class _Run:
         self.boundaries: dict[int, Boundary] = {}
         self.routes: dict[int, str] = {}
         self.runs: list[RouterRun] = []
-        self.interference: dict | None = None  # judge_interference's measured inputs
+        self.interference: InterferenceSample | None = None
         self.notes: list[str] = []
 
     def boundary(self, endpoint, replica: RunningEngine, label: str) -> Boundary:
@@ -226,7 +227,7 @@ def _report(m: _Run, run_id: str, base_id: str) -> ClusterReport:
         capacity = capacity.model_copy(update={
             "validations": validate(model, m.slos, m.boundaries, routing)})
     interference = judge_interference(
-        **m.interference, peak_rate_per_s=capacity.peak_rate_per_s if capacity else None) \
+        m.interference, capacity.peak_rate_per_s if capacity else None) \
         if m.interference else None
     if m.interference and interference is None:
         m.notes.append("prefill/decode interference not judged: no streamed ITL measured")

@@ -21,7 +21,7 @@ from infopt.engines import endpoint_for
 from infopt.loadgen.measure import measure
 from infopt.loadgen.tokens import prompt_counter
 from infopt.quality.prompts import FIDELITY_PROMPTS
-from infopt.specs.cluster import Boundary, Probe, RouterRun
+from infopt.specs.cluster import Boundary, InterferenceSample, Probe, RouterRun
 from infopt.specs.endpoint import Endpoint
 from infopt.specs.results import RunningEngine
 from infopt.specs.traffic import Slo, TrafficSpec
@@ -101,7 +101,7 @@ def compare_router(kind: RouterKind, policy: Policy, running: list[RunningEngine
 @task(name="pd-interference", cache_policy=NO_CACHE)
 def measure_interference(replica: RunningEngine, model: str, base: TrafficSpec,
                          concurrency: int, requests: int, max_input_tokens: int
-                         ) -> dict[str, Any]:
+                         ) -> InterferenceSample:
     """The target load's decode ITL alone, then again with long prompts sent beside it (a
     second client on its own thread over the same replica): judge_interference's inputs."""
     log = get_run_logger()
@@ -130,8 +130,9 @@ def measure_interference(replica: RunningEngine, model: str, base: TrafficSpec,
     a = alone.level
     log.info("decode ITL p95 %s s alone, %s s with %d-token prompts beside it", a.itl_s.p95,
              mixed.level.itl_s.p95, long_tokens)
-    return dict(itl_alone_s=a.itl_s.p95, itl_mixed_s=mixed.level.itl_s.p95,
-                long_prompt_tokens=long_tokens, prefill_tokens_per_s=prefill,
-                decode_tokens_per_s=a.output_tokens_per_s or None,
-                mean_prompt_tokens=a.prompt_tokens_mean or 0.0,
-                mean_output_tokens=a.output_tokens_total / a.requests if a.requests else 0.0)
+    return InterferenceSample(
+        itl_alone_s=a.itl_s.p95, itl_mixed_s=mixed.level.itl_s.p95,
+        long_prompt_tokens=long_tokens, prefill_tokens_per_s=prefill,
+        decode_tokens_per_s=a.output_tokens_per_s or None,
+        mean_prompt_tokens=a.prompt_tokens_mean or 0.0,
+        mean_output_tokens=a.output_tokens_total / a.requests if a.requests else 0.0)

@@ -133,7 +133,9 @@ def probe_from(rate_per_s: float, scenario: ScenarioResult,
 
 
 def pooled(a: Probe, b: Probe, confidence: float = DEFAULT_CONFIDENCE) -> Probe:
-    """Two runs at the same rate as one probe: their requests counted together."""
+    """Two runs at the same rate as one probe: their requests counted together. The pooled
+    percentile is not recoverable from two percentiles: the higher of the two stands for it
+    (shown only; the verdict comes from the pooled counts)."""
     checks = [check(x.metric, x.percentile, x.max_s, x.observed_s if y.observed_s is None
                     else max(x.observed_s or 0.0, y.observed_s), x.requests + y.requests,
                     x.meeting + y.meeting, confidence) for x, y in zip(a.checks, b.checks, strict=True)]

@@ -24,8 +24,9 @@ from typing import Any
 import yaml
 from jsonschema import Draft7Validator, Draft202012Validator
 
+from infopt.engines import adapter_for
 from infopt.engines.base import Launch
-from infopt.engines.helm import vllm_stack_values
+from infopt.engines.helm import VLLM_STACK
 from infopt.engines.render import container_args
 from infopt.specs.cluster import HelmValues
 
@@ -131,7 +132,7 @@ def stack_values(launch: Launch, *, name: str, image: str, replicas: int, gpus: 
                  memory_gib: int, policy: str) -> dict[str, Any]:
     """vllm-stack values: the winner's modelSpec at the plan's replica count and the router's
     routing logic from the measured policy."""
-    values = vllm_stack_values(launch, name, image, gpus, cpus, memory_gib)
+    values = VLLM_STACK.values(launch, name, image, gpus, cpus, memory_gib)
     values["servingEngineSpec"]["modelSpec"][0]["replicaCount"] = replicas
     router: dict[str, Any] = {"routingLogic": STACK_ROUTING.get(policy, "roundrobin")}
     if router["routingLogic"] == "session":
@@ -143,7 +144,8 @@ def stack_values(launch: Launch, *, name: str, image: str, replicas: int, gpus: 
 def cluster_values(launch: Launch, *, name: str, image: str, replicas: int, gpus: int,
                    cpus: int, memory_gib: int, policy: str, prefill_replicas: int | None,
                    why_no_prefill: str | None) -> list[HelmValues]:
-    """Both charts' values (production-stack only for a vLLM winner), each validated."""
+    """llm-d's values, and the production stack's where the winner's engine has that chart as
+    its own (EngineAdapter.helm_chart: vLLM's), each validated."""
     common: dict[str, Any] = dict(name=name, image=image, replicas=replicas, gpus=gpus, cpus=cpus,
                   memory_gib=memory_gib)
     llmd = llmd_values(launch, prefill_replicas=prefill_replicas, **common)
@@ -159,7 +161,7 @@ def cluster_values(launch: Launch, *, name: str, image: str, replicas: int, gpus
                       values_yaml=yaml.safe_dump(llmd, sort_keys=False),
                       errors=schema_errors(llmd, LLMD_SCHEMA) + picker_refs_ok(picker),
                       notes=notes)]
-    if launch.engine == "vllm":
+    if launch.engine and adapter_for(launch.engine).helm_chart is VLLM_STACK:
         stack = stack_values(launch, policy=policy, **common)
         out.append(HelmValues(
             chart="vllm-stack 0.1.12", schema_file=VLLM_STACK_SCHEMA,

@@ -1,7 +1,8 @@
-"""Queueing formulas the capacity plan uses (../shared/reference/skill/ai-llm-inference/
-references/queueing-theory-applied.md, P1 and P4; checked here, not copied): Erlang-C for the
-chance a request waits, the M/M/c waiting-time tail, and the Allen-Cunneen correction for
-general arrivals and service times (M/G/c is approximated, not solved exactly)."""
+"""Queueing formulas the capacity plan uses (the skill reference's "Queueing Theory Applied to
+LLM Inference", patterns P1 and P4; its arithmetic checked in tests/unit/test_cluster_capacity.py,
+not copied): Erlang-C for the chance a request waits, the M/M/c waiting-time tail, and the
+Allen-Cunneen correction for general arrivals and service times (M/G/c is approximated, not
+solved exactly)."""
 
 from __future__ import annotations
 

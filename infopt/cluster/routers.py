@@ -13,17 +13,9 @@ from __future__ import annotations
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from enum import StrEnum
 from pathlib import Path
 
-
-class Policy(StrEnum):
-    """What a routing policy does, whatever the router calls it."""
-
-    ROUND_ROBIN = "round_robin"  # each replica in turn: ordinary routing
-    LOAD_AWARE = "load_aware"  # power of two choices: the less loaded of two sampled replicas
-    CACHE_AWARE = "cache_aware"  # the replica whose radix tree matches most of the prompt
-    SESSION_HASH = "session_hash"  # a consistent hash of the request's session id
+from infopt.specs.cluster import Policy
 
 
 @dataclass(frozen=True)

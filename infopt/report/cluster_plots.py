@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from infopt.cluster.boundary import last_word
-from infopt.report.plots import PlotData, Series, draw
+from infopt.report.plots import PlotData, Series, draw_all
 from infopt.specs.cluster import ClusterReport
 from infopt.specs.results import PlotRef
 
@@ -40,9 +40,4 @@ def boundary_plots(report: ClusterReport) -> list[PlotData]:
 
 
 def write_cluster_plots(report: ClusterReport, run_dir: Path) -> list[PlotRef]:
-    refs = []
-    for p in boundary_plots(report):
-        draw(p, run_dir / "plots" / f"{p.name}.png")
-        refs.append(PlotRef(name=p.name, title=p.title, file=f"plots/{p.name}.png",
-                            series=len(p.series), points=sum(len(s.x) for s in p.series)))
-    return refs
+    return draw_all(boundary_plots(report), run_dir)

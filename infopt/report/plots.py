@@ -218,11 +218,16 @@ def read_plot_data(path: Path) -> PlotData:
         return PlotData.model_validate(json.loads(im.text[META_KEY]))
 
 
-def write_plots(r: OptimizationReport, run_dir: Path) -> list[PlotRef]:
-    """Every plot the run's records support, drawn under run_dir/plots/."""
+def draw_all(plots: list[PlotData], run_dir: Path) -> list[PlotRef]:
+    """Each plot drawn under run_dir/plots/, with the reference a report keeps."""
     out = []
-    for p in all_plots(r):
+    for p in plots:
         draw(p, run_dir / "plots" / f"{p.name}.png")
         out.append(PlotRef(name=p.name, title=p.title, file=f"plots/{p.name}.png",
                            series=len(p.series), points=sum(len(s.x) for s in p.series)))
     return out
+
+
+def write_plots(r: OptimizationReport, run_dir: Path) -> list[PlotRef]:
+    """Every plot the run's records support, drawn under run_dir/plots/."""
+    return draw_all(all_plots(r), run_dir)

@@ -13,6 +13,26 @@ from .results import PlotRef
 from .traffic import Slo
 
 
+class Policy(StrEnum):
+    """What a routing policy does, whatever the router calls it (infopt.cluster.routers)."""
+
+    ROUND_ROBIN = "round_robin"  # each replica in turn: ordinary routing
+    LOAD_AWARE = "load_aware"  # power of two choices: the less loaded of two sampled replicas
+    CACHE_AWARE = "cache_aware"  # the replica whose radix tree matches most of the prompt
+    SESSION_HASH = "session_hash"  # a consistent hash of the request's session id
+
+
+# The routers infopt/cluster/routers.py knows (its ROUTERS; a unit test keeps them equal).
+ROUTER_NAMES = ("vllm-router", "sglang-router")
+
+
+def _one_of(values: list[str], known: tuple[str, ...], what: str) -> list[str]:
+    bad = [v for v in values if v not in known]
+    if bad:
+        raise ValueError(f"unknown {what} {', '.join(bad)}: choose from {', '.join(known)}")
+    return values
+
+
 class Verdict(StrEnum):
     """A probe's SLO verdict, decided only where its requests decide it."""
 
@@ -219,22 +239,12 @@ class ClusterRequest(Spec):
     @field_validator("routers")
     @classmethod
     def _routers(cls, v: list[str]) -> list[str]:
-        known = ("vllm-router", "sglang-router")
-        bad = [r for r in v if r not in known]
-        if bad:
-            raise ValueError(f"unknown router(s) {', '.join(bad)}: choose from "
-                             f"{', '.join(known)}")
-        return v
+        return _one_of(v, ROUTER_NAMES, "router(s)")
 
     @field_validator("policies")
     @classmethod
     def _policies(cls, v: list[str]) -> list[str]:
-        known = ("round_robin", "load_aware", "cache_aware", "session_hash")
-        bad = [p for p in v if p not in known]
-        if bad:
-            raise ValueError(f"unknown policy(ies) {', '.join(bad)}: choose from "
-                             f"{', '.join(known)}")
-        return v
+        return _one_of(v, tuple(p.value for p in Policy), "policy(ies)")
 
     @field_validator("replica_counts")
     @classmethod
@@ -253,6 +263,18 @@ class HelmValues(Spec):
     values_yaml: str
     errors: list[str]  # schema violations (empty: valid)
     notes: list[str] = Field(default_factory=list)
+
+
+class InterferenceSample(Spec):
+    """What one replica measured for the interference rule (infopt.cluster.interference)."""
+
+    itl_alone_s: float | None  # decode ITL p95 of the target load alone (None: not streamed)
+    itl_mixed_s: float | None  # the same with long prompts sent beside it
+    long_prompt_tokens: int
+    prefill_tokens_per_s: float | None  # the long prompts' tokens over their TTFT, mean
+    decode_tokens_per_s: float | None  # output tokens/s of the load alone
+    mean_prompt_tokens: float
+    mean_output_tokens: float
 
 
 class Interference(Spec):

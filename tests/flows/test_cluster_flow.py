@@ -37,7 +37,7 @@ def test_replicas_routers_boundary_and_plan_from_the_accepted_run(optimized_run)
         assert 1 <= b.measurements <= 6 and b.probes
         # The start rate meets this loose SLO: a decided meet below any decided miss.
         assert b.probes[0].verdict is not Verdict.MISSES, b.probes[0]
-        if b.bracketed:
+        if b.bracketed:  # the search's invariant (a miss is taken only above the best meet)
             assert b.meets_up_to_rate_per_s < b.misses_from_rate_per_s
     # Two policies x two workloads, each with the routers' and engines' own evidence.
     assert [(r.policy, r.workload) for r in report.routers] == [

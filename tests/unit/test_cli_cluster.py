@@ -4,24 +4,10 @@ test_cluster_flow.py)."""
 
 from __future__ import annotations
 
-import shutil
-
 import pytest
 from typer.testing import CliRunner
 
 from infopt.cli import app
-from tests.fixture_data import FIXTURES
-
-REPORTS = FIXTURES / "reports"
-
-
-@pytest.fixture
-def runs(tmp_path):
-    run = tmp_path / "r1"
-    run.mkdir()
-    shutil.copy(REPORTS / "llamacpp-optimize-report.json", run / "report.json")
-    shutil.copy(REPORTS / "llamacpp-optimize-request.json", run / "request.json")
-    return tmp_path
 
 
 @pytest.mark.parametrize("args, says", [

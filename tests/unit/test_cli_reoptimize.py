@@ -5,7 +5,6 @@ process; the flow itself is tests/flows/test_reoptimize_flow.py)."""
 from __future__ import annotations
 
 import json
-import shutil
 
 import pytest
 from typer.testing import CliRunner
@@ -14,15 +13,6 @@ from infopt.cli import app
 from tests.fixture_data import FIXTURES
 
 REPORTS = FIXTURES / "reports"
-
-
-@pytest.fixture
-def runs(tmp_path):
-    run = tmp_path / "r1"
-    run.mkdir()
-    shutil.copy(REPORTS / "llamacpp-optimize-report.json", run / "report.json")
-    shutil.copy(REPORTS / "llamacpp-optimize-request.json", run / "request.json")
-    return tmp_path
 
 
 def _run(*args):

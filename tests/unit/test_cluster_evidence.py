@@ -64,3 +64,8 @@ def test_router_command_lines_come_from_their_own_flags():
         router_argv(SGLANG_ROUTER, ["http://x"], Policy.SESSION_HASH, 9000, 9001)
     with pytest.raises(ValueError, match="unknown router 'nginx'"):
         router_kind("nginx")
+    # The request's router names are the routers infopt knows how to start.
+    from infopt.cluster.routers import ROUTERS
+    from infopt.specs.cluster import ROUTER_NAMES
+
+    assert set(ROUTERS) == set(ROUTER_NAMES)

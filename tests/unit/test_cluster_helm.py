@@ -15,8 +15,7 @@ from infopt.cluster.helm import (
     stack_values,
 )
 from infopt.engines import llamacpp, vllm
-from infopt.engines.base import launch_for
-from infopt.engines.llamacpp import ServingTarget
+from infopt.engines.base import ServingTarget, launch_for
 from infopt.engines.render import container_args
 
 
