@@ -61,7 +61,10 @@ def finish_winner(request: OptimizeRequest, workload: Workload, tuned: EngineTun
     """The winner confirmed on the task sets against the reference's answers (the engine
     started once for them and the standard scenarios), its kernel path, the expose gate, and
     its gain against the control."""
-    decision = confirm_winner(tuned.history, WinnerContext(
+    # The defaults recommended: nothing to confirm against the reference, whose answers they
+    # are; the ladder's winner: confirmed, falling back through the incumbents before it.
+    chosen = [tuned.chosen] if tuned.chosen.role == "control" else tuned.history
+    decision = confirm_winner(chosen, WinnerContext(
         request=request, workload=workload, model=tuned.model, run_dir=run_dir,
         control=tuned.control, reference_key=tuned.ref_key, engine_version=tuned.version,
         model_digest=tuned.digest, tokenizer_path=tokenizer_path(tuned.model),
@@ -71,7 +74,8 @@ def finish_winner(request: OptimizeRequest, workload: Workload, tuned: EngineTun
     exposure, expose_answers = expose_winner(request, winner, tuned.model.file_bytes, run_dir)
     c_values, control_is_baseline = control_values(tuned.run)
     gain = control_gain(c_values, decision.chosen.values, workload.objective,
-                        seed=request.seed, control_is_baseline=control_is_baseline)
+                        seed=request.seed, control_is_baseline=control_is_baseline,
+                        decision=tuned.ladder.decision)
     control_fit = fit_of(tuned.model, hw, tuned.control, workload.target_concurrency)
     gain.recommendation = control_recommendation(gain, control_fit.context_tokens,
                                                  tuned.served_context_tokens)

@@ -18,7 +18,7 @@ from typing import Any
 from prefect import get_run_logger
 
 from flows.hub_weights import hub_variants
-from flows.ladder import Incumbent, LadderRun, run_climb, weight_approvals
+from flows.ladder import Incumbent, LadderRun, Progress, run_climb, weight_approvals
 from flows.weights import current_type, weight_variants
 from infopt.contract.remedies import contract_gaps
 from infopt.engines import adapter_for
@@ -48,6 +48,7 @@ from infopt.tuning.climb import ClimbPlan
 from infopt.tuning.control import (
     baseline_config,
     control_config,
+    control_ineligible,
     higher_is_better,
     serving_target,
     why_pruned,
@@ -76,6 +77,9 @@ class EngineTuning:
     run: LadderRun
     ladder: LadderOutcome
     history: list[Incumbent]
+    # What the run recommends of this engine: the ladder's winner, or the control when nothing
+    # beat it (infopt.tuning.final.recommend).
+    chosen: Incumbent
     applied: ContractRemedy | None = None
     first_gaps: list = field(default_factory=list)
     superseded: list[Trial] = field(default_factory=list)
@@ -155,7 +159,10 @@ def tune_engine(request: OptimizeRequest, engine: EngineName, model: ModelProfil
         why_pruned=lambda c: why_pruned(c, hw.engine_cpu_isa, fit),
         gaps=lambda t: contract_gaps(t.contract, adapter_for(t.config.engine).contract_remedies),
         approvals=weights.approvals, id_prefix=id_prefix, t_start=t_start,
-        log=get_run_logger())
+        log=get_run_logger(), window_requests=workload.traffic.measured_requests,
+        control_ineligible=lambda t: control_ineligible(t, fit, ctx.served_context_tokens,
+                                                        adapter.contract_remedies),
+        progress=Progress(run_dir.name, adapter.name.value))
     outcome, trials = run_climb(plan, ctx, lambda s: trial_key(s, workload, version, digest,
                                                               gate), fit,
                                 request.budgets.retries)
@@ -173,6 +180,7 @@ def tune_engine(request: OptimizeRequest, engine: EngineName, model: ModelProfil
         baseline=history[0].config,
         ref_key=ref_key if reference or adapter.token_scoring is None else None,
         quality_note=quality_note, run=run, ladder=ladder, history=history,
+        chosen=outcome.chosen or history[-1],
         applied=outcome.remedy, first_gaps=outcome.first_gaps,
         superseded=_superseded(before, trials), weight_notes=weights.notes,
         weight_answers=weights.answers, context_tokens=shape.context_tokens if shape else None)

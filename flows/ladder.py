@@ -10,18 +10,25 @@ candidates from the same loaded measurements and re-runs nothing that completed.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
+from uuid import UUID
+
+from prefect import get_run_logger
+from prefect.artifacts import create_progress_artifact, update_progress_artifact
 
 from infopt.specs.approval import GateAnswer
 from infopt.specs.fit import MemoryFit
+from infopt.specs.ladder import ClimbProgress
 from infopt.specs.results import Trial
 from infopt.specs.serving import AnyServingConfig
 from infopt.specs.trial import TrialSpec
 from infopt.tuning.climb import ClimbOutcome, ClimbPlan, Incumbent, climb, drive
-from tasks.trial import TrialContext, run_attempts
+from tasks.engine import EnginePool
+from tasks.trial import TrialContext, run_attempts, troubleshooting
 
-__all__ = ["Incumbent", "LadderRun", "control_values", "run_climb", "weight_approvals"]
+__all__ = ["Incumbent", "LadderRun", "Progress", "control_values", "run_climb",
+           "weight_approvals"]
 
 
 @dataclass
@@ -38,10 +45,48 @@ def run_climb(plan: ClimbPlan, ctx: TrialContext, key: Callable[[TrialSpec], str
               ) -> tuple[ClimbOutcome, list[Trial]]:
     """The climb, each yielded trial run as a task under its persistence key `key(spec)`;
     returns the outcome and every attempt, in order."""
-    def run(spec: TrialSpec) -> list[Trial]:
-        return run_attempts(spec, key(spec), fit(spec.config), ctx, retries)
+    # Paired windows alternate between engines kept up: the incumbent's and its candidate's on
+    # a CPU host; on a GPU host one at a time (each claims most of the GPU's memory).
+    pool = EnginePool(1 if ctx.hw.gpus else 2, troubleshooting(ctx))
+    pooled = replace(ctx, pool=pool)
 
-    return drive(climb(plan), run)
+    def run(spec: TrialSpec) -> list[Trial]:
+        return run_attempts(spec, key(spec), fit(spec.config), pooled, retries)
+
+    try:
+        outcome, trials = drive(climb(plan), run)
+    finally:
+        pool.close()
+    if isinstance(plan.progress, Progress):
+        plan.progress.finish(len(trials))
+    return outcome, trials
+
+
+class Progress:
+    """Where the climb is, on the console (the run's log) and in the Prefect UI (a progress
+    artifact whose description is the same line): trial k of the planned N, what it measures,
+    the time so far and an estimate of the time left, which grows when a close call earns
+    rounds."""
+
+    def __init__(self, run_id: str, engine: str) -> None:
+        self.run_id, self.engine = run_id, engine
+        self.artifact: UUID | None = None
+
+    def __call__(self, p: ClimbProgress) -> None:
+        line = f"{self.engine}: {p.line()}"
+        get_run_logger().info("progress: %s", line)
+        self._show(100.0 * (p.trial - 1) / max(1, p.planned), line)
+
+    def finish(self, trials: int) -> None:
+        self._show(100.0, f"{self.engine}: done, {trials} trials")
+
+    def _show(self, share: float, line: str) -> None:
+        text = f"run {self.run_id}, {line}"
+        if self.artifact is None:
+            self.artifact = create_progress_artifact(
+                progress=share, key=f"infopt-progress-{self.engine}".lower(), description=text)
+        else:
+            update_progress_artifact(self.artifact, progress=share, description=text)
 
 
 def control_values(run: LadderRun) -> tuple[list[float], bool]:

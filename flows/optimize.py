@@ -204,7 +204,7 @@ def _tune_all(request: OptimizeRequest, plans, hw, workload, run_dir: Path, t_st
             results.append(EngineResult(**base, failed=str(exc).splitlines()[0][:400]))
             continue
         c_values, _ = control_values(tn.run)
-        final = tn.history[-1]
+        final = tn.chosen
         tunings.append(tn)
         results.append(EngineResult(
             **base, engine_version=tn.version, control_median=lad_median(c_values),

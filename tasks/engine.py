@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -17,7 +18,7 @@ from infopt.specs.approval import ExposureGrant
 from infopt.specs.base import EngineStartError, PortTaken, ReadinessTimeout
 from infopt.specs.diagnosis import Diagnosis, Remedy
 from infopt.specs.results import RunningEngine
-from infopt.specs.serving import AnyServingConfig
+from infopt.specs.serving import AnyServingConfig, config_identity
 from infopt.troubleshoot.diagnose import contract_preserving_remedy, diagnose_file
 
 
@@ -139,3 +140,55 @@ def _remedied(config: AnyServingConfig, log: Path, weights_bytes: int, exc: Engi
         raise StartFailed(again, diagnose_start(
             str(retry_log), str(config.engine), ts.search, ts.github_url, ts.credentials_block,
             ts.token_to_url), fixed, remedy) from again
+
+
+class EnginePool:
+    """Engines kept up across trials, so paired windows alternate between running engines
+    instead of restarting them (a restart's own variance and minutes gone). At most `capacity`
+    engines are up at once: two on a CPU host whose free memory holds another engine (the
+    incumbent and its candidate), one on a GPU host, where each engine claims most of the GPU
+    memory (there, rounds alternate restarts). A configuration's engine is reused only while it
+    is alive; the least recently used is stopped to make room. `close` stops them all."""
+
+    def __init__(self, capacity: int, troubleshoot: Troubleshooting = Troubleshooting()):
+        self.capacity = max(1, capacity)
+        self.troubleshoot = troubleshoot
+        self._up: dict[str, tuple[Started, ExitStack]] = {}  # config key -> session, LRU order
+
+    @staticmethod
+    def _key(config: AnyServingConfig) -> str:
+        return json.dumps(config_identity(config), sort_keys=True)
+
+    @contextmanager
+    def session(self, config: AnyServingConfig, log_path: str | Path, weights_bytes: int,
+                fits_beside: bool = True) -> Iterator[Started]:
+        """The running engine of `config` (started when none is up); kept up afterwards unless
+        the caller `discard`s it. `fits_beside`: whether this host's free memory holds it next
+        to the engines already up (False: they are stopped first)."""
+        key = self._key(config)
+        held = self._up.pop(key, None)
+        if held is not None and process.exit_status(held[0].running.pid) is not None:
+            held[1].close()  # it died since: start it afresh
+            held = None
+        if held is None:
+            while self._up and (len(self._up) >= self.capacity or not fits_beside):
+                self._stop(next(iter(self._up)))
+            stack = ExitStack()
+            started = stack.enter_context(engine_session(
+                config, log_path, weights_bytes, troubleshoot=self.troubleshoot))
+            held = (started, stack)
+        self._up[key] = held  # most recently used last
+        yield held[0]
+
+    def discard(self, config: AnyServingConfig) -> None:
+        """Stop `config`'s engine (it died, hung or misbehaved: the next trial starts afresh)."""
+        if (key := self._key(config)) in self._up:
+            self._stop(key)
+
+    def _stop(self, key: str) -> None:
+        _, stack = self._up.pop(key)
+        stack.close()
+
+    def close(self) -> None:
+        while self._up:
+            self._stop(next(iter(self._up)))

@@ -8,10 +8,14 @@ its diagnosis: the run goes on.
 from __future__ import annotations
 
 import logging
+import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
+import psutil
 from prefect import get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 from prefect.exceptions import MissingContextError
@@ -33,11 +37,11 @@ from infopt.specs.results import RunningEngine, Trial
 from infopt.specs.trial import TrialRole, TrialSpec
 from infopt.specs.workload import Workload
 from infopt.troubleshoot.diagnose import diagnose_file
-from infopt.tuning.control import objective_value
+from infopt.tuning.control import objective_value, trial_measures
 from infopt.tuning.level_steps import mean_context
 from tasks.benchmark import benchmark
 from tasks.contract import contract_key, verify_contract
-from tasks.engine import StartFailed, Troubleshooting, engine_session
+from tasks.engine import EnginePool, Started, StartFailed, Troubleshooting, engine_session
 from tasks.fit import label_ceilings
 from tasks.quality import judge_quality, quality_key, verdict_origin
 
@@ -70,6 +74,9 @@ class TrialContext:
     # The context the run serves when shorter than the model's native one (the request's
     # min_context_tokens, infopt.tuning.start_shape); None: the native context.
     context_tokens: int | None = None
+    # Engines kept up between trials (flows/ladder.run_climb); None: each trial starts and
+    # stops its own.
+    pool: EnginePool | None = None
 
     @property
     def served_context_tokens(self) -> int:
@@ -194,13 +201,13 @@ def run_trial(spec: TrialSpec, key: str, fit: MemoryFit | None, ctx: TrialContex
     gpu_bytes: dict[int, int] | None = None
     try:
         weights = weights_profile(ctx.model, spec.config.model_path)
-        with engine_session(spec.config, log, weights.file_bytes,
-                            troubleshoot=troubleshooting(ctx)) as started:
+        with _session(spec, log, weights.file_bytes, fit, ctx) as started:
             running, config = started.running, started.config
             try:
                 checks, verdict, rejected = _gates(running, spec, config, ctx, key)
                 if rejected is None:
-                    bench = benchmark(running, config.served_model_name, ctx.workload,
+                    bench = benchmark(running, config.served_model_name,
+                                      spec.workload_for(ctx.workload),
                                       str(run_dir), key,
                                       max_input_tokens=ctx.served_context_tokens,
                                       tokenizer_path=ctx.tokenizer_path,
@@ -220,6 +227,8 @@ def run_trial(spec: TrialSpec, key: str, fit: MemoryFit | None, ctx: TrialContex
                       failed=f"{diag.category.value}: {diag.root_error[:300]}")
         write_trial(run_dir, key, trial)
         return trial
+    if ctx.pool is not None and (error is not None or died is not None or hung is not None):
+        ctx.pool.discard(config)  # the next trial of it starts afresh
     if error is not None and died is None:
         raise error
     common.update(config=config, diagnosis=started.diagnosis, remedy=started.remedy)
@@ -248,9 +257,51 @@ def run_trial(spec: TrialSpec, key: str, fit: MemoryFit | None, ctx: TrialContex
                               bench.validation_failures)[:300])
         else:
             trial = Trial(**common, objective_value=objective_value(bench),
-                          ceilings=ceilings)
+                          ceilings=ceilings, measures=trial_measures(bench))
     write_trial(run_dir, key, trial)
     return trial
+
+
+def _session(spec: TrialSpec, log: Path, weights_bytes: int, fit: MemoryFit | None,
+             ctx: TrialContext):
+    """The trial's engine: the pool's (kept up for the next round) or its own."""
+    if ctx.pool is None:
+        return engine_session(spec.config, log, weights_bytes, troubleshoot=troubleshooting(ctx))
+    return _own_log_slice(ctx.pool.session(spec.config, log, weights_bytes,
+                                           fits_beside=fits_beside(fit, weights_bytes)), log)
+
+
+@contextmanager
+def _own_log_slice(session, log: Path) -> Iterator[Started]:
+    """An engine kept up from an earlier trial writes to that trial's log: what it writes
+    during this trial is copied to this trial's engine.log, after a line naming the log it
+    started in, so every trial's folder holds its engine's lines."""
+    with session as started:
+        source = Path(started.running.log_path)
+        if source == log:  # started for this trial: its log is already here
+            yield started
+            return
+        offset = source.stat().st_size if source.exists() else 0
+        try:
+            yield started
+        finally:
+            log.parent.mkdir(parents=True, exist_ok=True)
+            with open(source, "rb") as src, open(log, "wb") as out:
+                out.write(f"# infopt: engine pid {started.running.pid} kept up from an earlier "
+                          f"trial; its start is in {source}; its lines during this trial "
+                          "follow\n".encode())
+                src.seek(offset)
+                shutil.copyfileobj(src, out)
+
+
+def fits_beside(fit: MemoryFit | None, weights_bytes: int) -> bool:
+    """Whether this host's free memory holds one more engine of this fit next to those up, with
+    half of it again to spare: its weights, the KV it allocates (capacity x bytes per token;
+    not the budget, which on a CPU host is the whole free RAM) and its runtime."""
+    need = (fit.weights_bytes_per_gpu + fit.runtime_overhead_bytes_per_gpu
+            + int(fit.kv_capacity_tokens * fit.kv_bytes_per_token_per_gpu)
+            ) if fit is not None else 2 * weights_bytes
+    return psutil.virtual_memory().available > 1.5 * need
 
 
 def logged_kv(running: RunningEngine, fit: MemoryFit | None) -> KvCheck | None:

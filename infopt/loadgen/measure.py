@@ -61,7 +61,9 @@ def measure(endpoint: Endpoint, spec: TrafficSpec, *, out_dir: Path | None,
         say(f"{spec.name}: WARNING {summary.clipped_inputs} measured prompt(s) drawn longer "
             f"than {max_input_tokens:,} tokens were cut to it; cap the length distribution "
             "(max_tokens) to measure exactly the workload asked for")
-    level = with_counted_drafts(with_monitors(summarize_level(records, conc, wall), phase),
+    closed = getattr(spec.arrival, "concurrency", None) is not None
+    level = with_counted_drafts(with_monitors(summarize_level(records, conc, wall, closed),
+                                              phase),
                                 drafts_before, drafts_after, read_accept_length(endpoint))
     if level.client_saturated and say is not None:
         say(f"{spec.name}: WARNING the load generator was the bottleneck: "

@@ -10,13 +10,18 @@ import numpy as np
 from infopt.analysis.stats import percentiles
 from infopt.loadgen.monitor import client_bound_reason
 from infopt.loadgen.runner import PhaseResult
+from infopt.loadgen.steady import steady_window
 from infopt.specs.results import LevelResult, RequestRecord
 
 Progress = Callable[[str], None]
 
 
-def summarize_level(records: list[RequestRecord], concurrency: int, wall_s: float) -> LevelResult:
+def summarize_level(records: list[RequestRecord], concurrency: int, wall_s: float,
+                    closed: bool = False) -> LevelResult:
+    """`closed`: a closed loop at `concurrency` workers, whose steady-state window is counted
+    beside the whole phase."""
     ok = [r for r in records if r.ok]
+    steady = steady_window(records, concurrency) if closed else None
     out_tokens = sum(r.output_tokens or 0 for r in ok)
     prompts = [r.prompt_tokens for r in ok if r.prompt_tokens is not None]
     tpots = [r.tpot_s for r in ok if r.tpot_s is not None]
@@ -44,6 +49,8 @@ def summarize_level(records: list[RequestRecord], concurrency: int, wall_s: floa
         draft_tokens_accepted_total=(sum(r.draft_tokens_accepted or 0 for r in drafted)
                                      if drafted else None),
         output_tokens_per_s=per_s(out_tokens),
+        steady_output_tokens_per_s=steady.output_tokens_per_s if steady else None,
+        steady_window_s=steady.duration_s if steady else None,
         total_tokens_per_s=per_s(out_tokens + sum(prompts)),
         requests_per_s=per_s(len(ok)),
     )

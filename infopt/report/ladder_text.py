@@ -15,6 +15,17 @@ def _num(v: float | None, fmt: str = ".4g") -> str:
 
 
 def _interval(c: CandidateResult) -> str:
+    """Candidate against its incumbent in paired rounds: the ratio's interval and what the
+    rounds could have detected; a screen alone: its one round's ratio."""
+    d = c.rounds
+    if d is not None:
+        o = d.objective
+        seen = "" if o.detectable is None else f"; could detect {o.detectable:.0%}"
+        return (f"{o.ratio - 1:+.1%} [{o.ratio_low - 1:+.1%}, {o.ratio_high - 1:+.1%}] "
+                f"({d.rounds} rounds{seen})")
+    if c.values and c.incumbent_values and c.incumbent_values[0] > 0:
+        return (f"{c.values[0] / c.incumbent_values[0] - 1:+.1%} (one round: a screen, "
+                "no interval)")
     cmp = c.comparison
     if cmp is None:
         return "—"
@@ -55,7 +66,7 @@ def _engine_lines(r: OptimizationReport, unit: str) -> list[str]:
 
 
 _HELD_BACK = {"gate": "rejected by a gate",
-              "undecided": "undecided by the quality gate (not accepted)",
+              "undecided": "undecided (not accepted)",
               "within noise": "within the noise",
               "failed": "failed", "pruned": "pruned", "not run": "not run"}
 
@@ -88,11 +99,15 @@ def _held_back(lad, unit: str) -> list[str]:
 
 
 def _steps(lad, winner_label: str, unit: str) -> list[str]:
-    lines = [f"Rule: {lad.rule}.", "",
-             f"Winner: **{winner_label}**; {lad.launches} trials (engine launches) in all"
-             + (f"; stopped early: {lad.stopped}" if lad.stopped else "") + ".", "",
+    noise = ([f"Noise: one paired round's spread at the start (sd of the log ratio) "
+              f"{lad.noise_sd_log:.3f}; {lad.window_why}.", ""]
+             if lad.noise_sd_log is not None and lad.window_why else [])
+    lines = [f"Rule: {lad.rule}.", "", *noise,
+             f"Ladder winner: **{winner_label}**; {lad.launches} trials (measurement windows) "
+             "in all" + (f"; stopped early: {lad.stopped}" if lad.stopped else "") + ".", "",
              f"| dimension | incumbent (median {unit}) | candidate | why tried | result | "
-             f"median {unit} | difference vs incumbent [95% interval] (trials) |",
+             f"median {unit} | candidate / incumbent, paired [interval] (rounds; the "
+             "difference they could detect) |",
              "|---|---|---|---|---|---|---|"]
     for s in lad.steps:
         inc = f"{s.incumbent} ({_num(statistics.median(s.incumbent_values) if s.incumbent_values else None)})"

@@ -23,6 +23,7 @@ from infopt.specs.results import (
     Trial,
 )
 from infopt.specs.workload import OBJECTIVE_UNIT, Objective
+from infopt.tuning.rounds import pretty_measure
 
 GIB = 2**30
 
@@ -73,17 +74,52 @@ def _control_lines(r: OptimizationReport) -> list[str]:
              f"- Winner: {r.winner_label} (trial `{r.winner_trial_id}`, its median)", ""]
     if g.control_median is None or g.winner_median is None:
         return lines + [f"No gain can be stated: {g.note}.", ""]
-    c = g.comparison
-    gain = f"{g.ratio:.2f}x" if g.ratio is not None else "—"
-    interval = ("" if c is None else f"; difference {c.diff:+.2f}, {c.ci:.0%} interval "
-                f"[{c.ci_low:+.2f}, {c.ci_high:+.2f}] ({c.interval}) over {c.n_b} winner vs "
-                f"{c.n_a} control trials")
     better = "higher" if g.higher_is_better else "lower"
-    lines += [f"**Winner {g.winner_median:.2f} vs control {g.control_median:.2f} {unit} "
-              f"(medians, measured; {better} is better): {gain}**{interval} → {g.note}.", ""]
+    d = g.decision
+    if d is not None:
+        lines += _decision_lines(g, d, unit, better)
+    else:
+        c = g.comparison
+        gain = f"{g.ratio:.2f}x" if g.ratio is not None else "—"
+        interval = ("" if c is None else f"; difference {c.diff:+.2f}, {c.ci:.0%} interval "
+                    f"[{c.ci_low:+.2f}, {c.ci_high:+.2f}] ({c.interval}) over {c.n_b} winner "
+                    f"vs {c.n_a} control trials")
+        lines += [f"**Winner {g.winner_median:.2f} vs control {g.control_median:.2f} {unit} "
+                  f"(medians, measured; {better} is better): {gain}**{interval} → {g.note}.",
+                  ""]
     if g.recommendation:
         lines += [f"**Recommendation:** {g.recommendation}.", ""]
     return lines
+
+
+def _decision_lines(g, d, unit: str, better: str) -> list[str]:
+    """The final paired comparison: what was recommended, the ratio with its interval, the
+    secondary measures, what the rounds could have detected, and the drift check."""
+    pick = ("the ladder's winner" if d.recommended == "winner" else
+            "**the engine's defaults** (the control)")
+    lines = [f"**Recommended: {pick}.** {d.why}.", ""]
+    r = d.reconfirmed or d.rounds
+    if r is None:
+        return lines
+    o = r.objective
+    lines += [f"Winner {o.b_median:.2f} vs control {o.a_median:.2f} {unit} (medians of "
+              f"{r.rounds} paired rounds, measured; {better} is better): **{o.ratio:.2f}x** "
+              f"(geometric mean of the per-round ratios), interval [{o.ratio_low:.2f}x, "
+              f"{o.ratio_high:.2f}x] at {o.confidence:.2%} per look"
+              + ("" if o.detectable is None else
+                 f"; these rounds could have detected a difference of {o.detectable:.0%}")
+              + ".", ""]
+    for s in r.secondary:
+        lines.append(f"- {pretty_measure(s.measure)}: control {s.a_median:.4g}, winner {s.b_median:.4g}, "
+                     f"ratio {s.ratio:.2f}x [{s.ratio_low:.2f}x, {s.ratio_high:.2f}x] "
+                     f"({'higher' if s.higher_is_better else 'lower'} is better; {s.verdict})")
+    if d.control_ineligible:
+        lines.append(f"- The defaults fail a hard requirement: {d.control_ineligible}.")
+    if d.drift is not None:
+        lines.append(f"- Drift: {d.drift.why}" + (
+            "; the comparison above was made afresh after it was seen" if d.reconfirmed
+            else "") + ".")
+    return lines + [""]
 
 
 def _checks(validation_passed: bool | None, lv: LevelResult) -> str:

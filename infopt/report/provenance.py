@@ -77,6 +77,7 @@ RULES: tuple[tuple[str, K, str], ...] = (
      "line)"),
     ("trials[].changes[].**", K.CONFIGURED, "trial {trial_id}'s knob against the control"),
     ("trials[].repeat", K.CONFIGURED, "the repeat number of trial {trial_id}"),
+    ("trials[].measures.*", K.MEASURED, "trial {trial_id}'s target scenario (its records)"),
     # -- statistics over trials -------------------------------------------------------------
     ("ladder.steps[].candidates[].candidate.**", K.CONFIGURED, "the value the ladder's rule "
      "derived for this candidate (its `why`)"),
@@ -85,6 +86,16 @@ RULES: tuple[tuple[str, K, str], ...] = (
     ("ladder.steps[].candidates[].**", K.MEASURED, "trials {trial_ids}: " + _BOOT),
     ("ladder.steps[].incumbent_values[]", K.MEASURED, "the incumbent's trial objectives"),
     ("ladder.launches", K.MEASURED, "engine launches counted over the run's trials"),
+    ("ladder.noise_sd_log", K.MEASURED, "the spread of log(baseline / control) over the "
+     "start's paired rounds (infopt.tuning.climb)"),
+    ("ladder.window_requests", K.CONFIGURED, "sized from the measured noise to the request's "
+     "budgets.window_rel_noise (ladder.window_why)"),
+    ("ladder.decision.drift.confidence", K.CONFIGURED, "the drift check's level "
+     "(infopt.tuning.final)"),
+    ("ladder.decision.drift.**", K.MEASURED, "the control's windows at the start and at the "
+     "end of the run (infopt.tuning.final.drift_check)"),
+    ("ladder.decision.**", K.MEASURED, "the paired rounds of the ladder's winner and the "
+     "control at the end of the run (infopt.tuning.rounds)"),
     ("engines.results[].ladder.steps[].candidates[].candidate.**", K.CONFIGURED, "the value "
      "the comparator's ladder derived"),
     ("engines.results[].ladder.steps[].candidates[].**", K.MEASURED, "trials {trial_ids}: "

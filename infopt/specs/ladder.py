@@ -12,6 +12,7 @@ from pydantic import Field
 from .base import Spec
 from .comparison import Comparison
 from .fit import LayoutFamily
+from .paired import FinalDecision, RoundsDecision
 from .serving import KnobValue
 
 
@@ -69,7 +70,13 @@ class CandidateResult(Spec):
     trial_ids: list[str] = Field(default_factory=list)
     values: list[float] = Field(default_factory=list)  # the objective, one per measured trial
     median: float | None = None
-    comparison: Comparison | None = None  # incumbent (a) vs candidate (b), when confirmed
+    comparison: Comparison | None = None  # incumbent (a) vs candidate (b), unpaired (legacy)
+    # The paired rounds' decision (incumbent a, candidate b), when it was confirmed, and the
+    # incumbent's windows paired with `values`.
+    rounds: RoundsDecision | None = None
+    incumbent_values: list[float] = Field(default_factory=list)
+    # Rounds set aside as outliers of the log ratio (infopt.tuning.pairs), "ids: values".
+    set_aside: list[str] = Field(default_factory=list)
 
 
 class LadderStep(Spec):
@@ -93,7 +100,13 @@ class LadderOutcome(Spec):
     accepted: list[str]  # labels, in the order they were carried forward
     winner_label: str  # "baseline" or "baseline + a + b"
     stopped: str | None = None  # a budget or stop rule that ended the ladder early
-    launches: int  # engine starts the ladder made (resumed trials count as made)
+    launches: int  # trials the ladder made (resumed trials count as made)
+    # The noise one paired round carried at the start (sd of log(baseline/control)), and the
+    # measured requests per window it sized (None: the workload's own count).
+    noise_sd_log: float | None = None
+    window_requests: int | None = None
+    window_why: str | None = None
+    decision: FinalDecision | None = None  # the winner against the control, and the pick
 
 
 class ParetoPoint(Spec):
@@ -152,3 +165,22 @@ class EngineChoice(Spec):
     chosen: str
     comparison: Comparison | None = None  # routed winner (a) vs comparator winner (b)
     reason: str
+
+
+class ClimbProgress(Spec):
+    """Where a run is, for a person following it: the trial about to start (1-based) of the
+    planned total (trials made + an estimate of those left, which grows when a close call
+    earns rounds), what it measures, and the time so far and left (an estimate from the mean
+    trial time so far)."""
+
+    trial: int
+    planned: int
+    phase: str  # "start", a dimension (and layout family), or "decision"
+    label: str  # the configuration the trial measures
+    elapsed_s: float
+    eta_s: float | None  # None before the first trial ended
+
+    def line(self) -> str:
+        eta = "?" if self.eta_s is None else f"~{self.eta_s / 60:.1f} min"
+        return (f"trial {self.trial} of ~{self.planned} [{self.phase}] {self.label}: "
+                f"{self.elapsed_s / 60:.1f} min so far, {eta} left (estimate)")

@@ -76,13 +76,32 @@ GgufType = Literal["F16", "BF16", "Q8_0", "Q6_K", "Q5_K_M", "Q4_K_M", "Q4_0", "Q
 
 
 class Budgets(Spec):
-    repeats: int = Field(3, ge=1, le=20, description="fresh engine starts per candidate")
+    # Paired rounds (incumbent and candidate back to back) before a comparison may decide, and
+    # the most a close call may earn (infopt.tuning.rounds); the control and the baseline are
+    # measured `repeats` rounds at the start.
+    repeats: int = Field(3, ge=1, le=20, description="paired rounds before a verdict (1: "
+                         "a look only, nothing can be decided)")
+    max_rounds: int = Field(8, ge=2, le=40, description="the most paired rounds a comparison "
+                                                        "may add until it is decided")
+    # The measurement window after the start: its requests scaled so that one window's
+    # relative noise (measured on the control and baseline) comes to this, at most
+    # `max_window_scale` times the workload's own count (the run's time is the limit).
+    window_rel_noise: float = Field(0.05, gt=0, le=1)
+    max_window_scale: float = Field(4.0, ge=1, le=32)
     max_trials: int | None = Field(None, ge=1, le=500, description="stop planning past this")
     max_wall_s: float | None = Field(None, gt=0, le=7 * 86400,
                                      description="no new trial starts after this, s")
-    # A change must beat the incumbent by this fraction beyond the noise (0: any gain that
-    # clears the bootstrap interval); screening uses the same margin.
+    # A change must beat the incumbent by this fraction beyond the noise (0: any gain whose
+    # paired interval excludes none); screening uses the same margin.
     min_gain: float = Field(0.0, ge=0, le=1)
+
+    @model_validator(mode="after")
+    def _rounds_order(self) -> Budgets:
+        if self.max_rounds < self.repeats:
+            raise ValueError(f"budgets.max_rounds ({self.max_rounds}) is below budgets.repeats "
+                             f"({self.repeats}): a comparison needs at least `repeats` rounds; "
+                             "raise max_rounds or lower repeats")
+        return self
     # A trial whose engine was killed by a signal mid-trial is a fault of the machine, not of
     # the configuration: it is started afresh (each attempt kept as evidence) this many times.
     retries: int = Field(2, ge=0, le=10, description="fresh starts after an engine is killed "

@@ -19,6 +19,7 @@ from .fit import CeilingRatio, KvCheck, MemoryFit
 from .hardware import HardwareInventory
 from .ladder import CeilingPick, EngineChoice, LadderOutcome, ParetoPoint
 from .model import ModelProfile
+from .paired import FinalDecision, MeasureName
 from .quality import QualityVerdict, TaskSetOutcome
 from .serving import ServingConfig
 from .trial import KnobChange, TrialDimension, TrialRole
@@ -143,6 +144,11 @@ class LevelResult(Spec):
     # verification steps), where the engine reports it; None: not reported.
     spec_accept_length: float | None = None
     output_tokens_per_s: float  # aggregate over the measured phase's wall time
+    # The same inside the steady-state window of a closed loop (the target concurrency held;
+    # ramp and drain left out: infopt.loadgen.steady); None: no such window (an open loop, a
+    # failed request, fewer requests than workers). The throughput objective reads it.
+    steady_output_tokens_per_s: float | None = None
+    steady_window_s: float | None = None
     total_tokens_per_s: float = 0.0  # (prompt + output tokens) / wall time
     requests_per_s: float
     # Is the client the bottleneck? Its event-loop lag and its loop thread's CPU share of a core
@@ -278,6 +284,9 @@ class Trial(Spec):
     remedy: Remedy | None = None  # the contract-preserving change applied after diagnosis
     ceilings: list[CeilingRatio] = Field(default_factory=list)  # measured / ceiling per level
     approvals: list[GateAnswer] = Field(default_factory=list)  # the gates this trial needed
+    # What it measured at the target level beside the objective (units in the names): the
+    # secondary measures that order configurations tied on the objective.
+    measures: dict[MeasureName, float] = Field(default_factory=dict)
 
 
 class ControlGain(Spec):
@@ -294,6 +303,9 @@ class ControlGain(Spec):
     note: str
     # What to run when the defaults beat the winner beyond the noise (None: they did not).
     recommendation: str | None = None
+    # The paired comparison of the ladder's winner with the control at the end of the run, the
+    # drift check, and what the run recommends (the winner or the defaults) and why.
+    decision: FinalDecision | None = None
 
 
 class DeploymentRendering(Spec):

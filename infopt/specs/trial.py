@@ -43,9 +43,10 @@ class KnobChange(Spec):
 
 
 # What a trial's value belongs to: a ladder dimension, a black-box search's point
-# (infopt.tuning.blackbox) or the re-measurement of an accepted run's pick (flows/remeasure);
-# None for the control and the baseline.
-TrialDimension = Dimension | Literal["search", "reoptimize"]
+# (infopt.tuning.blackbox), the re-measurement of an accepted run's pick (flows/remeasure) or
+# the final paired comparison of the winner with the control ("decision"); None for the
+# control and the baseline.
+TrialDimension = Dimension | Literal["search", "reoptimize", "decision"]
 
 
 class TrialSpec(Spec):
@@ -63,6 +64,19 @@ class TrialSpec(Spec):
     # judges the candidate paired against it (same prompts, same positions). None for the
     # control and the baseline, which are judged against the reference directly.
     incumbent: ServingConfig | None = None
+    # The measurement window: the target scenario's measured requests (None: the workload's
+    # own), sized by the climb from the noise measured at the start of the run.
+    measured_requests: int | None = Field(None, ge=1)
+
+    def workload_for(self, workload: Workload) -> Workload:
+        """What this trial measures: the run's workload with this round's prompts (its seed
+        added to the workload's, so an engine kept up between rounds never meets a prompt it
+        has cached) and this window's measured requests."""
+        t = workload.traffic
+        update: dict[str, Any] = {"seed": t.seed + self.seed}
+        if self.measured_requests is not None:
+            update["measured_requests"] = self.measured_requests
+        return workload.model_copy(update={"traffic": t.model_copy(update=update)})
 
 
 def changes_from(control: AnyServingConfig, config: AnyServingConfig) -> list[KnobChange]:
@@ -106,6 +120,8 @@ def trial_key(spec: TrialSpec, workload: Workload, engine_version: str,
     payload = {"config": config, "workload": workload.model_dump(mode="json"),
                "engine_version": engine_version, "model": model_digest, "seed": spec.seed,
                "repeat": spec.repeat, "contract": spec.with_contract, "gate": gate}
+    if spec.measured_requests is not None:
+        payload["measured_requests"] = spec.measured_requests
     if spec.incumbent is not None:  # the quality verdict is paired against it
         payload["incumbent"] = config_identity(spec.incumbent)
     return f"{spec.trial_id}-{content_key(payload)}"

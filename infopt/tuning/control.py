@@ -8,13 +8,15 @@ from collections.abc import Callable
 
 from infopt.analysis.compare import bootstrap_diff
 from infopt.analysis.stats import median_and_spread
+from infopt.contract.remedies import contract_gaps
 from infopt.engines import adapter_for
 from infopt.engines.base import ServingTarget
 from infopt.engines.support import unsupported_config
 from infopt.specs.fit import MemoryFit
 from infopt.specs.hardware import HardwareInventory
 from infopt.specs.model import ModelProfile
-from infopt.specs.results import BenchmarkResult, ControlGain
+from infopt.specs.paired import FinalDecision, MeasureName
+from infopt.specs.results import BenchmarkResult, ControlGain, Trial
 from infopt.specs.serving import AnyServingConfig, EngineName
 from infopt.specs.workload import HIGHER_IS_BETTER, Objective
 
@@ -64,17 +66,49 @@ def why_pruned(config: AnyServingConfig, cpu_isa: list[str] | None,
     return None
 
 
+def control_ineligible(control: Trial, fit: Callable[[AnyServingConfig], MemoryFit],
+                       served_context_tokens: int, remedies) -> str | None:
+    """The hard requirement the engine's defaults fail, from their first trial: no
+    measurement, a required API feature missing, the quality gate, or less context per
+    sequence than the run serves (llama.cpp's auto slots share one context); None: eligible."""
+    if control.objective_value is None:
+        return f"they did not measure ({control.failed or 'no value'})"
+    if broken := [g.feature for g in contract_gaps(control.contract, remedies) if g.required]:
+        return "they lack required API features: " + ", ".join(broken)
+    if control.quality is not None and not control.quality.passed:
+        return f"the quality gate: {control.quality.summary}"
+    context = fit(control.config).context_tokens
+    if context is not None and context < served_context_tokens:
+        return (f"they give each sequence {context:,} context tokens of the "
+                f"{served_context_tokens:,} the run serves (the full native context)")
+    return None
+
+
 def objective_value(bench: BenchmarkResult) -> float | None:
     """The workload's objective, read from its target scenario (docs/metrics.md)."""
     w = bench.workload
     s = bench.scenario(w.target_scenario)
-    if w.objective is Objective.THROUGHPUT:
-        return s.level.output_tokens_per_s
+    if w.objective is Objective.THROUGHPUT:  # the steady state where the loop held its load
+        lv = s.level
+        return lv.steady_output_tokens_per_s or lv.output_tokens_per_s
     if w.objective is Objective.GOODPUT:
         return s.goodput_requests_per_s
     # TPOT, not ITL: a speculative draft's tokens arrive in bursts (docs/metrics.md).
     tpot = s.level.tpot_s.p50 if s.level.tpot_s is not None else None
     return tpot if tpot is not None else s.level.itl_s.p50
+
+
+def trial_measures(bench: BenchmarkResult) -> dict[MeasureName, float]:
+    """The target scenario's measures beside the objective, for ordering ties
+    (infopt.tuning.rounds.SECONDARY); a measure the trial did not produce is left out."""
+    s = bench.scenario(bench.workload.target_scenario)
+    lv = s.level
+    out: dict[MeasureName, float | None] = {
+        "output_tokens_per_s": lv.steady_output_tokens_per_s or lv.output_tokens_per_s,
+        "ttft_p50_s": lv.ttft_s.p50, "itl_p50_s": lv.itl_s.p50,
+        "tpot_p50_s": lv.tpot_s.p50 if lv.tpot_s is not None else None,
+        "goodput_requests_per_s": s.goodput_requests_per_s}
+    return {k: v for k, v in out.items() if v is not None and v > 0}
 
 
 def higher_is_better(objective: Objective) -> bool:
@@ -87,7 +121,13 @@ def control_recommendation(gain: ControlGain, control_context_tokens: int | None
     Candidates are held to the full native context per sequence; defaults that give each
     sequence less (llama.cpp's auto slots share one context) buy their speed with it, so the
     choice depends on the longest request the clients send, which only the user knows."""
-    if gain.comparison is None or gain.comparison.verdict != "a_better":
+    d = gain.decision
+    if d is not None and d.recommended == "control":
+        return f"run the engine's defaults: {d.why}"
+    last = (d.reconfirmed or d.rounds) if d is not None else None
+    faster = (last.state == "worse" if last is not None else
+              gain.comparison is not None and gain.comparison.verdict == "a_better")
+    if not faster:
         return None
     if control_context_tokens is not None and control_context_tokens < native_context_tokens:
         return (f"the engine's defaults were faster, but give each sequence only "
@@ -100,10 +140,20 @@ def control_recommendation(gain: ControlGain, control_context_tokens: int | None
 
 
 def control_gain(control: list[float], winner: list[float], objective: Objective, *,
-                 seed: int = 0, control_is_baseline: bool = False) -> ControlGain:
-    """The winner's repeated trials against the control's (the engine's defaults). When the run
-    had no separate control trials, the defaults were the baseline: its trials stand in."""
+                 seed: int = 0, control_is_baseline: bool = False,
+                 decision: FinalDecision | None = None) -> ControlGain:
+    """The winner against the control (the engine's defaults). With the run's final paired
+    comparison (`decision`), its medians, ratio and verdict are the gain; without one, the
+    trials of each side are compared unpaired. When the run had no separate control trials,
+    the defaults were the baseline: its trials stand in."""
     higher = higher_is_better(objective)
+    rounds = decision.reconfirmed or decision.rounds if decision is not None else None
+    if decision is not None and rounds is not None:
+        o = rounds.objective
+        return ControlGain(objective=objective.value, higher_is_better=higher,
+                           control_median=o.a_median, winner_median=o.b_median, ratio=o.ratio,
+                           comparison=None, control_is_baseline=control_is_baseline,
+                           note=decision.why, decision=decision)
     c_med, _ = median_and_spread(control)
     w_med, _ = median_and_spread(winner)
     comparison, note = None, ""
@@ -116,9 +166,10 @@ def control_gain(control: list[float], winner: list[float], objective: Objective
     else:
         note = (f"{len(control)} control and {len(winner)} winner measurement(s): at least 2 "
                 "each are needed for an interval")
+    if decision is not None:
+        note = f"{note}; {decision.why}"
     return ControlGain(objective=objective.value, higher_is_better=higher,
                        control_median=c_med, winner_median=w_med,
                        ratio=w_med / c_med if c_med and w_med is not None else None,
                        comparison=comparison, control_is_baseline=control_is_baseline,
-                       note=note)
-
+                       note=note, decision=decision)

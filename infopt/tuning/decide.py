@@ -1,7 +1,7 @@
 """The ladder's decisions, pure and free of engine imports so the climb (infopt.tuning.climb)
-replays without them: the candidates a rule derives that change the incumbent, whether a
-screening measurement earns a confirmation, whether a confirmed candidate beats the incumbent
-beyond the noise, and when an ordered series stops climbing. Objective values are in the
+replays without them: the candidates a rule derives that change the incumbent, when an ordered
+series stops climbing, and the unpaired judgement of two engines' winners (engine_choice; the
+ladder's paired verdicts are infopt.tuning.rounds'). Objective values are in the
 workload objective's own unit (tokens/s, requests/s or seconds)."""
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from infopt.specs.serving import AnyServingConfig, knob_value, with_knobs
 
 if TYPE_CHECKING:  # the rules are the adapters' data, passed in: never imported here
     from infopt.engines.ladder import DimensionRule, LadderFacts
+    from infopt.tuning.rounds import RoundsPolicy
 
 # Confirmations a step may spend after screening: the best two promising candidates.
 CONFIRMATIONS_PER_STEP = 2
@@ -47,17 +48,6 @@ def better(a: float, b: float, higher: bool) -> bool:
     return a > b if higher else a < b
 
 
-def promising(incumbent: list[float], screen: float, higher: bool, min_gain: float) -> bool:
-    """Worth confirming: the one screening value beats the incumbent's worst repeat by the
-    request's margin. Not its median: one run of a better candidate can land low, and a
-    screen compared with the median would drop it on noise; confirmation settles it."""
-    if not incumbent:
-        return True
-    worst = min(incumbent) if higher else max(incumbent)
-    margin = abs(worst) * min_gain
-    return better(screen, worst + (margin if higher else -margin), higher)
-
-
 def series_stops(previous: float | None, screen: float, higher: bool) -> bool:
     """An ordered series (slots 2, 4, 8) stops climbing at the first value that measures no
     better than the value before it."""
@@ -86,12 +76,12 @@ def median(values: list[float]) -> float | None:
     return median_and_spread(values)[0]
 
 
-def rule_text(objective: str, higher: bool, min_gain: float, repeats: int) -> str:
+def rule_text(objective: str, higher: bool, min_gain: float, policy: RoundsPolicy) -> str:
     return (f"one dimension at a time in the specification's order; each candidate screened "
-            f"with one trial, the promising ones (better than the incumbent's worst repeat) "
-            f"confirmed with {repeats} trials; accepted only if the interval of its "
-            f"difference from the incumbent (percentile bootstrap; below 10 trials a side, "
-            f"widened to Welch's t, which the bootstrap undercovers there) excludes zero "
-            f"({'higher' if higher else 'lower'} "
+            f"with one paired round against the incumbent, the promising ones confirmed with "
+            f"{policy.text()}; accepted on a gain ({'higher' if higher else 'lower'} "
             f"{objective} is better" + (f", margin {min_gain:.0%}" if min_gain else "")
-            + ") and every gate passed; the accepted change carries into the next dimension")
+            + ") or a tie won on the secondary measures, every gate passed; the accepted "
+            "change carries into the next dimension; the winner is then compared with the "
+            "engine's defaults the same way, and the defaults are recommended unless beaten "
+            "or unfit for a hard requirement")

@@ -1,12 +1,10 @@
 """The ladder's rules, pure so they are unit-tested without engines: which rule each dimension
 uses, the facts the rules derive candidates from, and the choice between the routed engine's
-winner and its comparator's. The per-trial decisions (screen, confirm, series stops) are in
-infopt.tuning.decide, and the search that applies them is infopt.tuning.climb (driven by
+winner and its comparator's. The search that applies them is infopt.tuning.climb (driven by
 flows/ladder.py): each dimension in the specification's order derives candidates from the
-incumbent; each is screened with one trial (every gate applies); the promising ones, best
-first, are confirmed with the request's repeats against the incumbent's, and the first accepted
-carries forward. A change is accepted only when the bootstrap interval of its difference from
-the incumbent clears the noise (and the request's margin)."""
+incumbent; each is screened with one paired round (every gate applies); the promising ones, best
+first, are confirmed with paired rounds until decided (infopt.tuning.rounds), and the first
+accepted carries forward."""
 
 from __future__ import annotations
 
@@ -44,7 +42,6 @@ from infopt.tuning.decide import (  # noqa: F401
     derive,
     judge,
     median,
-    promising,
     rule_text,
     series_stops,
 )

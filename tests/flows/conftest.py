@@ -36,7 +36,10 @@ def optimized_run(prefect_api, tmp_path_factory):
         request = OptimizeRequest(
             model=ModelTarget(path=str(gguf), hub_id="HuggingFaceTB/SmolLM2-135M-Instruct",
                               hub_endpoint=hub.endpoint),
-            workload=wl.traffic, objective=wl.objective, budgets=Budgets(repeats=2),
+            workload=wl.traffic, objective=wl.objective,
+            # Two paired rounds per comparison and the workload's own window: the flow's
+            # plumbing, not its statistics (those are replayed in tests/unit/test_climb_*).
+            budgets=Budgets(repeats=2, max_rounds=2, max_window_scale=1.0),
             scenarios=["short"], scenario_requests=2, quality_task_items=2,
             # A short ladder: KV precision and the running-request cap (the other dimensions
             # are recorded as not asked for; tests/flows/test_gated_flow.py climbs weights).

@@ -32,7 +32,8 @@ def test_a_draft_model_and_ngrams_are_climbed_by_draft_length(prefect_api, tmp_p
                       cooldown_s=0.5)
     request = OptimizeRequest(
         model=ModelTarget(path=str(q8), draft_models=[str(paths.gguf)]), engines=["llamacpp"],
-        workload=wl.traffic, objective=wl.objective, budgets=Budgets(repeats=2),
+        workload=wl.traffic, objective=wl.objective, budgets=Budgets(repeats=2, max_rounds=2,
+                                                                        max_window_scale=1.0),
         scenarios=[], quality_task_items=0, quality_max_prompts=8,
         dimensions=["speculative"], github_search=False)
     report = optimize(request=request, runs_dir=str(tmp_path / "runs"))

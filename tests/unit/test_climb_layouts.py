@@ -73,6 +73,9 @@ def test_families_are_climbed_in_order_each_from_the_best_so_far():
     # The winner runs 4 replicas of TP=1: the TP=4 it came from is reset, not multiplied.
     winner = outcome.history[-1].config
     assert (winner.tensor_parallel_size or 1, winner.data_parallel_size) == (1, 4)
+    # The defaults are the baseline here (vLLM): the winner is compared with them and wins.
+    assert outcome.ladder.decision.recommended == "winner"
+    assert outcome.ladder.decision.rounds.state == "gain"
 
 
 def test_a_moe_model_gets_its_expert_parallel_family_last():
