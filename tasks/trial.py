@@ -274,8 +274,9 @@ def _session(spec: TrialSpec, log: Path, weights_bytes: int, fit: MemoryFit | No
 @contextmanager
 def _own_log_slice(session, log: Path) -> Iterator[Started]:
     """An engine kept up from an earlier trial writes to that trial's log: what it writes
-    during this trial is copied to this trial's engine.log, after a line naming the log it
-    started in, so every trial's folder holds its engine's lines."""
+    during this trial is copied to this trial's engine.log, after the engine's first lines (its
+    command and banner: a simulated engine says so there), so every trial's folder holds its
+    engine's lines."""
     with session as started:
         source = Path(started.running.log_path)
         if source == log:  # started for this trial: its log is already here
@@ -287,11 +288,15 @@ def _own_log_slice(session, log: Path) -> Iterator[Started]:
         finally:
             log.parent.mkdir(parents=True, exist_ok=True)
             with open(source, "rb") as src, open(log, "wb") as out:
+                head = b"".join(src.readline() for _ in range(SLICE_HEAD_LINES))
                 out.write(f"# infopt: engine pid {started.running.pid} kept up from an earlier "
-                          f"trial; its start is in {source}; its lines during this trial "
-                          "follow\n".encode())
+                          f"trial (its whole log: {source}); its first lines:\n".encode())
+                out.write(head + b"# infopt: its lines during this trial:\n")
                 src.seek(offset)
                 shutil.copyfileobj(src, out)
+
+
+SLICE_HEAD_LINES = 3  # the command line and the engine's first lines of its own (its banner)
 
 
 def fits_beside(fit: MemoryFit | None, weights_bytes: int) -> bool:

@@ -14,9 +14,10 @@ def _num(v: float | None, fmt: str = ".4g") -> str:
     return "—" if v is None else format(v, fmt)
 
 
-def _interval(c: CandidateResult) -> str:
+def _interval(c: CandidateResult, drops_below: float | None = None) -> str:
     """Candidate against its incumbent in paired rounds: the ratio's interval and what the
-    rounds could have detected; a screen alone: its one round's ratio."""
+    rounds could have detected; a screen alone: its one round's ratio and the ratio below which
+    a screen drops a candidate (infopt.tuning.rounds.promising)."""
     d = c.rounds
     if d is not None:
         o = d.objective
@@ -24,8 +25,10 @@ def _interval(c: CandidateResult) -> str:
         return (f"{o.ratio - 1:+.1%} [{o.ratio_low - 1:+.1%}, {o.ratio_high - 1:+.1%}] "
                 f"({d.rounds} rounds{seen})")
     if c.values and c.incumbent_values and c.incumbent_values[0] > 0:
+        slack = ("" if drops_below is None else
+                 f"; a screen drops only what measures below {drops_below:+.1%}")
         return (f"{c.values[0] / c.incumbent_values[0] - 1:+.1%} (one round: a screen, "
-                "no interval)")
+                f"no interval{slack})")
     cmp = c.comparison
     if cmp is None:
         return "—"
@@ -120,7 +123,7 @@ def _steps(lad, winner_label: str, unit: str) -> list[str]:
                 f": {c.reason}" if c.reason and c.status != "accepted" else "")
             lines.append(f"| {_dim(s)} | {inc} | `{c.candidate.label}` | "
                          f"{c.candidate.why} | {status[:300]} | {_num(c.median)} | "
-                         f"{_interval(c)} |")
+                         f"{_interval(c, lad.screen_drops_below)} |")
         if s.accepted:
             lines.append(f"| {_dim(s)} | | | quality re-check of `{s.accepted}` | "
                          f"{s.quality_recheck} | | |")

@@ -88,6 +88,8 @@ RULES: tuple[tuple[str, K, str], ...] = (
     ("ladder.launches", K.MEASURED, "engine launches counted over the run's trials"),
     ("ladder.noise_sd_log", K.MEASURED, "the spread of log(baseline / control) over the "
      "start's paired rounds (infopt.tuning.climb)"),
+    ("ladder.screen_drops_below", K.ESTIMATED, "the screen's threshold from the start's noise "
+     "and budgets.min_gain (infopt.tuning.rounds.screen_threshold)"),
     ("ladder.window_requests", K.CONFIGURED, "sized from the measured noise to the request's "
      "budgets.window_rel_noise (ladder.window_why)"),
     ("ladder.decision.drift.confidence", K.CONFIGURED, "the drift check's level "

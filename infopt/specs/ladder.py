@@ -106,6 +106,9 @@ class LadderOutcome(Spec):
     noise_sd_log: float | None = None
     window_requests: int | None = None
     window_why: str | None = None
+    # A screen's one-round ratio below which a candidate is not confirmed (ratio - 1; from the
+    # noise and min_gain: infopt.tuning.rounds.promising); None: the noise was not measured.
+    screen_drops_below: float | None = None
     decision: FinalDecision | None = None  # the winner against the control, and the pick
 
 

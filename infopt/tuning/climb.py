@@ -201,7 +201,7 @@ class _Climber:
         base, control = start
         ladder, history = yield from self._climb(base, p.facts(base.trials[0]))
         decision, chosen = yield from self._decide(history[-1], control)
-        ladder.decision = decision
+        ladder.decision, ladder.launches = decision, self.launches  # the decision's included
         return ClimbOutcome(ladder=ladder, history=history, pruned=self.pruned,
                             launches=self.launches, remedy=remedy, first_gaps=first_gaps,
                             replanned_after=replanned_after, chosen=chosen)
@@ -306,7 +306,8 @@ class _Climber:
             rule=decide.rule_text(p.objective, p.higher, b.min_gain, self.policy),
             steps=steps, accepted=inc.chain, winner_label=inc.winner_label,
             stopped=self.stopped, launches=self.launches, noise_sd_log=self.noise,
-            window_requests=self.window, window_why=self.window_why), history
+            window_requests=self.window, window_why=self.window_why,
+            screen_drops_below=rounds.screen_threshold(self.policy, self.noise)), history
 
     def _future(self, dims: list, inc: Incumbent, facts: LadderFacts) -> int:
         """An estimate of the windows the dimensions after this one will take: a screen round

@@ -205,6 +205,14 @@ def promising(a1: float, b1: float, a_sec: dict[str, float], b_sec: dict[str, fl
     return False
 
 
+def screen_threshold(policy: RoundsPolicy, noise_sd_log: float | None) -> float | None:
+    """The one-round ratio (minus 1, on the better scale) below which `promising` drops a
+    candidate on the objective alone; None before the noise is measured."""
+    if noise_sd_log is None:
+        return None
+    return math.expm1(math.log1p(policy.min_gain) - SCREEN_SLACK_SD * noise_sd_log)
+
+
 def _better_log(a: float, b: float, higher: bool) -> float:
     if a <= 0 or b <= 0:
         return -math.inf

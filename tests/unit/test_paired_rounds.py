@@ -179,3 +179,11 @@ def test_one_disturbed_round_is_set_aside_and_only_one_in_four():
     assert outlier_round([0.17, 0.16, 0.64]) is None  # too few to tell
     # Rounds that agree to within the 1% floor set nothing aside.
     assert outlier_round([0.100, 0.100, 0.100, 0.104]) is None
+
+
+def test_the_screen_threshold_is_the_one_the_screen_applies():
+    t = rounds.screen_threshold(POLICY, 0.05)
+    assert t == pytest.approx(math.expm1(-0.05))
+    assert rounds.promising(100, 100 * (1 + t) * 1.001, {}, {}, POLICY, 0.05)
+    assert not rounds.promising(100, 100 * (1 + t) * 0.999, {}, {}, POLICY, 0.05)
+    assert rounds.screen_threshold(POLICY, None) is None
