@@ -21,7 +21,7 @@ from infopt.specs.results import OptimizationReport, Trial
 from infopt.specs.trial import TrialRole, TrialSpec, changes_from, trial_key
 from infopt.tuning.control import higher_is_better
 from infopt.tuning.regression import judge, needs_another_round
-from infopt.tuning.remeasure import Pick, stored_spread_groups
+from infopt.tuning.remeasure import Pick, as_stored, stored_spread_groups
 from tasks.quality import quality_key
 from tasks.trial import TrialContext, run_trial
 
@@ -125,7 +125,8 @@ def rounds(m: Remeasure, req: ReoptimizeRequest) -> list[ReoptimizeRound]:
     while True:
         rnd = len(out) + 1
         fresh = _round(m, ctx, digest, gate, rnd, req)
-        values = {slot: [t.objective_value for t in ts if t.objective_value is not None]
+        by_slot = {p.slot: p for p in m.picks}
+        values = {slot: [v for t in ts if (v := as_stored(t, by_slot[slot])) is not None]
                   for slot, ts in fresh.items()}
         fresh_groups += [v for v in values.values() if v]
         checks = []

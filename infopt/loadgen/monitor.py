@@ -261,20 +261,26 @@ class ResourceSampler:
     def _run(self) -> None:
         first = True
         while not self._stop.wait(0 if first else self.interval_s):
-            try:
-                fam = self._family()
-                cpu = sum(p.cpu_percent(None) for p in fam)
-                rss = sum(p.memory_info().rss for p in fam)
-            except (psutil.NoSuchProcess, psutil.AccessDenied):
-                continue
-            if not first:  # the first cpu_percent() call of a process always returns 0.0
-                self._cpu.append(cpu)
-                self._rss.append(rss)
-                if self.gpu is not None and (g := self.gpu.sample()) is not None:
-                    if g[0] is not None:
-                        self._gpu_util.append(g[0])
-                    self._gpu_mem.append(g[1])
-            first = False
+            if self._sample(first):
+                first = False
+
+    def _sample(self, first: bool) -> bool:
+        """One sample; False when the process is gone or hidden. The first cpu_percent() call
+        of a process always returns 0.0, so the first sample keeps only the memory."""
+        try:
+            fam = self._family()
+            cpu = sum(p.cpu_percent(None) for p in fam)
+            rss = sum(p.memory_info().rss for p in fam)
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            return False
+        self._rss.append(rss)
+        if not first:
+            self._cpu.append(cpu)
+            if self.gpu is not None and (g := self.gpu.sample()) is not None:
+                if g[0] is not None:
+                    self._gpu_util.append(g[0])
+                self._gpu_mem.append(g[1])
+        return True
 
     def __enter__(self) -> ResourceSampler:
         if self.pid is not None and psutil.pid_exists(self.pid) and self.pid != os.getpid():
@@ -288,13 +294,16 @@ class ResourceSampler:
         self._stop.set()
         if self._thread:
             self._thread.join(timeout=5)
+            # A last sample at the phase's end: a phase shorter than one interval still gets
+            # its CPU share (since the first call) and memory, whatever the machine's speed.
+            self._sample(first=False)
             if self.gpu is not None:
                 self.gpu.close()
 
     def result(self) -> EngineUsage:
         if not self._cpu:
             return EngineUsage(samples=0, cpu_percent_mean=None, cpu_percent_max=None,
-                               rss_peak_bytes=None)
+                               rss_peak_bytes=max(self._rss) if self._rss else None)
         return EngineUsage(samples=len(self._cpu), cpu_percent_mean=float(np.mean(self._cpu)),
                            cpu_percent_max=float(max(self._cpu)), rss_peak_bytes=max(self._rss),
                            gpu_util_percent_mean=float(np.mean(self._gpu_util))

@@ -26,6 +26,9 @@ class Pick:
     config: Any  # the ServingConfig to start again
     stored: list[float]  # the stored trials' objective values
     stored_trial_ids: list[str]
+    # Whether the stored values are steady-state rates (docs/metrics.md); a run stored before
+    # the throughput objective read the steady-state window is compared on the whole window.
+    steady: bool = True
 
 
 def config_id(config: Any) -> str:
@@ -50,6 +53,24 @@ def stored_spread_groups(report: OptimizationReport) -> list[list[float]]:
             for g in measured_groups(report).values()]
 
 
+def objective_is_steady(t: Trial) -> bool:
+    """Whether the trial's objective is a steady-state rate, or not a rate the window changes
+    (a latency, goodput): the stored trials of an older run read the whole window."""
+    if t.benchmark is None:
+        return True
+    w = t.benchmark.workload
+    lv = t.benchmark.scenario(w.target_scenario).level
+    return w.objective.value != "throughput" or lv.steady_output_tokens_per_s is not None
+
+
+def as_stored(t: Trial, pick: Pick) -> float | None:
+    """The fresh trial's objective as the pick's stored values define it."""
+    if pick.steady or t.benchmark is None:
+        return t.objective_value
+    w = t.benchmark.workload
+    return t.benchmark.scenario(w.target_scenario).level.output_tokens_per_s
+
+
 def picks(report: OptimizationReport) -> list[Pick]:
     """[winner, runner-up] (the runner-up only when the run measured another configuration)."""
     groups = measured_groups(report)
@@ -65,7 +86,8 @@ def picks(report: OptimizationReport) -> list[Pick]:
         g = groups[cid]
         return Pick(slot=slot, label=label, config=g[0].config,
                     stored=[t.objective_value for t in g if t.objective_value is not None],
-                    stored_trial_ids=[t.trial_id for t in g])
+                    stored_trial_ids=[t.trial_id for t in g],
+                    steady=all(objective_is_steady(t) for t in g))
 
     out = [pick("winner", wid, report.winner_label)]
     others = [(cid, g) for cid, g in groups.items() if cid != wid]

@@ -187,3 +187,13 @@ def test_the_screen_threshold_is_the_one_the_screen_applies():
     assert rounds.promising(100, 100 * (1 + t) * 1.001, {}, {}, POLICY, 0.05)
     assert not rounds.promising(100, 100 * (1 + t) * 0.999, {}, {}, POLICY, 0.05)
     assert rounds.screen_threshold(POLICY, None) is None
+
+
+def test_a_round_budget_below_the_minimum_says_what_to_change():
+    from pydantic import ValidationError
+
+    from infopt.specs.request import Budgets
+
+    with pytest.raises(ValidationError, match=r"max_rounds \(3\) is below budgets.repeats \(5\)"):
+        Budgets(repeats=5, max_rounds=3)
+    assert Budgets(repeats=1).max_rounds == 8  # one round: a look only

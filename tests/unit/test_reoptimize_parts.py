@@ -134,3 +134,20 @@ def test_a_request_names_one_build():
         ReoptimizeRequest(executable="/x", engine_runtime="y")
     with pytest.raises(ValueError):
         ReoptimizeRequest(repeats=1)  # one start cannot state the noise
+
+
+def test_a_run_stored_before_the_steady_state_window_is_compared_on_its_own_definition(stored):
+    """The stored fixture predates the steady-state throughput (its levels carry none): a fresh
+    trial is compared on the whole window's rate, as the stored values were; a fresh trial of
+    a run that stored steady-state rates keeps its objective."""
+    from infopt.tuning.remeasure import as_stored
+
+    winner, _ = picks(stored)
+    assert winner.steady is False
+    by_id = {t.trial_id: t for t in stored.trials}
+    old = by_id[stored.winner_trial_id]
+    target = old.benchmark.workload.target_scenario
+    level = old.benchmark.scenario(target).level
+    fresh = old.model_copy(update={"objective_value": 999.0})  # as if read from the window
+    assert as_stored(fresh, winner) == level.output_tokens_per_s
+    assert as_stored(fresh, winner.__class__(**{**winner.__dict__, "steady": True})) == 999.0
