@@ -165,7 +165,7 @@ def tune_engine(request: OptimizeRequest, engine: EngineName, model: ModelProfil
         progress=Progress(run_dir.name, adapter.name.value))
     outcome, trials = run_climb(plan, ctx, lambda s: trial_key(s, workload, version, digest,
                                                               gate), fit,
-                                request.budgets.retries)
+                                request.budgets.retries, request.budgets.engines_up)
     # A re-planned baseline (its contract remedy): the first plan's trials the second did not
     # reload by key stay as the report's evidence, renamed.
     before, trials = trials[:outcome.replanned_after], trials[outcome.replanned_after:]

@@ -10,7 +10,7 @@ candidates from the same loaded measurements and re-runs nothing that completed.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from uuid import UUID
 
@@ -41,22 +41,23 @@ class LadderRun:
 
 
 def run_climb(plan: ClimbPlan, ctx: TrialContext, key: Callable[[TrialSpec], str],
-              fit: Callable[[AnyServingConfig], MemoryFit], retries: int
+              fit: Callable[[AnyServingConfig], MemoryFit], retries: int, engines_up: int = 2
               ) -> tuple[ClimbOutcome, list[Trial]]:
     """The climb, each yielded trial run as a task under its persistence key `key(spec)`;
     returns the outcome and every attempt, in order."""
     # Paired windows alternate between engines kept up: the incumbent's and its candidate's on
     # a CPU host; on a GPU host one at a time (each claims most of the GPU's memory).
-    pool = EnginePool(1 if ctx.hw.gpus else 2, troubleshooting(ctx))
-    pooled = replace(ctx, pool=pool)
+    up = min(engines_up, 1) if ctx.hw.gpus else engines_up
+    pool = EnginePool(up, troubleshooting(ctx)) if up else None
 
     def run(spec: TrialSpec) -> list[Trial]:
-        return run_attempts(spec, key(spec), fit(spec.config), pooled, retries)
+        return run_attempts(spec, key(spec), fit(spec.config), ctx, retries, pool)
 
     try:
         outcome, trials = drive(climb(plan), run)
     finally:
-        pool.close()
+        if pool is not None:
+            pool.close()
     if isinstance(plan.progress, Progress):
         plan.progress.finish(len(trials))
     return outcome, trials

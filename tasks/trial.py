@@ -74,9 +74,6 @@ class TrialContext:
     # The context the run serves when shorter than the model's native one (the request's
     # min_context_tokens, infopt.tuning.start_shape); None: the native context.
     context_tokens: int | None = None
-    # Engines kept up between trials (flows/ladder.run_climb); None: each trial starts and
-    # stops its own.
-    pool: EnginePool | None = None
 
     @property
     def served_context_tokens(self) -> int:
@@ -186,7 +183,10 @@ def _gates(running: RunningEngine, spec: TrialSpec, config, ctx: TrialContext,
 
 
 @task(name="run-trial", cache_policy=NO_CACHE)
-def run_trial(spec: TrialSpec, key: str, fit: MemoryFit | None, ctx: TrialContext) -> Trial:
+def run_trial(spec: TrialSpec, key: str, fit: MemoryFit | None, ctx: TrialContext,
+              pool: EnginePool | None = None) -> Trial:
+    """`pool`: engines kept up between trials (flows/ladder.run_climb); None: the trial starts
+    and stops its own."""
     run_dir = Path(ctx.run_dir)
     done = load_trial(run_dir, key)
     if done is not None:
@@ -201,7 +201,7 @@ def run_trial(spec: TrialSpec, key: str, fit: MemoryFit | None, ctx: TrialContex
     gpu_bytes: dict[int, int] | None = None
     try:
         weights = weights_profile(ctx.model, spec.config.model_path)
-        with _session(spec, log, weights.file_bytes, fit, ctx) as started:
+        with _session(spec, log, weights.file_bytes, fit, ctx, pool) as started:
             running, config = started.running, started.config
             try:
                 checks, verdict, rejected = _gates(running, spec, config, ctx, key)
@@ -227,8 +227,8 @@ def run_trial(spec: TrialSpec, key: str, fit: MemoryFit | None, ctx: TrialContex
                       failed=f"{diag.category.value}: {diag.root_error[:300]}")
         write_trial(run_dir, key, trial)
         return trial
-    if ctx.pool is not None and (error is not None or died is not None or hung is not None):
-        ctx.pool.discard(config)  # the next trial of it starts afresh
+    if pool is not None and (error is not None or died is not None or hung is not None):
+        pool.discard(config)  # the next trial of it starts afresh
     if error is not None and died is None:
         raise error
     common.update(config=config, diagnosis=started.diagnosis, remedy=started.remedy)
@@ -263,12 +263,12 @@ def run_trial(spec: TrialSpec, key: str, fit: MemoryFit | None, ctx: TrialContex
 
 
 def _session(spec: TrialSpec, log: Path, weights_bytes: int, fit: MemoryFit | None,
-             ctx: TrialContext):
+             ctx: TrialContext, pool: EnginePool | None):
     """The trial's engine: the pool's (kept up for the next round) or its own."""
-    if ctx.pool is None:
+    if pool is None:
         return engine_session(spec.config, log, weights_bytes, troubleshoot=troubleshooting(ctx))
-    return _own_log_slice(ctx.pool.session(spec.config, log, weights_bytes,
-                                           fits_beside=fits_beside(fit, weights_bytes)), log)
+    return _own_log_slice(pool.session(spec.config, log, weights_bytes,
+                                       fits_beside=fits_beside(fit, weights_bytes)), log)
 
 
 @contextmanager
@@ -323,18 +323,18 @@ def logged_kv(running: RunningEngine, fit: MemoryFit | None) -> KvCheck | None:
 
 
 def run_attempts(spec: TrialSpec, key: str, fit: MemoryFit | None, ctx: TrialContext,
-                 retries: int) -> list[Trial]:
+                 retries: int, pool: EnginePool | None = None) -> list[Trial]:
     """The trial, started afresh up to `retries` times while its engine is killed by a signal
     mid-trial (a fault of the machine, not of the configuration). Attempt n > 1 has its own
     key and id (`-retry{n-1}`), so a resumed run reloads each attempt it finished and every
     failed attempt stays in the report with its diagnosis. The last one is the outcome."""
-    attempts = [run_trial(spec, key, fit, ctx)]
+    attempts = [run_trial(spec, key, fit, ctx, pool)]
     while attempts[-1].killed_by_signal is not None and len(attempts) <= retries:
         n = len(attempts)
         _log().warning("%s: its engine was killed by signal %d; starting it afresh (retry %d "
                        "of %d)", spec.trial_id, attempts[-1].killed_by_signal, n, retries)
         again = spec.model_copy(update={"trial_id": f"{spec.trial_id}-retry{n}"})
-        attempts.append(run_trial(again, f"{key}-retry{n}", fit, ctx))
+        attempts.append(run_trial(again, f"{key}-retry{n}", fit, ctx, pool))
     return attempts
 
 

@@ -88,6 +88,11 @@ class Budgets(Spec):
     # `max_window_scale` times the workload's own count (the run's time is the limit).
     window_rel_noise: float = Field(0.05, gt=0, le=1)
     max_window_scale: float = Field(4.0, ge=1, le=32)
+    # Engines kept up between trials on a CPU host (the incumbent's and its candidate's, so
+    # paired windows alternate without restarts); 1: every configuration change restarts (a
+    # host short of memory); 0: every trial starts and stops its own engine. A GPU host keeps
+    # at most one: each engine claims most of the GPU.
+    engines_up: int = Field(2, ge=0, le=2)
     max_trials: int | None = Field(None, ge=1, le=500, description="stop planning past this")
     max_wall_s: float | None = Field(None, gt=0, le=7 * 86400,
                                      description="no new trial starts after this, s")

@@ -65,9 +65,11 @@ def test_routed_llamacpp_and_its_vllm_comparator_each_climb_a_short_ladder(
         "llamacpp", "routed", "vllm", "comparator")
     assert comp.model_format == "hf" and comp.engine_version.startswith("0.32")
     assert routed.failed is None and comp.failed is None and comp.launches >= 2
-    # One repeat each: no winner can be told from the other's noise, so the routed one stands.
+    # One round each: no winner can be told from the other's noise (the incumbents' paired
+    # windows give each engine a few values, unpaired across engines), so the routed one stands.
     assert report.engines.chosen == "llamacpp" == report.engine
-    assert "at least 2 each are needed" in report.engines.reason
+    assert ("at least 2 each are needed" in report.engines.reason
+            or "does not clear the noise" in report.engines.reason)
     vllm_trials = [t for t in report.trials if t.config.engine == "vllm"]
     assert vllm_trials and all(t.trial_id.startswith("vllm-t") for t in vllm_trials)
     assert len({t.trial_id for t in report.trials}) == len(report.trials)
