@@ -28,6 +28,7 @@ so trial ids and budgets match the driver's record of every attempt."""
 from __future__ import annotations
 
 import math
+import statistics
 from collections.abc import Generator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -61,7 +62,7 @@ from infopt.tuning.climb_data import (
     drive,
 )
 from infopt.tuning.final import drift_check, recommend
-from infopt.tuning.pairs import Pairs, fill, pooled_sd, result_of
+from infopt.tuning.pairs import Pairs, fill, result_of
 
 if TYPE_CHECKING:  # the adapters' rules and facts arrive as data
     from infopt.engines.ladder import DimensionRule, LadderFacts
@@ -256,7 +257,7 @@ class _Climber:
                           if len(pairs) >= 2 else None)
         else:
             vals = [v for v in base.values if v > 0]
-            self.noise = (math.sqrt(2) * pooled_sd([math.log(v) for v in vals])
+            self.noise = (math.sqrt(2) * statistics.stdev([math.log(v) for v in vals])
                           if len(vals) >= 2 else None)
         n0 = self.p.window_requests
         if self.noise is None or n0 is None:

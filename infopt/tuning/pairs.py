@@ -12,13 +12,6 @@ from infopt.specs.paired import RoundsDecision
 from infopt.specs.results import Trial
 from infopt.tuning import decide
 
-
-def pooled_sd(values: list[float]) -> float:
-    """The sample standard deviation (n - 1)."""
-    mean = sum(values) / len(values)
-    return math.sqrt(sum((v - mean) ** 2 for v in values) / (len(values) - 1))
-
-
 # A round whose log ratio lies beyond this many scaled median absolute deviations of the
 # others' is set aside (kept in the record, left out of the test) and measured again: one
 # window disturbed by something outside the comparison (a hiccup of the shared machine; seen
