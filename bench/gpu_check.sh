@@ -504,6 +504,13 @@ write_env() {  # what the machine is; no line of it may stop the run
     uname -a
     echo "python: $("$PY" -c 'import sys; print(sys.executable, sys.version.split()[0])')"
     nvidia-smi 2>&1 | head -20
+    # Issue 46: the engines size against CUDA's total (cudaMemGetInfo), not NVML's; the two side
+    # by side per device, to replace infopt.hardware.cuda_visible's observed or estimated figure.
+    nvidia-smi --query-gpu=index,pci.bus_id,memory.total --format=csv,noheader,nounits 2>&1 \
+        | sed 's/^/nvml_total_mib: /'
+    "$PY" -c 'from infopt.hardware.cuda_visible import probe_cuda_totals
+for bus, total in sorted(probe_cuda_totals().items()):
+    print(f"cuda_total_bytes: {bus} {total} ({total / 2**30:.2f} GiB)")' 2>&1
     nvcc --version 2>&1 | tail -2
     cmake --version 2>&1 | head -1
     echo "cores: $(nproc)"

@@ -5,6 +5,7 @@ arbitrary CPU, so its theoretical envelope is reported unavailable, never guesse
 
 from __future__ import annotations
 
+from infopt.hardware.cuda_visible import engine_visible_memory
 from infopt.specs.base import InputError
 from infopt.specs.fit import DeviceBudget
 from infopt.specs.gpu import GpuProbe, GpuSpec
@@ -12,21 +13,30 @@ from infopt.specs.hardware import HardwareInventory
 
 
 def device_from_catalog(spec: GpuSpec, calibrated_bandwidth: float | None = None,
-                        calibrated_flops: dict[str, float] | None = None) -> DeviceBudget:
+                        calibrated_flops: dict[str, float] | None = None,
+                        measured_cuda_total_bytes: int | None = None) -> DeviceBudget:
     rates = {k: v for k, v in {
         "bf16": spec.dense_bf16_flops_per_s, "fp16": spec.dense_fp16_flops_per_s,
         "fp8": spec.dense_fp8_flops_per_s, "int8": spec.dense_int8_ops_per_s,
         "fp4": spec.dense_fp4_flops_per_s}.items() if v}
-    # What the driver reports (and engines size against) is a little under the nominal size.
-    mem = spec.nvml_memory_total_mib * 2**20 if spec.nvml_memory_total_mib else spec.memory_bytes
+    # Engines size against CUDA's total, a little under NVML's, itself under the nominal size.
+    nvml = spec.nvml_memory_total_mib * 2**20 if spec.nvml_memory_total_mib else spec.memory_bytes
+    mem = engine_visible_memory(nvml, spec.key, measured_cuda_total_bytes)
     return DeviceBudget(
-        name=spec.name, memory_bytes=mem, bandwidth_bytes_per_s=spec.bandwidth_bytes_per_s,
+        name=spec.name, memory_bytes=mem.bytes, bandwidth_bytes_per_s=spec.bandwidth_bytes_per_s,
         dense_flops_per_s=rates, compute_capability=spec.compute_capability,
         interconnect_bytes_per_s=spec.nvlink_bytes_per_s_per_direction,
         calibrated_bandwidth_bytes_per_s=calibrated_bandwidth,
         calibrated_flops_per_s=calibrated_flops or {},
         source=f"catalog row {spec.key} ({spec.source_tier.value}): {spec.source[:160]}"
-               + ("; memory as NVML reports it" if spec.nvml_memory_total_mib else ""))
+               + f"; memory: {mem.source}")
+
+
+def smallest_cuda_total(hw: HardwareInventory) -> int | None:
+    """The smallest measured CUDA-visible total among the host's GPUs (a layout fits when its
+    fullest GPU does); None unless every GPU was measured."""
+    totals = [g.cuda_memory_total_bytes for g in hw.gpus]
+    return min(totals) if totals and all(totals) else None  # type: ignore[type-var]
 
 
 def device_from_host(hw: HardwareInventory) -> DeviceBudget:
@@ -56,11 +66,12 @@ def device_from_probe(g: GpuProbe) -> DeviceBudget:
             "(memory, bandwidth and dense rates with their source) to the GPU table "
             "(infopt/hardware/gpu_catalog.csv), or run where NVML reports its memory.")
     bw = g.theoretical_bandwidth_bytes_per_s
+    mem = engine_visible_memory(g.memory_total_bytes, None, g.cuda_memory_total_bytes)
     return DeviceBudget(
-        name=f"{g.name} (not in infopt's GPU table)", memory_bytes=g.memory_total_bytes,
+        name=f"{g.name} (not in infopt's GPU table)", memory_bytes=mem.bytes,
         bandwidth_bytes_per_s=bw, dense_flops_per_s={},
         compute_capability=g.compute_capability,
-        source="NVML as this machine reports it: memory"
-               + (" and bus bandwidth (bus width x max memory clock x 2)" if bw else "")
+        source=f"memory: {mem.source}; NVML as this machine reports it"
+               + (": bus bandwidth (bus width x max memory clock x 2)" if bw else "")
                + "; no compute peak (the GPU is not in infopt's sourced table; add its row to "
                  "get one)")

@@ -4,7 +4,7 @@ the same rule the flow routes by."""
 
 from __future__ import annotations
 
-from infopt.costmodel.device import device_from_catalog, device_from_host
+from infopt.costmodel.device import device_from_catalog, device_from_host, smallest_cuda_total
 from infopt.hardware.catalog import lookup_gpu, match_gpu
 from infopt.specs.base import InputError
 from infopt.specs.fit import DeviceBudget
@@ -28,7 +28,8 @@ def resolve_device(gpu: str | None, hw: HardwareInventory | None
                 "measured bandwidth/compute figures for it, so a ceiling would be a guess. Pass "
                 "--gpu with the closest catalog name to plan against its published figures.")
         # No GPU bandwidth/GEMM measurement yet: the calibrated envelope is reported unavailable.
-        return device_from_catalog(spec), len(hw.gpus), False
+        return (device_from_catalog(spec, measured_cuda_total_bytes=smallest_cuda_total(hw)),
+                len(hw.gpus), False)
     return device_from_host(hw), 0, True
 
 

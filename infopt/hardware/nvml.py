@@ -12,9 +12,11 @@ Backends speak NVML's raw units (bytes, MHz, mW); conversion to Hz and W happens
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Literal, NamedTuple, Protocol, get_args
 
 from infopt.hardware.catalog import MatchStatus, resolve_gpu
+from infopt.hardware.cuda_visible import CudaUnavailable, probe_cuda_totals
 from infopt.specs.gpu import (
     GpuPair,
     GpuProbe,
@@ -312,10 +314,14 @@ def _probe_pairs(backend: NvmlBackend, devices: list[GpuProbe], notes: list[str]
     return pairs
 
 
-def probe_gpus(backend: NvmlBackend | None = None) -> GpuProbeReport:
+def probe_gpus(backend: NvmlBackend | None = None,
+               cuda_totals: Callable[[], dict[str, int]] | None = None) -> GpuProbeReport:
     """Probe every NVIDIA GPU (default backend: nvidia-ml-py). Never raises for a missing driver
-    or an unsupported field; processes are those on the GPUs at probe time, before any engine."""
-    backend = backend or PynvmlBackend()
+    or an unsupported field; processes are those on the GPUs at probe time, before any engine.
+    `cuda_totals` (default: the driver library's cuMemGetInfo, only with the default backend)
+    adds each device's CUDA-visible total, matched by PCI bus id."""
+    if backend is None:
+        backend, cuda_totals = PynvmlBackend(), cuda_totals or probe_cuda_totals
     try:
         backend.init()
     except NvmlUnavailable as exc:
@@ -327,6 +333,8 @@ def probe_gpus(backend: NvmlBackend | None = None) -> GpuProbeReport:
         cuda = n.get("CUDA driver version", backend.cuda_driver_version)
         count = n.get("device count", backend.device_count) or 0
         devices = [_probe_device(backend, i) for i in range(count)]
+        if devices and cuda_totals is not None:
+            _attach_cuda_totals(devices, cuda_totals, notes)
         pairs = _probe_pairs(backend, devices, notes)
         reason = f"NVML: {len(devices)} NVIDIA GPU(s), driver {driver}" if devices else \
             "NVML: driver loaded but no GPU visible (check CUDA_VISIBLE_DEVICES and the container's devices)"
@@ -335,6 +343,20 @@ def probe_gpus(backend: NvmlBackend | None = None) -> GpuProbeReport:
                               reason=reason, notes=notes)
     finally:
         backend.shutdown()
+
+
+def _attach_cuda_totals(devices: list[GpuProbe], cuda_totals: Callable[[], dict[str, int]],
+                        notes: list[str]) -> None:
+    try:
+        totals = cuda_totals()
+    except CudaUnavailable as exc:
+        notes.append(f"CUDA-visible memory not measured: {exc}; the fit uses an observed or "
+                     "estimated total (infopt.hardware.cuda_visible)")
+        return
+    by_bus = {normalize_bus_id(bus): total for bus, total in totals.items()}
+    for d in devices:
+        if d.pci_bus_id:
+            d.cuda_memory_total_bytes = by_bus.get(normalize_bus_id(d.pci_bus_id))
 
 
 def _text(value: str | bytes) -> str:

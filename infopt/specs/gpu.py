@@ -106,6 +106,9 @@ class GpuProbe(Spec):
     pci_bus_id: str | None = None
     catalog_match: str | None = None  # GpuSpec.key, or None when unknown or ambiguous (see notes)
     memory_total_bytes: int | None = None
+    # cuMemGetInfo's total: what vLLM and SGLang size against (infopt.hardware.cuda_visible);
+    # None where it was not measured (no driver library, or the probe is NVML's alone).
+    cuda_memory_total_bytes: int | None = None
     memory_free_bytes: int | None = None
     memory_used_bytes: int | None = None
     memory_bus_width_bits: int | None = None

@@ -5,7 +5,12 @@ fraction of the ceiling each measured level reached."""
 from __future__ import annotations
 
 from infopt.costmodel.attainable import estimate
-from infopt.costmodel.device import device_from_catalog, device_from_host, device_from_probe
+from infopt.costmodel.device import (
+    device_from_catalog,
+    device_from_host,
+    device_from_probe,
+    smallest_cuda_total,
+)
 from infopt.costmodel.fit import FitRequest, plan_fit
 from infopt.costmodel.roofline import ceiling_ratio
 from infopt.costmodel.weights import path_from_quantization
@@ -34,7 +39,9 @@ def run_device(hw: HardwareInventory) -> tuple[DeviceBudget, bool]:
         return device_from_host(hw), True
     g = hw.gpus[0]
     spec = match_gpu(g.name, g.memory_total_bytes)
-    return (device_from_catalog(spec) if spec is not None else device_from_probe(g)), False
+    measured = smallest_cuda_total(hw)
+    return (device_from_catalog(spec, measured_cuda_total_bytes=measured) if spec is not None
+            else device_from_probe(g)), False
 
 
 def fit_config(model: ModelProfile, hw: HardwareInventory, config: Config,

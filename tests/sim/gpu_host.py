@@ -90,11 +90,20 @@ def read_model(folder: str) -> Model:
 @dataclass(frozen=True)
 class Gpu:
     name: str
-    memory_bytes: int
+    memory_bytes: int  # NVML's total (nvidia-smi's)
     hbm_bytes_per_s: float
     bf16_flops_per_s: float
     count: int
     link_bytes_per_s: float
+    # cudaMemGetInfo's total, what the engines size against (torch.cuda.mem_get_info in vLLM's
+    # MemorySnapshot, SGLang's get_available_gpu_memory, TensorRT-LLM's free-memory profile): a
+    # little under NVML's, the driver's own share left out. None: NVML's less 0.7%, H100's
+    # share (79.11 GiB of 81,559 MiB, vllm-project/vllm#27508).
+    cuda_memory_bytes: int | None = None
+
+    @property
+    def cuda_total_bytes(self) -> int:
+        return self.cuda_memory_bytes or int(self.memory_bytes * (1 - 0.0067))
 
 
 def read_gpu(engine: str) -> Gpu:

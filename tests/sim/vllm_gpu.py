@@ -139,7 +139,7 @@ def size_memory(m: Model, g: Gpu, a: argparse.Namespace) -> Memory:
     activations and (unless eager) the CUDA graphs, is the KV pool, in whole blocks."""
     s = shape_of(a)
     weights, per_token = weights_per_gpu(m, s), kv_bytes_per_token(m, s)
-    budget = int(g.memory_bytes * a.gpu_memory_utilization)
+    budget = int(g.cuda_total_bytes * a.gpu_memory_utilization)
     available = budget - weights - ACTIVATION_BYTES - (0 if a.enforce_eager else GRAPH_BYTES)
     tokens = max(0, available) // per_token // BLOCK_TOKENS * BLOCK_TOKENS
     return Memory(weights, per_token, available, tokens)
@@ -163,9 +163,9 @@ def start_up(a: argparse.Namespace, m: Model, g: Gpu, scale: float) -> Memory:
     mem = size_memory(m, g, a)
     load_s = mem.weights_per_gpu / 2e9 * scale  # ~2 GB/s from the page cache
     time.sleep(min(load_s, 0.2))  # the log says the full figure; a test needs no wait
-    budget = g.memory_bytes * a.gpu_memory_utilization
+    budget = g.cuda_total_bytes * a.gpu_memory_utilization
     if mem.weights_per_gpu > budget:
-        total = g.memory_bytes / GIB
+        total = g.cuda_total_bytes / GIB
         log("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate "
             f"{min(2.0, mem.weights_per_gpu / GIB):.2f} GiB. GPU 0 has a total capacity of "
             f"{total:.2f} GiB of which 0 bytes is free.", "Worker_TP0", "ERROR")
@@ -246,7 +246,7 @@ def main(argv: list[str] | None = None) -> None:
     # vLLM holds its whole budget on every rank: weights, activations, graphs and KV.
     shape = engine.shape
     publish_gpu_memory(shape.tp * shape.pp * shape.dp,
-                       int(gpu.memory_bytes * a.gpu_memory_utilization))
+                       int(gpu.cuda_total_bytes * a.gpu_memory_utilization))
 
     def ready() -> None:
         print(f"(APIServer pid={os.getpid()}) INFO {time.strftime('%m-%d %H:%M:%S')} "
