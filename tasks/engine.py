@@ -127,7 +127,7 @@ def _remedied(config: AnyServingConfig, log: Path, weights_bytes: int, exc: Engi
     logger.warning("start failed: %s", str(exc).splitlines()[0])
     diag = diagnose_start(exc.log_path or str(log), str(config.engine), ts.search,
                           ts.github_url, ts.credentials_block, ts.token_to_url)
-    remedy = contract_preserving_remedy(diag)
+    remedy = contract_preserving_remedy(diag, config)  # one whose knobs this engine has
     fixed = apply_remedy(config, remedy) if remedy is not None else None
     if fixed is None:
         raise StartFailed(exc, diag, config, None) from exc

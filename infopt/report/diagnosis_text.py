@@ -20,6 +20,10 @@ def render_diagnosis(d: Diagnosis) -> str:
             tags = ["keeps the contract" if r.preserves_contract else "CHANGES the contract"]
             if r.diagnostic_only:
                 tags.append("diagnostic only, not a final setting")
+            if r.action == "upgrade":
+                tags.append(f"upgrade: {r.engine_version}")
+            elif r.action == "route":
+                tags.append(f"route to: {', '.join(str(e) for e in r.route_to)}")
             lines.append(f"  - {r.change} ({'; '.join(tags)})")
     lines.append(f"Search: {d.search}")
     return "\n".join(lines)

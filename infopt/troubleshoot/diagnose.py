@@ -3,6 +3,11 @@
 The curated catalog (known_failures.json, seeded from real upstream issues with their URLs) is
 read once; a match contributes its category, URLs and contract-aware remedies. Upstream search
 is optional (offline -> catalog only, said so in `Diagnosis.search`).
+
+What the optimizer does with a diagnosis: `contract_preserving_remedy` picks the knob/env change
+it applies before starting once more; `route_remedy` picks the engine to start instead when the
+failing one cannot serve the model on this machine (an architecture or a GPU its build lacks);
+`upgrade_remedies` are what only a person (or a new image) can do: another build of the engine.
 """
 
 from __future__ import annotations
@@ -20,14 +25,24 @@ from infopt.specs.diagnosis import (
     IssueMatch,
     KnownFailure,
     Remedy,
+    RemedyAction,
 )
+from infopt.specs.serving import AnyServingConfig, EngineName, same_config
 from infopt.troubleshoot.github import search_issues
-from infopt.troubleshoot.rootcause import root_error
+from infopt.troubleshoot.rootcause import normalize, root_error
 
 CATALOG_PATH = Path(__file__).with_name("known_failures.json")
 
+# The lines a KnownFailure.context_pattern is searched in: up to 60 lines of the root error's
+# traceback above it, and 10 after it (a pasted log can put the failing frame below the
+# message, as in vllm#7793).
+NEAR_BEFORE, NEAR_AFTER = 60, 10
+
 # Fallback categories when no catalog entry matches: distinctive words -> category.
 _FALLBACK = [
+    (r"NCCL error|ncclSystemError|ncclUnhandledCudaError|ncclInternalError",
+     FailureCategory.DISTRIBUTED),
+    (r"no kernel image is available", FailureCategory.UNSUPPORTED_HARDWARE),
     (r"(?i)out of memory|OutOfMemoryError|CUDA error: out of memory", FailureCategory.OOM),
     (r"(?i)address already in use|couldn't bind|Errno 98", FailureCategory.PORT_IN_USE),
     (r"(?i)unrecognized arguments|invalid argument|invalid choice|unknown argument",
@@ -56,14 +71,23 @@ def load_catalog(path: str = str(CATALOG_PATH)) -> tuple[KnownFailure, ...]:
 
 
 @cache
-def _compiled(path: str = str(CATALOG_PATH)) -> tuple[tuple[KnownFailure, re.Pattern[str]], ...]:
-    return tuple((k, re.compile(k.pattern)) for k in load_catalog(path))
+def _compiled(path: str = str(CATALOG_PATH)
+              ) -> tuple[tuple[KnownFailure, re.Pattern[str], re.Pattern[str] | None], ...]:
+    return tuple((k, re.compile(k.pattern),
+                  re.compile(k.context_pattern) if k.context_pattern else None)
+                 for k in load_catalog(path))
 
 
-def match_catalog(root: str, context: list[str], engine: str) -> list[KnownFailure]:
+def match_catalog(root: str, context: list[str], engine: str,
+                  near: list[str] | None = None) -> list[KnownFailure]:
+    """Catalog entries for this engine whose pattern matches the root error or its context;
+    an entry with a context_pattern also needs it in `near` (the lines around the root error,
+    the context when not given)."""
     text = "\n".join([root, *context])
-    return [k for k, p in _compiled() if (k.engine in (engine, "any") or engine == "unknown")
-            and p.search(text)]
+    around = "\n".join(near if near is not None else [root, *context])
+    return [k for k, p, q in _compiled()
+            if (k.engine in (engine, "any") or engine == "unknown")
+            and p.search(text) and (q is None or q.search(around))]
 
 
 def diagnose_text(log_text: str, engine: str, *, search: bool = False,
@@ -73,9 +97,14 @@ def diagnose_text(log_text: str, engine: str, *, search: bool = False,
     """`search`: ask GitHub (the root error's search terms leave the machine, see
     infopt.troubleshoot.github); `github_token_to_url`: trust `github_url` with the token;
     `log`: where the search's notice goes (a task's run logger)."""
-    patterns = [p for k, p in _compiled() if k.engine in (engine, "any") or engine == "unknown"]
-    root, _, context = root_error(log_text, patterns)
-    known = match_catalog(root, context, engine)
+    patterns = [p for k, p, _ in _compiled()
+                if k.engine in (engine, "any") or engine == "unknown"]
+    root, index, context = root_error(log_text, patterns)
+    near = None
+    if index is not None:
+        lines = log_text.splitlines()
+        near = [normalize(ln) for ln in lines[max(0, index - NEAR_BEFORE): index + NEAR_AFTER + 1]]
+    known = match_catalog(root, context, engine, near)
     category = known[0].category if known else next(
         (c for pat, c in _FALLBACK if re.search(pat, root)), FailureCategory.UNKNOWN)
     matches = [IssueMatch(title=f"{k.id}: {k.summary}", url=u, score=1.0, source="catalog")
@@ -101,10 +130,44 @@ def diagnose_file(path: str, engine: str, **kw) -> Diagnosis:
     return diagnose_text(p.read_text(errors="replace"), engine, log_path=str(p), **kw)
 
 
-def contract_preserving_remedy(d: Diagnosis) -> Remedy | None:
+def contract_preserving_remedy(d: Diagnosis, config: AnyServingConfig | None = None
+                               ) -> Remedy | None:
     """The first remedy the optimizer may apply itself: it keeps the contract, is not a
-    diagnostic-only setting, and says concretely which knobs/env to change."""
+    diagnostic-only setting, and says concretely which knobs/env to change. Given the `config`
+    that failed, also one that applies to it (its knobs exist on this engine) and changes it
+    (dropping --enable-torch-compile does nothing where it is off), so an "any" entry's remedy
+    for another engine does not hide a later one that fits."""
     for r in d.remedies:
-        if r.preserves_contract and not r.diagnostic_only and (r.knob_changes or r.env_changes):
-            return r
+        if not (r.action is RemedyAction.CONFIGURE and r.preserves_contract
+                and not r.diagnostic_only and (r.knob_changes or r.env_changes)):
+            continue
+        if config is not None:
+            from infopt.engines.session import apply_remedy  # engines import every adapter
+
+            fixed = apply_remedy(config, r)
+            if fixed is None or same_config(fixed, config):
+                continue
+        return r
     return None
+
+
+def route_remedy(d: Diagnosis, candidates: list[EngineName] | list[str] | None = None
+                 ) -> tuple[Remedy, EngineName] | None:
+    """The engine to start instead, and the remedy that says so: the first route remedy that
+    keeps the contract and names an engine other than the failing one that is among
+    `candidates` (the plan's routes for this machine and model; None: any engine). A route that
+    changes the checkpoint (llama.cpp needs a GGUF) is the caller's to propose, not to take."""
+    allowed = None if candidates is None else {EngineName(c) for c in candidates}
+    for r in d.remedies:
+        if r.action is not RemedyAction.ROUTE or not r.preserves_contract or r.diagnostic_only:
+            continue
+        for engine in r.route_to:
+            if engine.value != d.engine and (allowed is None or engine in allowed):
+                return r, engine
+    return None
+
+
+def upgrade_remedies(d: Diagnosis) -> list[Remedy]:
+    """Remedies that need another build or release of the failing engine: the optimizer cannot
+    install one, so it reports them (with engine_version) instead of retrying."""
+    return [r for r in d.remedies if r.action is RemedyAction.UPGRADE]
