@@ -23,6 +23,14 @@ from typing import Any
 
 from infopt.engines import ENGINES
 from infopt.engines.base import Launch, launch_for
+from infopt.engines.helm import (
+    HubDownload,
+    ModelSource,
+    ModelVolume,
+    TokenSecret,
+    model_volume,
+    source_notes,
+)
 from infopt.runs.rundir import atomic_write
 from infopt.specs.base import InputError
 from infopt.specs.results import DeploymentRendering
@@ -99,13 +107,15 @@ def _labels(name: str) -> dict[str, str]:
 
 
 def kubernetes_manifest(launch: Launch, *, name: str, image: str, gpus: int,
-                        namespace: str = "default", model_pvc: str | None = None
+                        namespace: str = "default", model: ModelVolume | None = None
                         ) -> dict[str, Any]:
     """A v1 List: Deployment (one replica, `nvidia.com/gpu` limits, readiness probe on the
     engine's health route) + ClusterIP Service, and a ConfigMap when the engine reads side files.
 
-    With `model_pvc`, that claim is mounted read-only at the model path's parent directory (the
-    claim holds models by name, e.g. /models/<name>); without it the image must hold the model.
+    With `model` (a claim or a node directory holding models by name, e.g. /models/<name>), it
+    is mounted read-only at the model path's parent directory; without it the image must hold
+    the model. Every object validates against Kubernetes 1.36's schemas in strict mode
+    (tests/unit/test_k8s_schemas.py).
     """
     if not _DNS1123.match(name) or len(name) > 63:
         raise InputError(f"'{name}' is not a valid Kubernetes name: lower-case letters, digits "
@@ -113,7 +123,7 @@ def kubernetes_manifest(launch: Launch, *, name: str, image: str, gpus: int,
     if gpus < 0:
         raise InputError(f"gpus must be >= 0, got {gpus}")
     port = _port(launch)
-    model = _model_path(launch)
+    model_path = _model_path(launch)
     health = _health_path(launch)
     argv = container_args(launch)
     labels = _labels(name)
@@ -121,11 +131,10 @@ def kubernetes_manifest(launch: Launch, *, name: str, image: str, gpus: int,
 
     volumes: list[dict[str, Any]] = [{"name": "dshm", "emptyDir": {"medium": "Memory"}}]
     mounts: list[dict[str, Any]] = [{"name": "dshm", "mountPath": "/dev/shm"}]
-    if model_pvc:
-        volumes.append({"name": "model", "persistentVolumeClaim": {"claimName": model_pvc,
-                                                                    "readOnly": True}})
-        mounts.append({"name": "model", "mountPath": str(PurePosixPath(model).parent),
-                       "readOnly": True})
+    if model is not None:
+        volume, mount = model_volume(model, model_path)
+        volumes.append(volume)
+        mounts.append(mount)
     items: list[dict[str, Any]] = []
     if launch.files:
         data: dict[str, str] = {}
@@ -191,10 +200,13 @@ def write_launch_files(launch: Launch) -> list[Path]:
 
 
 def render_deployment(config, port: int, gpus: int, name: str, cpus: int = 1,
-                      model_bytes: int = 0) -> DeploymentRendering | None:
+                      model_bytes: int = 0, *, model: ModelSource | None = None,
+                      token: TokenSecret | None = None) -> DeploymentRendering | None:
     """The winner as a `docker run` command, a Kubernetes manifest and, where the engine has
     its own chart, Helm values (YAML), for the report. None when the engine has no Linux
-    container image (MLX-LM)."""
+    container image (MLX-LM). `model`: where a pod gets the measured weights (a volume for
+    the manifest and the chart; a hub download for the chart only); `token`: an existing
+    Secret with a hub token, for the chart."""
     import yaml
 
     from infopt.engines import adapter_for
@@ -205,7 +217,8 @@ def render_deployment(config, port: int, gpus: int, name: str, cpus: int = 1,
     image = adapter.container_image
     launch = launch_for(adapter, config, adapter.container_executable, port)
     cmd = container_command(launch, image, gpus, name=name)
-    manifest = kubernetes_manifest(launch, name=name, image=image, gpus=gpus)
+    volume = None if isinstance(model, HubDownload) else model
+    manifest = kubernetes_manifest(launch, name=name, image=image, gpus=gpus, model=volume)
     notes = [f"image `{image}` by tag only: its digest is not known here (no registry "
              "access); pin it as IMAGE@sha256:... from `docker buildx imagetools inspect "
              f"{image}`, and check the image's engine build is the version this run measured",
@@ -215,12 +228,20 @@ def render_deployment(config, port: int, gpus: int, name: str, cpus: int = 1,
     values = None
     if helm is not None:
         memory_gib = int(model_bytes / 2**30) + 4  # the weights plus 4 GiB: an estimate
-        values = yaml.safe_dump(helm.values(launch, name, image, gpus, cpus, memory_gib),
-                                sort_keys=False)
+        values = yaml.safe_dump(helm.values(launch, name, image, gpus, cpus, memory_gib,
+                                            model=model, token=token), sort_keys=False)
         notes.append(f"Helm: `helm repo add vllm {helm.repo_url}` then `helm install {name} "
                      f"{helm.chart} -f values.yaml` (values schema: {helm.source}); the "
-                     f"winner's flags pass through unchanged as extraArgs; requestMemory "
-                     f"({memory_gib} Gi) is the weights plus 4 GiB, an estimate")
+                     f"winner's flags pass through unchanged as extraArgs, except prefix "
+                     f"caching and tensor parallelism, which the chart renders from "
+                     f"vllmConfig (set as measured); requestMemory ({memory_gib} Gi) is the "
+                     f"weights plus 4 GiB, an estimate")
+    # The weights: the same volume for the manifest and the chart; a hub download is the
+    # chart's alone (the manifest runs the measured command, offline).
+    notes += source_notes(model, launch.model_path)
+    if isinstance(model, HubDownload):
+        notes.append("the Kubernetes manifest mounts no weights for a hub download: its image "
+                     f"must hold {launch.model_path}")
     return DeploymentRendering(
         image=image, container_command=shlex.join(cmd),
         kubernetes_yaml=yaml.safe_dump(manifest, sort_keys=False),

@@ -12,6 +12,7 @@ from kubernetes import client as k8s
 
 from infopt.engines import ENGINES, render, sglang, trtllm, vllm
 from infopt.engines.base import Launch
+from infopt.engines.helm import ModelClaim, ModelHostPath
 from infopt.specs.base import InputError
 from infopt.specs.serving import EngineName, SglangConfig, TrtllmConfig, VllmConfig
 
@@ -90,7 +91,8 @@ def _k8s_roundtrip(obj: dict, kind: str) -> dict:
 def test_kubernetes_manifest_structure():
     manifest = render.kubernetes_manifest(_sglang_launch(), name="qwen-sglang",
                                           image="lmsysorg/sglang:v0.5.23-cu129", gpus=2,
-                                          namespace="llm", model_pvc="models")
+                                          namespace="llm",
+                                          model=ModelClaim(claim_name="models"))
     assert manifest["kind"] == "List"
     dep, svc = manifest["items"]
     assert (dep["kind"], svc["kind"]) == ("Deployment", "Service")
@@ -117,7 +119,7 @@ def test_kubernetes_manifest_structure():
 
 def test_kubernetes_manifest_is_accepted_by_the_kubernetes_client():
     manifest = render.kubernetes_manifest(_trt_launch(), name="llama-trt", image="img", gpus=1,
-                                          model_pvc="models")
+                                          model=ModelClaim(claim_name="models"))
     cm, dep, svc = manifest["items"]
     for obj, kind in ((cm, "V1ConfigMap"), (dep, "V1Deployment"), (svc, "V1Service")):
         assert _k8s_roundtrip(obj, kind) == obj, kind
@@ -137,6 +139,22 @@ def test_kubernetes_side_files_come_from_a_configmap():
         in dep["spec"]["template"]["spec"]["volumes"]
     # No PVC asked for: the image must hold the model, nothing is mounted for it.
     assert all(m["name"] != "model" for m in c["volumeMounts"])
+
+
+def test_kubernetes_model_from_a_node_directory():
+    dep = render.kubernetes_manifest(
+        _sglang_launch(), name="q", image="i", gpus=1,
+        model=ModelHostPath(path="/mnt/models"))["items"][0]
+    pod = dep["spec"]["template"]["spec"]
+    # Directory, not DirectoryOrCreate: a node without the weights fails at mount time.
+    assert {"name": "model", "hostPath": {"path": "/mnt/models", "type": "Directory"}} \
+        in pod["volumes"]
+    assert {"name": "model", "mountPath": "/models", "readOnly": True} \
+        in pod["containers"][0]["volumeMounts"]
+    bare = vllm.build_launch(VllmConfig(model_path="/m", max_model_len=4096), "python3", 8000)
+    with pytest.raises(InputError, match="below a directory other than '/'"):
+        render.kubernetes_manifest(bare, name="e", image="i", gpus=0,
+                                   model=ModelClaim(claim_name="models"))
 
 
 @pytest.mark.parametrize("engine", [EngineName.VLLM, EngineName.SGLANG, EngineName.TRTLLM])
@@ -188,13 +206,15 @@ def test_vllm_helm_values_pass_the_winners_exact_flags_through():
     assert spec["modelURL"] == "/models/Qwen3-8B" and spec["requestGPU"] == 2
     assert (spec["repository"], spec["tag"]) == ("vllm/vllm-openai", "v0.32.0")
     assert spec["requestCPU"] == 8 and spec["requestMemory"] == "20Gi"
-    # Every flag of the winner's command except those the chart sets itself (model, host, port).
+    # Every flag of the winner's command except those the chart sets itself (model, host,
+    # port) and the one it renders from its own knob (TP, which also mounts /dev/shm).
     argv = vllm.build_launch(cfg, "python3", 8000).argv
     flags = argv[argv.index("vllm.entrypoints.openai.api_server") + 1:]
-    for owned in ("--model", "--host", "--port"):
+    for owned in ("--model", "--host", "--port", "--tensor-parallel-size"):
         i = flags.index(owned)
         del flags[i:i + 2]
     assert spec["vllmConfig"]["extraArgs"] == flags
+    assert spec["vllmConfig"]["tensorParallelSize"] == 2
     assert "--kv-cache-dtype" in flags and "--enforce-eager" in flags
     assert d.image_digest is None and any("by tag only" in n for n in d.notes)
 
