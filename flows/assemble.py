@@ -146,7 +146,11 @@ def assemble_report(run_id: str, run_dir: Path, request: OptimizeRequest, worklo
         winner_deployment=render_deployment(
             winner.config, port=8000, gpus=deployed_gpus(winner.config, hw),
             cpus=hw.host.usable_cpus, model_bytes=tuned.model.file_bytes,
-            name=f"infopt-{run_id}".lower()),
+            name=f"infopt-{run_id}".lower(),
+            model=request.deploy.source(request.model.hub_id, request.model.revision,
+                                        downloaded=any(a.approved
+                                                       for a in target.download_answers)),
+            token=request.deploy.token()),
         scenarios=decision.scenarios, tasks=decision.tasks, kernel_path=finish.kernels,
         reproduce=reproduction(run_dir, workload, winner, chosen_inc.trials, tuned.run.trials),
         winner_weights=weights_identity(winner.config.model_path, request.model.hub_id,

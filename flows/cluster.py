@@ -97,6 +97,7 @@ class _Run:
     def __init__(self, request: ClusterRequest, stored: OptimizationReport,
                  stored_request: OptimizeRequest, run_dir: Path) -> None:
         self.request, self.stored, self.run_dir = request, stored, run_dir
+        self.stored_request = stored_request
         self.slos = request.slos or stored.workload.traffic.slos
         if not self.slos:
             raise InputError("the cluster flow searches the highest rate within SLOs: give "
@@ -251,6 +252,11 @@ def _best_policy(runs: list[RouterRun]) -> str:
     return min(ok, key=lambda r: r.ttft_p95_s or 0.0).policy if ok else "round_robin"
 
 
+def _downloaded(stored: OptimizationReport) -> bool:
+    """The accepted run downloaded its weights under an approved download gate."""
+    return any(a.approved and a.kind == "download" for a in stored.approvals)
+
+
 def _helm(m: _Run, capacity, interference: Interference | None) -> list[HelmValues]:
     s = m.stored
     adapter = adapter_for(s.winner_config.engine)
@@ -258,6 +264,7 @@ def _helm(m: _Run, capacity, interference: Interference | None) -> list[HelmValu
         m.notes.append(f"no Helm values: {adapter.display_name} has no Linux container image")
         return []
     launch = launch_for(adapter, s.winner_config, adapter.container_executable, CONTAINER_PORT)
+    deploy = m.request.deploy or m.stored_request.deploy
     pools = interference is not None and interference.recommend_pools
     return cluster_values(
         launch, name=re.sub(r"[^a-z0-9-]+", "-", s.winner_config.served_model_name.lower())
@@ -266,4 +273,7 @@ def _helm(m: _Run, capacity, interference: Interference | None) -> list[HelmValu
         memory_gib=int(s.model.file_bytes / 2**30) + 4, policy=_best_policy(m.runs),
         prefill_replicas=interference.prefill_replicas if interference and pools else None,
         why_no_prefill=None if pools else (interference.why if interference else
-                                           "prefill/decode interference was not measured"))
+                                           "prefill/decode interference was not measured"),
+        model=deploy.source(m.stored_request.model.hub_id, m.stored_request.model.revision,
+                            downloaded=_downloaded(s)),
+        token=deploy.token())

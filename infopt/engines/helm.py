@@ -19,58 +19,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import PurePosixPath
-from typing import Any, Literal
-
-from pydantic import Field
+from typing import Any
 
 from infopt.engines.base import Launch
-from infopt.specs.base import InputError, Spec
+from infopt.specs.base import InputError
+from infopt.specs.deploy import HubDownload, ModelClaim, ModelHostPath, TokenSecret
 
 STACK_COMMIT = "01eaf92cb895ececa44ee86083f11522adafbbc9"
 STACK_TEMPLATE = "helm/templates/deployment-vllm-multi.yaml"
 
-# Kubernetes object names: a DNS-1123 subdomain (claims, secrets) and a Secret's data key.
-_DNS1123_SUBDOMAIN = r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$"
-_SECRET_KEY = r"^[-._a-zA-Z0-9]{1,253}$"
-# A hub commit: a branch or tag can move to other weights than the ones measured.
-_COMMIT = r"^[0-9a-f]{40}$"
-
-
-class ModelClaim(Spec):
-    """A PersistentVolumeClaim holding the model under its own name (the claim's root holds
-    `<name>/` for an HF directory, `<name>` for a GGUF file); mounted read-only at the measured
-    path's parent directory, so the command's path is unchanged."""
-
-    kind: Literal["claim"] = "claim"
-    claim_name: str = Field(pattern=_DNS1123_SUBDOMAIN)
-
-
-class ModelHostPath(Spec):
-    """A directory on every node the pods may land on, holding the model under its own name
-    as ModelClaim's root does; mounted read-only at the measured path's parent directory."""
-
-    kind: Literal["host_path"] = "host_path"
-    path: str = Field(pattern=r"^/")
-
-
-class HubDownload(Spec):
-    """The hub repository and commit the measured weights were downloaded from. Build it only
-    when the download gate approved a download: the pod then fetches the weights itself."""
-
-    kind: Literal["hub"] = "hub"
-    hub_id: str = Field(pattern=r"^[\w.-]+/[\w.-]+$")
-    revision: str = Field(pattern=_COMMIT)
-
-
-class TokenSecret(Spec):
-    """An existing Secret holding a hub token (gated models): referenced, never created."""
-
-    secret_name: str = Field(pattern=_DNS1123_SUBDOMAIN)
-    key: str = Field("HF_TOKEN", pattern=_SECRET_KEY)
-
-
 ModelVolume = ModelClaim | ModelHostPath
 ModelSource = ModelClaim | ModelHostPath | HubDownload
+__all__ = ["HubDownload", "ModelClaim", "ModelHostPath", "ModelSource", "ModelVolume",
+           "TokenSecret"]
 
 
 def model_mount_dir(model_path: str) -> str:

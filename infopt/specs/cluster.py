@@ -9,6 +9,7 @@ from typing import Literal
 from pydantic import Field, field_validator
 
 from .base import Spec
+from .deploy import DeployTarget
 from .results import PlotRef
 from .traffic import Slo
 
@@ -205,6 +206,9 @@ class ClusterRequest(Spec):
     """What the `cluster` flow takes: the accepted configuration, the traffic and its SLOs, the
     routers and replica counts to measure, the plan's target."""
 
+    deploy: DeployTarget | None = Field(None, description="where the rendered Helm values' "
+                                        "pods get the weights and a hub token; None: the "
+                                        "accepted run's own `deploy`")
     baseline_run: str | None = Field(
         None, description="run id of the optimize run whose winner is served; None: the runs "
         "folder's accepted run (`infopt accept RUN_ID`)")

@@ -12,6 +12,7 @@ from pydantic import BeforeValidator, Field, ValidationError, model_validator
 
 from .approval import ExposeRequest
 from .base import HttpUrlText, Spec
+from .deploy import DeployTarget
 from .ladder import Dimension
 from .scenarios import ScenarioName
 from .serving import EngineName, KnobValue, engine_knobs
@@ -208,6 +209,9 @@ class OptimizeRequest(Spec):
     # Serve the recommended configuration beyond 127.0.0.1 (behind the expose gate, with an
     # API key); None: loopback only. No other field or flag sets a non-loopback host.
     expose: ExposeRequest | None = None
+    # Where a rendered deployment's pods get the weights and a hub token (report's Kubernetes
+    # manifest and Helm values); nothing named: the values say the pod cannot start as is.
+    deploy: DeployTarget = Field(default_factory=DeployTarget)
     # Weight variants to make locally with llama-quantize (GGUF on llama.cpp), each behind the
     # quantize gate: the ladder's weights dimension (none listed, quantization pre-authorized:
     # the engine's own formats for this device).
