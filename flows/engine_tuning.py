@@ -44,6 +44,7 @@ from infopt.specs.serving import (
 )
 from infopt.specs.trial import trial_key
 from infopt.specs.workload import Workload
+from infopt.troubleshoot.diagnose import next_steps
 from infopt.tuning.climb import ClimbPlan
 from infopt.tuning.control import (
     baseline_config,
@@ -297,7 +298,9 @@ def _stop_on_broken_baseline(trial: Trial, run_dir: Path, gaps: list[ContractGap
         if d is not None:
             atomic_write(out, d.model_dump_json(indent=2))
         links = "; ".join(m.url for m in (d.matches if d else [])[:3])
+        steps = next_steps(d) if d is not None else ""
         raise EngineStartError(
             f"the baseline configuration failed ({trial.failed}). Upstream: "
-            f"{links or 'no match'}. Diagnosis: {out}; engine log: "
+            f"{links or 'no match'}. {f'No knob fixes it: {steps}. ' if steps else ''}"
+            f"Diagnosis: {out}; engine log: "
             f"{trial_dir(run_dir, trial.key) / 'engine.log'}")

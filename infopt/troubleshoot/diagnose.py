@@ -171,3 +171,16 @@ def upgrade_remedies(d: Diagnosis) -> list[Remedy]:
     """Remedies that need another build or release of the failing engine: the optimizer cannot
     install one, so it reports them (with engine_version) instead of retrying."""
     return [r for r in d.remedies if r.action is RemedyAction.UPGRADE]
+
+
+def next_steps(d: Diagnosis) -> str:
+    """What the user can do when no knob fixes the start: the upgrade remedies (which build)
+    and the routes (which engine, named the way a request asks for it); "" when none."""
+    steps = [f"upgrade: {r.engine_version}" for r in upgrade_remedies(d)]
+    routes = [e.value for r in d.remedies if r.action is RemedyAction.ROUTE
+              for e in r.route_to if e.value != d.engine]
+    if routes:
+        steps.append("or serve it with another engine (request `engines: ["
+                     + ", ".join(dict.fromkeys(routes)) + "]`)")
+    return "; ".join(steps)
+

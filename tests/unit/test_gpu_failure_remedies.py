@@ -173,3 +173,12 @@ def test_diagnose_json_reports_the_route_and_the_upgrade():
     remedies = json.loads(out.output)["remedies"]
     assert {"action": "upgrade"}.items() <= remedies[0].items() and remedies[0]["engine_version"]
     assert any(r["action"] == "route" and r["route_to"] == ["vllm", "sglang"] for r in remedies)
+
+
+def test_a_start_no_knob_fixes_names_the_build_and_the_engines_that_would():
+    from infopt.troubleshoot.diagnose import diagnose_file, next_steps
+
+    d = diagnose_file(str(LOGS / "vllm_v1_no_kernel_image_rtx50.log"), "vllm")
+    steps = next_steps(d)
+    assert steps.startswith("upgrade: ") and "12.8" in steps
+    assert "engines: [llamacpp]" in steps
