@@ -2,7 +2,9 @@
 
 Pinned: TensorRT-LLM 1.x (the 1.2 line: PyTorch backend by default). Flags checked against
 tensorrt_llm/commands/serve.py at NVIDIA/TensorRT-LLM@00209af149e7774406881a37283dce303571eb11
-(click options) and the CLI reference
+(click options; main early in 2026, after the 1.2 branch: each spelling below is also a primary
+option name of the late-2025 serve.py, so the 1.2 line between the two takes it) and the CLI
+reference
 https://nvidia.github.io/TensorRT-LLM/commands/trtllm-serve/trtllm-serve.html .
 We render the spellings that both that source and the 0.18 reference
 (https://nvidia.github.io/TensorRT-LLM/0.18.2/commands/trtllm-serve.html) accept, because 1.x
@@ -22,7 +24,10 @@ Routes (tensorrt_llm/serve/openai_server.py): GET /health (200 when the executor
 Prometheus text (names prefixed `trtllm_`, tensorrt_llm/metrics/collector.py) is served on
 /prometheus/metrics when `return_perf_metrics: true` is in the extra options.
 The served model name is the model directory's basename (no rename flag in the pinned CLI).
-TensorRT-LLM is not installed on the optimizer's machines: tested on argv, YAML and log lines.
+TensorRT-LLM is not installed on the optimizer's machines: tested on argv, YAML and log lines,
+and every argv and YAML the adapter and its ladder build is checked against TensorRT-LLM 1.2's
+own argument models and click options, recorded as data with their sources
+(infopt/engines/data/trtllm-1.2-llm-args.json, read by infopt.engines.trtllm_args).
 """
 
 from __future__ import annotations
@@ -45,6 +50,7 @@ from infopt.costmodel.allocation import (
 )
 from infopt.engines.base import (
     CONTINUOUS_USAGE,
+    CheckedVersions,
     EngineAdapter,
     Launch,
     MemoryShape,
@@ -57,7 +63,7 @@ from infopt.engines.trtllm_ladder import LAYOUT
 from infopt.engines.trtllm_ladder import RULES as LADDER
 from infopt.specs.fit import KvObservation
 from infopt.specs.inspection import ModelInspection
-from infopt.specs.serving import EngineName, TrtllmConfig
+from infopt.specs.serving import EngineName, TrtllmConfig, with_knobs
 
 ENV_OVERRIDE = "INFOPT_TRTLLM_SERVE"
 # TensorRT-LLM runs on Linux only; the YAML is content-addressed so concurrent launches with
@@ -200,20 +206,39 @@ def memory_shape(cfg: TrtllmConfig, target_concurrency: int, is_cpu: bool,
     if cfg.kv_cache_free_gpu_memory_fraction is not None:  # else KvCacheConfig's 0.9
         knobs["free_gpu_memory_fraction"] = cfg.kv_cache_free_gpu_memory_fraction
     kv = cfg.extra_llm_api_options.kv_cache_config if cfg.extra_llm_api_options else None
+    # A prompt cap below max_seq_len (no chunked prefill) is the context a full-context request
+    # gets: the plan and the control's eligibility see the defaults' 8,192 tokens, not the
+    # max_seq_len they were started with.
+    context = min(cfg.max_seq_len, cfg.prompt_cap_tokens or cfg.max_seq_len)
     return MemoryShape(kv_dtype=(kv.dtype if kv and kv.dtype else "auto"),
-                       context_tokens=cfg.max_seq_len, max_sequences=seqs,
+                       context_tokens=context, max_sequences=seqs,
                        knobs=EngineKnobs(**knobs), tensor_parallel=cfg.tp_size or 1,
                        pipeline_parallel=cfg.pp_size or 1)
 
 
 def control_config(t: ServingTarget) -> TrtllmConfig:
-    """`trtllm-serve MODEL` at the model's full context (served as the directory's name)."""
+    """`trtllm-serve MODEL` at the model's full context (served as the directory's name): the
+    engine's defaults, which refuse any prompt over max_num_tokens (8,192) when the context is
+    longer (TrtllmConfig.prompt_cap_tokens). The control stays the defaults all the same; the
+    fit sees the cap (memory_shape), so the run says the defaults fail the full context."""
     return TrtllmConfig(model_path=t.model_path, port=t.port,
                         served_model_name=Path(t.model_path).name,
                         max_seq_len=t.native_context_tokens)
 
 
-baseline_config = control_config
+def baseline_config(t: ServingTarget) -> TrtllmConfig:
+    """The defaults, plus chunked prefill when the context is longer than an iteration's
+    max_num_tokens: without it the PyTorch backend answers every longer prompt with HTTP 400
+    (llm.py BaseLLM._check_arguments), so the full native context is not served. Chunked
+    prefill splits such a prompt over iterations of max_num_tokens and is what that check
+    lets through (it reads enable_chunked_prefill, nothing else); it is a TorchLlmArgs field
+    (llm_args.py:2006 at v1.2.1), so it goes in the YAML with the other LLM API options."""
+    cfg = control_config(t)
+    if cfg.prompt_cap_tokens is None:
+        return cfg
+    out = with_knobs(cfg, {"extra_llm_api_options.enable_chunked_prefill": True})
+    assert isinstance(out, TrtllmConfig)
+    return out
 
 
 def kv_allocation(m: ModelInspection, memory_bytes: int, weights_bytes: int, tp: int, device: str,
@@ -265,6 +290,12 @@ ADAPTER = EngineAdapter(
     baseline_config=baseline_config,
     doc_url="https://nvidia.github.io/TensorRT-LLM/commands/trtllm-serve/trtllm-serve.html",
     container_image="nvcr.io/nvidia/tensorrt-llm/release:1.2.0",
+    # TensorRT-LLM cannot be imported without a GPU (its PyPI entry is a stub for NVIDIA's
+    # index; llm_args.py loads the CUDA bindings), so its own models judge infopt's YAML and
+    # argv as recorded from the 1.2.1 source: infopt/engines/data/trtllm-1.2-llm-args.json.
+    checked_versions=CheckedVersions(("1.2",), (
+        "every argv and extra_llm_api_options YAML validated against TensorRT-LLM 1.2.1's "
+        "argument models as recorded from its source: tests/unit/test_trtllm_llm_args.py")),
     container_executable="trtllm-serve",
     # The KV type is kv_cache_config.dtype, a nested option, not a flat knob.
     kv_dtype_knobs=(),

@@ -82,18 +82,26 @@ def overlap_scheduler(cfg: TrtllmConfig, f: LadderFacts) -> list[LadderCandidate
     return []
 
 
+_CHUNKED = "extra_llm_api_options.enable_chunked_prefill"
+
+
 def prefill(cfg: TrtllmConfig, f: LadderFacts) -> list[LadderCandidate] | str:
     # Tokens per iteration: the target load's prompts at once, with chunked context so a
     # longer prompt still fits an iteration (the full context stays servable).
     burst = prefill_burst_tokens(f)
     out = []
     if cfg.max_num_tokens != burst:
-        out.append(candidate(D.PREFILL, {"max_num_tokens": burst},
-                             why=f"--max_num_tokens {burst}: the target load's prompts "
-                                 f"({f.target_concurrency} x {f.mean_prompt_tokens} tokens) in "
-                                 "one iteration"))
-    if knob_value(cfg, "extra_llm_api_options.enable_chunked_prefill") is not True:
-        out.append(candidate(D.PREFILL, {"extra_llm_api_options.enable_chunked_prefill": True},
+        changes: dict[str, Any] = {"max_num_tokens": burst}
+        why = (f"--max_num_tokens {burst}: the target load's prompts ({f.target_concurrency} x "
+               f"{f.mean_prompt_tokens} tokens) in one iteration")
+        # Below max_seq_len the PyTorch backend refuses longer prompts (HTTP 400, llm.py
+        # BaseLLM._check_arguments) unless chunked prefill splits them: the two go together.
+        if burst < cfg.max_seq_len and not cfg.chunked_prefill:
+            changes[_CHUNKED] = True
+            why += ", with chunked prefill so prompts up to the full context are still served"
+        out.append(candidate(D.PREFILL, changes, label=f"max_num_tokens={burst}", why=why))
+    if knob_value(cfg, _CHUNKED) is not True:
+        out.append(candidate(D.PREFILL, {_CHUNKED: True},
                              label="chunked_prefill=on",
                              why="enable_chunked_prefill: long prompts split over iterations "
                                  "so decode steps are not held behind them"))
@@ -145,26 +153,41 @@ def parallel_layout(cfg: TrtllmConfig, f: LadderFacts) -> list[LadderCandidate] 
 
 
 _SPEC = "extra_llm_api_options.speculative_config"
-# Drafter kinds as decoding types (llm_args.py; the PyTorch backend takes EAGLE-3, not EAGLE).
-_DECODING = {"mtp": "MTP", "eagle3": "Eagle3", "draft_model": "DraftTarget"}
+# Drafter kinds as TensorRT-LLM 1.2's decoding types: DecodingBaseConfig.from_dict's registry
+# keys (llm_args.py:768-782 at v1.2.1). "Eagle" is EAGLE-3 on the PyTorch backend (1.2 has no
+# "Eagle3" key and no EAGLE-1/2 on PyTorch); "DraftTarget", not the internal "Draft_Target".
+_DECODING = {"mtp": "MTP", "eagle3": "Eagle", "draft_model": "DraftTarget"}
 
 
 def _drafter(d: Drafter, n: int) -> dict[str, Any] | None:
     kind = _DECODING.get(d.kind)
     if kind is None:
         return None
-    spec: dict[str, Any] = {f"{_SPEC}.decoding_type": kind, f"{_SPEC}.max_draft_len": n}
-    if d.kind != "mtp":
-        spec[f"{_SPEC}.speculative_model"] = d.path
-    return spec  # dotted knobs: a candidate's changes are scalars, validated together
+    if d.kind == "mtp":
+        # 1.2 sets MTP's max_draft_len from num_nextn_predict_layers (default 1) in
+        # MTPDecodingConfig.from_dict and validate_speculative_config: that field is the length.
+        return {f"{_SPEC}.decoding_type": kind, f"{_SPEC}.num_nextn_predict_layers": n}
+    # dotted knobs: a candidate's changes are scalars, validated together
+    return {f"{_SPEC}.decoding_type": kind, f"{_SPEC}.max_draft_len": n,
+            f"{_SPEC}.speculative_model": d.path}
+
+
+def ngram_pattern_tokens(target_concurrency: int) -> int:
+    """NGram's max_matching_ngram_size, which 1.2 asserts > 0 and defaults to 0: what upstream
+    picks for its own AUTO speculation, 3 at a max_batch_size of up to 4, else 5 (the AUTO
+    heuristic of tensorrt_llm/llmapi/llm.py in 1.x, later _torch/speculative/auto_heuristic.py
+    suggest_spec_config). Keyed here on the target load, the batch the run serves."""
+    return 3 if target_concurrency <= 4 else 5
 
 
 def speculative(cfg: TrtllmConfig, f: LadderFacts) -> list[LadderCandidate] | str:
-    """speculative_config: each verified drafter, then n-grams, a series over max_draft_len."""
+    """speculative_config: each verified drafter, then n-grams, a series over the draft length."""
     if knob_value(cfg, _SPEC) is not None:
         return "the incumbent already speculates (speculative_config)"
+    pattern = ngram_pattern_tokens(f.target_concurrency)
     return speculation(f, lambda n: {f"{_SPEC}.decoding_type": "NGram",
-                                     f"{_SPEC}.max_draft_len": n},
+                                     f"{_SPEC}.max_draft_len": n,
+                                     f"{_SPEC}.max_matching_ngram_size": pattern},
                        _drafter, "TensorRT-LLM", "speculative_config decoding_type NGram")
 
 

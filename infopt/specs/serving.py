@@ -277,22 +277,49 @@ class TrtllmCudaGraphOptions(Spec):
 
 
 class TrtllmSpeculativeOptions(Spec):
-    """`speculative_config` of the LLM API (tensorrt_llm/llmapi/llm_args.py: a union on
-    decoding_type; max_draft_len required): NGram drafts from the context, MTP with the
-    model's own layers, Eagle3 and DraftTarget with a drafter (speculative_model)."""
+    """`speculative_config` of the LLM API, as TensorRT-LLM 1.2 reads it (facts and lines in
+    infopt/engines/data/trtllm-1.2-llm-args.json, tensorrt_llm/llmapi/llm_args.py at v1.2.1):
+    DecodingBaseConfig.from_dict dispatches on decoding_type; the tags are the registry's keys
+    ("Eagle" runs EAGLE-3 on the PyTorch backend: 1.2 has no "Eagle3" key; "DraftTarget", not
+    the internal ClassVar "Draft_Target"). NGram drafts from the context, MTP with the model's
+    own layers, Eagle and DraftTarget with a drafter (speculative_model)."""
 
-    decoding_type: Literal["NGram", "MTP", "Eagle3", "DraftTarget"]
-    max_draft_len: int = Field(..., ge=1, le=32)
+    decoding_type: Literal["NGram", "MTP", "Eagle", "DraftTarget"]
+    # Draft tokens a step for NGram, Eagle and DraftTarget.
+    max_draft_len: int | None = Field(None, ge=1, le=32)
+    # MTP's draft length: MTPDecodingConfig.from_dict and validate_speculative_config set
+    # max_draft_len = num_nextn_predict_layers (default 1), so MTP takes its length here only.
+    num_nextn_predict_layers: int | None = Field(None, ge=1, le=32)
+    # NGram's longest matched pattern: 1.2 asserts it > 0 and defaults it to 0.
+    max_matching_ngram_size: int | None = Field(None, ge=1)
     speculative_model: str | None = None
 
     @model_validator(mode="after")
     def _drafter(self) -> TrtllmSpeculativeOptions:
-        needs = self.decoding_type in ("Eagle3", "DraftTarget")
+        kind = self.decoding_type
+        needs = kind in ("Eagle", "DraftTarget")
         if needs != (self.speculative_model is not None):
-            raise ValueError(f"speculative_config {self.decoding_type}: speculative_model is "
+            raise ValueError(f"speculative_config {kind}: speculative_model is "
                              + ("required (the drafter's folder)" if needs else
                                 "not taken (it drafts without a drafter model)"))
+        if kind == "MTP":
+            if self.num_nextn_predict_layers is None or self.max_draft_len is not None:
+                raise ValueError("speculative_config MTP: set its draft length as "
+                                 "num_nextn_predict_layers (TensorRT-LLM 1.2 overwrites "
+                                 "max_draft_len with it, default 1); leave max_draft_len unset")
+        elif self.max_draft_len is None or self.num_nextn_predict_layers is not None:
+            raise ValueError(f"speculative_config {kind}: set max_draft_len (num_nextn_predict_"
+                             "layers is MTP's)")
+        if (kind == "NGram") != (self.max_matching_ngram_size is not None):
+            raise ValueError(f"speculative_config {kind}: max_matching_ngram_size is "
+                             + ("required (TensorRT-LLM 1.2 asserts it > 0; its default is 0)"
+                                if kind == "NGram" else "NGram's only"))
         return self
+
+    @property
+    def draft_tokens(self) -> int:
+        """Tokens drafted a step, whichever field carries them for this decoding type."""
+        return self.num_nextn_predict_layers or self.max_draft_len or 1
 
 
 class TrtllmExtraOptions(Spec):
@@ -317,6 +344,11 @@ class TrtllmExtraOptions(Spec):
         return keys
 
 
+# BaseLlmArgs.max_num_tokens's default (tensorrt_llm/llmapi/llm_args.py:2068 at v1.2.1), which
+# trtllm-serve's --max_num_tokens takes from BuildConfig.
+TRTLLM_DEFAULT_MAX_NUM_TOKENS = 8192
+
+
 class TrtllmConfig(_Common):
     """TensorRT-LLM 1.x `trtllm-serve MODEL` (see infopt.engines.trtllm)."""
 
@@ -339,6 +371,23 @@ class TrtllmConfig(_Common):
     # Fraction of the memory left after weights and activations that the KV cache takes (0.9).
     kv_cache_free_gpu_memory_fraction: float | None = Field(None, gt=0, le=1)
     extra_llm_api_options: TrtllmExtraOptions | None = None
+
+    @property
+    def chunked_prefill(self) -> bool:
+        return bool(self.extra_llm_api_options
+                    and self.extra_llm_api_options.enable_chunked_prefill)
+
+    @property
+    def prompt_cap_tokens(self) -> int | None:
+        """The longest prompt this server accepts when that is below max_seq_len (None: the
+        whole context). The PyTorch backend refuses a prompt over max_num_tokens unless chunked
+        prefill is on (tensorrt_llm/llmapi/llm.py BaseLLM._check_arguments: "should not exceed
+        max_num_tokens", HTTP 400), and both default to refusing: max_num_tokens 8192,
+        enable_chunked_prefill False (llm_args.py at v1.2.1, lines 2068 and 2006)."""
+        if self.backend != "pytorch" or self.chunked_prefill:
+            return None
+        cap = self.max_num_tokens or TRTLLM_DEFAULT_MAX_NUM_TOKENS
+        return cap if cap < self.max_seq_len else None
 
     @model_validator(mode="before")
     @classmethod

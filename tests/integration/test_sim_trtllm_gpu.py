@@ -52,6 +52,13 @@ def _config(folder: Path, **knobs):
     return control(trtllm, folder, **knobs)
 
 
+def trtllm_target(folder: Path, context: int):
+    from infopt.engines.base import ServingTarget
+
+    return ServingTarget(model_path=str(folder), served_model_name=folder.name,
+                         native_context_tokens=context, usable_cpus=32)
+
+
 def _sizing(folder: Path, **knobs) -> tuple[sim.Settings, sim.Sizing]:
     """What the stand-in decides for the adapter's argv and YAML, without serving."""
     launch = trtllm.build_launch(_config(folder, **knobs), "trtllm-serve", 8000)
@@ -96,6 +103,15 @@ def test_an_8b_model_serves_on_one_simulated_h100_through_the_trtllm_adapter(
         checks = {c.feature: c for c in verify_endpoint(ep, features=(
             "models", "whole", "stream", "include_usage"))}
         assert all(c.ok for c in checks.values()), checks
+        # The defaults (no chunked prefill) refuse a prompt over max_num_tokens (8,192) before
+        # scheduling it, with TensorRT-LLM's own message (llm.py BaseLLM._check_arguments).
+        long = httpx.post(f"{running.base_url}/v1/chat/completions", timeout=30, json={
+            "model": cfg.served_model_name, "max_tokens": 4,
+            "messages": [{"role": "user", "content": "hello " * 9000}]})
+        assert long.status_code == 400, long.text
+        assert long.json()["error"]["message"] == (
+            "The sum of prompt length (9008.0), query length (0) should not exceed "
+            "max_num_tokens (8192)")  # 9,000 words + the chat template's 8 tokens
         text = httpx.get(f"{running.base_url}/prometheus/metrics").text
         assert 'trtllm_request_success_total{model_name="' + cfg.served_model_name in text
         assert httpx.get(f"{running.base_url}/version").json() == {"version": sim.VERSION}
@@ -160,6 +176,11 @@ def test_options_trtllm_serve_does_not_have_are_refused_like_click_and_pydantic_
     assert out.returncode == 1
     assert "1 validation error for TorchLlmArgs\n[SIMULATED] max_batchsize" in out.stdout
     assert "Extra inputs are not permitted [type=extra_forbidden" in out.stdout
+    # A decoding type 1.2's DecodingBaseConfig.from_dict does not know ("Eagle3" came later).
+    bad.write_text("speculative_config:\n  decoding_type: Eagle3\n  max_draft_len: 3\n")
+    out = subprocess.run([exe, str(folder), "--extra_llm_api_options", str(bad)],
+                         capture_output=True, text=True, timeout=30)
+    assert out.returncode == 1 and "ValueError: Invalid decoding type: Eagle3" in out.stdout
 
 
 def test_an_fp8_kv_cache_doubles_the_kv_tokens(host):
@@ -184,20 +205,61 @@ def test_tp2_halves_the_weights_per_gpu(host):
 
 
 def test_speculative_config_is_read_as_the_llm_api_reads_it(tmp_path):
-    """NGram drafts max_draft_len tokens; Eagle3 and DraftTarget need a drafter folder
-    (llm_args.py: "Draft model must be provided"); a planted effect yields more tokens a step
-    at a higher step cost."""
+    """TensorRT-LLM 1.2's reading (infopt/engines/data/trtllm-1.2-llm-args.json): NGram drafts
+    max_draft_len tokens and needs max_matching_ngram_size > 0 (default 0); MTP drafts
+    num_nextn_predict_layers (default 1), whatever max_draft_len says; Eagle (EAGLE-3 on the
+    PyTorch backend; 1.2 has no "Eagle3" tag) and DraftTarget need a drafter folder; a planted
+    effect yields more tokens a step at a higher step cost."""
     opts = {"model": "m"}
     assert sim.speculation_of(sim.settle(opts, {})) is None
     ngram = sim.speculation_of(sim.settle(opts, {"speculative_config": {
-        "decoding_type": "NGram", "max_draft_len": 4}}))
+        "decoding_type": "NGram", "max_draft_len": 4, "max_matching_ngram_size": 3}}))
     assert (ngram.kind, ngram.k) == ("ngram", 4) and ngram.tokens_per_step() > 1
+    with pytest.raises(SystemExit):  # validate_speculative_config's assert
+        sim.speculation_of(sim.settle(opts, {"speculative_config": {
+            "decoding_type": "NGram", "max_draft_len": 4}}))
+    mtp = {"decoding_type": "MTP", "num_nextn_predict_layers": 3}
+    assert sim.speculation_of(sim.settle(opts, {"speculative_config": mtp})).k == 3
+    # max_draft_len is overwritten: one draft token, the num_nextn_predict_layers default.
+    assert sim.speculation_of(sim.settle(opts, {"speculative_config": {
+        "decoding_type": "MTP", "max_draft_len": 4}})).k == 1
     head = tmp_path / "eagle3"
     head.mkdir()
     (head / "config.json").write_text("{}")
     eagle = sim.speculation_of(sim.settle(opts, {"speculative_config": {
-        "decoding_type": "Eagle3", "max_draft_len": 3, "speculative_model": str(head)}}))
+        "decoding_type": "Eagle", "max_draft_len": 3, "speculative_model": str(head)}}))
     assert (eagle.kind, eagle.k) == ("eagle3", 3)
     with pytest.raises(SystemExit):
         sim.speculation_of(sim.settle(opts, {"speculative_config": {
             "decoding_type": "DraftTarget", "max_draft_len": 3}}))
+    with pytest.raises(ValueError, match="Invalid decoding type: Eagle3"):
+        sim.extra_forbidden({"speculative_config": {"decoding_type": "Eagle3",
+                                                    "max_draft_len": 3}})
+    # A nested block's unknown key is its own model's refusal (built before TorchLlmArgs).
+    assert sim.extra_forbidden({"speculative_config": {**mtp, "num_nextn_layers": 2}}) == (
+        "MTPDecodingConfig", [("num_nextn_layers", 2)])
+    assert sim.extra_forbidden({"cuda_graph_config": {"padding": True}}) == (
+        "CudaGraphConfig", [("padding", True)])
+
+
+def test_the_prompt_cap_follows_max_num_tokens_and_chunked_prefill(host):
+    """The adapter's control (the defaults) refuses prompts over 8,192 tokens; its baseline at
+    the full 131,072-token context turns chunked prefill on and takes them (llm.py
+    BaseLLM._check_arguments reads enable_chunked_prefill); a lower --max_num_tokens without
+    chunked prefill lowers the cap."""
+    _, model = host
+    folder = model(LLAMA_8B)
+    s, _ = _sizing(folder)
+    assert not s.chunked_prefill and s.max_num_tokens == sim.DEFAULT_MAX_NUM_TOKENS
+    assert sim.prompt_refusal(s, 8192) is None
+    assert sim.prompt_refusal(s, 8193) == ("The sum of prompt length (8193.0), query length "
+                                           "(0) should not exceed max_num_tokens (8192)")
+    s, _ = _sizing(folder, max_num_tokens=2048)
+    assert "max_num_tokens (2048)" in sim.prompt_refusal(s, 4096)
+    cfg = json.loads((folder / "config.json").read_text())
+    base = trtllm.baseline_config(trtllm_target(folder, cfg["max_position_embeddings"]))
+    launch = trtllm.build_launch(base, "trtllm-serve", 8000)
+    write_launch_files(launch)
+    opts = sim.parse_cli(launch.argv[1:])
+    s = sim.settle(opts, sim.read_extra(opts.get("extra_llm_api_options")))
+    assert s.chunked_prefill and sim.prompt_refusal(s, 131_000) is None

@@ -1,13 +1,16 @@
 """The SIMULATED trtllm-serve's command line and LLM API options (tests/sim/trtllm_gpu.py runs
-them): the options and aliases of tensorrt_llm/commands/serve.py at
-NVIDIA/TensorRT-LLM@00209af149e7774406881a37283dce303571eb11, parsed and refused the way click
+them): the options and aliases of tensorrt_llm/commands/serve.py, parsed and refused the way click
 parses and refuses them (pallets/click src/click/exceptions.py and parser.py, 8.0-8.3), and the
---extra_llm_api_options YAML refused the way TorchLlmArgs' extra="forbid" pydantic models refuse
-an unknown key. Standard library and yaml only."""
+--extra_llm_api_options YAML refused the way TensorRT-LLM 1.2 refuses it: an unknown key at any
+level (its pydantic models are extra="forbid"), a decoding_type DecodingBaseConfig.from_dict
+does not know. The option list, the models' field names and the decoding types are the ones
+recorded, with their sources, in infopt/engines/data/trtllm-1.2-llm-args.json (read here as a
+file: the stand-in imports nothing of infopt). Standard library and yaml only."""
 
 from __future__ import annotations
 
 import difflib
+import json
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,42 +31,13 @@ class Opt:
     choices: tuple[str, ...] = ()
 
 
-LOG_LEVELS = ("internal_error", "error", "warning", "info", "verbose")  # logger.severity_map
-OPTIONS = (
-    Opt(("--tokenizer",), "tokenizer"), Opt(("--custom_tokenizer",), "custom_tokenizer"),
-    Opt(("--host",), "host"), Opt(("--port",), "port", "integer"),
-    Opt(("--backend",), "backend", "choice", ("pytorch", "tensorrt", "_autodeploy")),
-    Opt(("--custom_module_dirs",), "custom_module_dirs"),
-    Opt(("--log_level",), "log_level", "choice", LOG_LEVELS),
-    Opt(("--max_beam_width",), "max_beam_width", "integer"),
-    Opt(("--max_batch_size",), "max_batch_size", "integer"),
-    Opt(("--max_num_tokens",), "max_num_tokens", "integer"),
-    Opt(("--max_seq_len",), "max_seq_len", "integer"),
-    Opt(("--tensor_parallel_size", "--tp_size"), "tensor_parallel_size", "integer"),
-    Opt(("--pipeline_parallel_size", "--pp_size"), "pipeline_parallel_size", "integer"),
-    Opt(("--context_parallel_size", "--cp_size"), "context_parallel_size", "integer"),
-    Opt(("--moe_expert_parallel_size", "--ep_size"), "moe_expert_parallel_size", "integer"),
-    Opt(("--moe_cluster_parallel_size", "--cluster_size"), "moe_cluster_parallel_size",
-        "integer"),
-    Opt(("--gpus_per_node",), "gpus_per_node", "integer"),
-    Opt(("--free_gpu_memory_fraction", "--kv_cache_free_gpu_memory_fraction"),
-        "free_gpu_memory_fraction", "float"),
-    Opt(("--num_postprocess_workers",), "num_postprocess_workers", "integer"),
-    Opt(("--trust_remote_code",), "trust_remote_code", "flag"),
-    Opt(("--revision",), "revision"),
-    Opt(("--config", "--extra_llm_api_options"), "extra_llm_api_options"),
-    Opt(("--reasoning_parser",), "reasoning_parser"), Opt(("--tool_parser",), "tool_parser"),
-    Opt(("--metadata_server_config_file",), "metadata_server_config_file"),
-    Opt(("--server_role",), "server_role"),
-    Opt(("--fail_fast_on_attention_window_too_large",),
-        "fail_fast_on_attention_window_too_large", "flag"),
-    Opt(("--otlp_traces_endpoint",), "otlp_traces_endpoint"),
-    Opt(("--disagg_cluster_uri",), "disagg_cluster_uri"),
-    Opt(("--enable_chunked_prefill",), "enable_chunked_prefill", "flag"),
-    Opt(("--media_io_kwargs",), "media_io_kwargs"), Opt(("--chat_template",), "chat_template"),
-)
+# TensorRT-LLM 1.2's recorded argument models and serve.py options (see the module docstring).
+RECORD = json.loads((Path(__file__).resolve().parents[2] / "infopt" / "engines" / "data"
+                     / "trtllm-1.2-llm-args.json").read_text())
+OPTIONS = tuple(Opt(tuple(o["names"]), o["dest"], o["kind"], tuple(o.get("choices", ())))
+                for o in RECORD["trtllm_serve"]["options"])
 BY_NAME = {name: o for o in OPTIONS for name in o.names}
-BACKEND_ALIASES = {"trt": "tensorrt"}  # serve.py's ChoiceWithAlias
+BACKEND_ALIASES = RECORD["trtllm_serve"]["backend_aliases"]  # serve.py's ChoiceWithAlias
 SERVE_USAGE = f"Usage: {PROG} serve [OPTIONS] MODEL"
 GROUP_USAGE = f"Usage: {PROG} [OPTIONS] COMMAND [ARGS]..."
 COMMANDS = ("serve", "grpc", "disaggregated", "disaggregated_mpi_worker", "mm_embedding_serve")
@@ -186,20 +160,16 @@ def print_serve_help() -> None:
 
 # -- the LLM API options (--extra_llm_api_options YAML) -----------------------------------------
 
-TOP_LEVEL_KEYS = frozenset({
-    "kv_cache_config", "cuda_graph_config", "enable_attention_dp", "disable_overlap_scheduler",
-    "enable_chunked_prefill", "print_iter_log", "return_perf_metrics", "enable_iter_perf_stats",
-    "max_batch_size", "max_num_tokens", "max_seq_len", "max_beam_width",
-    "tensor_parallel_size", "pipeline_parallel_size", "moe_expert_parallel_size",
-    "moe_config", "speculative_config", "attn_backend", "sampler_type", "stream_interval",
-    "enable_autotuner", "trust_remote_code", "scheduler_config", "guided_decoding_backend",
-    "load_format", "lora_config", "torch_compile_config", "cache_transceiver_config",
-    "enable_layerwise_nvtx_marker", "batch_wait_timeout_ms", "num_postprocess_workers"})
-KV_CACHE_KEYS = frozenset({
-    "enable_block_reuse", "max_tokens", "max_attention_window", "sink_token_length",
-    "free_gpu_memory_fraction", "host_cache_size", "onboard_blocks", "cross_kv_cache_fraction",
-    "secondary_offload_min_priority", "event_buffer_max_size", "enable_partial_reuse",
-    "copy_on_partial_reuse", "use_uvm", "dtype", "mamba_ssm_cache_dtype", "tokens_per_block"})
+MODELS = RECORD["llm_api"]["models"]
+DECODING_TYPES = RECORD["llm_api"]["decoding_types"]["registry"]
+TOP_LEVEL_KEYS = frozenset(MODELS["TorchLlmArgs"]["fields"])
+KV_CACHE_KEYS = frozenset(MODELS["KvCacheConfig"]["fields"])
+
+
+def _keys(model: str) -> frozenset[str]:
+    """A model's accepted keys: its fields and their aliases (speculative_model_dir)."""
+    fields = MODELS[model]["fields"]
+    return frozenset(fields) | {a for f in fields.values() for a in f.get("aliases", ())}
 
 
 def read_extra(path: str | None) -> dict:
@@ -209,14 +179,35 @@ def read_extra(path: str | None) -> dict:
     return yaml.safe_load(Path(path).read_text()) or {}
 
 
+def decoding_class(extra: dict) -> str | None:
+    """The class DecodingBaseConfig.from_dict picks for speculative_config (None: no block).
+    An unknown decoding_type is its ValueError ("Invalid decoding type: Eagle3"); a class the
+    record has no fields for is not simulated."""
+    block = extra.get("speculative_config")
+    if not block:
+        return None
+    kind = block.get("decoding_type")
+    if kind not in DECODING_TYPES:
+        raise ValueError(f"Invalid decoding type: {kind}")
+    if DECODING_TYPES[kind] not in MODELS:
+        raise SystemExit(f"{MARK}SIMULATED TensorRT-LLM: decoding_type {kind} is not simulated")
+    return DECODING_TYPES[kind]
+
+
 def extra_forbidden(extra: dict) -> tuple[str, list[tuple[str, object]]]:
-    """The pydantic model that refuses the document, and its unknown keys (none: [])."""
-    unknown = [(k, v) for k, v in extra.items() if k not in TOP_LEVEL_KEYS]
-    if unknown:
-        return "TorchLlmArgs", unknown
-    kv = extra.get("kv_cache_config") or {}
-    # update_llm_args_with_extra_dict builds KvCacheConfig(**block) on its own.
-    return "KvCacheConfig", [(k, v) for k, v in kv.items() if k not in KV_CACHE_KEYS]
+    """The pydantic model that refuses the document, and its unknown keys (none: []).
+    update_llm_args_with_extra_dict builds each nested block with its own class before
+    TorchLlmArgs(**args) sees the whole, so a nested block's model refuses first."""
+    nested = [("KvCacheConfig", extra.get("kv_cache_config")),
+              ("CudaGraphConfig", extra.get("cuda_graph_config"))]
+    if (spec := decoding_class(extra)) is not None:  # from_dict pops decoding_type first
+        nested.insert(0, (spec, {k: v for k, v in extra["speculative_config"].items()
+                                 if k != "decoding_type"}))
+    for model, block in nested:
+        unknown = [(k, v) for k, v in (block or {}).items() if k not in _keys(model)]
+        if unknown:
+            return model, unknown
+    return "TorchLlmArgs", [(k, v) for k, v in extra.items() if k not in TOP_LEVEL_KEYS]
 
 
 def validation_error(model: str, unknown: list[tuple[str, object]]) -> str:

@@ -23,12 +23,22 @@ this file (`write_serve`); the adapter finds it through INFOPT_TRTLLM_SERVE or a
 - reads the --extra_llm_api_options YAML as TorchLlmArgs would: kv_cache_config (dtype "fp8"
   halves the KV bytes; free_gpu_memory_fraction, max_tokens, tokens_per_block),
   cuda_graph_config (null: no CUDA graphs), enable_attention_dp (each rank keeps every KV head:
-  _util.py's KV size per token uses TP 1 then), disable_overlap_scheduler, return_perf_metrics.
-  The LLM API's models are pydantic with extra="forbid" (llmapi/llm_args.py builds them on
-  llmapi/utils.py's StrictBaseModel), so an unknown key is pydantic's "Extra inputs are not
-  permitted [type=extra_forbidden, ...]" ValidationError, exit 1. The known keys here are a
-  subset of TorchLlmArgs' fields: a real field missing from TOP_LEVEL_KEYS is refused by this
-  stand-in, not by TensorRT-LLM;
+  _util.py's KV size per token uses TP 1 then), disable_overlap_scheduler, return_perf_metrics,
+  enable_chunked_prefill, speculative_config. The LLM API's models are pydantic with
+  extra="forbid" (llmapi/llm_args.py builds them on llmapi/utils.py's StrictBaseModel), so an
+  unknown key at any level is pydantic's "Extra inputs are not permitted [type=extra_forbidden,
+  ...]" ValidationError, and a decoding_type outside DecodingBaseConfig.from_dict's registry
+  its "ValueError: Invalid decoding type: X", exit 1. The known keys and decoding types are
+  those recorded for 1.2 in infopt/engines/data/trtllm-1.2-llm-args.json (tests/sim/
+  trtllm_cli.py reads them);
+- drafts as 1.2 does: MTP's draft length is num_nextn_predict_layers (default 1), which
+  overwrites max_draft_len (MTPDecodingConfig.from_dict, validate_speculative_config); NGram
+  needs max_draft_len and max_matching_ngram_size > 0 and Eagle/DraftTarget a drafter, else
+  validate_speculative_config's AssertionError or message, exit 1;
+- refuses, on the PyTorch backend without enable_chunked_prefill, every prompt longer than
+  max_num_tokens (default 8,192) with HTTP 400 and TensorRT-LLM's own message ("The sum of
+  prompt length (9000.0), query length (0) should not exceed max_num_tokens (8192)":
+  tensorrt_llm/llmapi/llm.py BaseLLM._check_arguments, before anything is scheduled);
 - sizes memory with TensorRT-LLM's own rule (tensorrt_llm/_torch/pyexecutor/_util.py,
   KvCacheCreator): weights (weights / (TP x PP) per GPU) load, a small KV cache is allocated
   for the profiling run (enough blocks for max_num_tokens of dummy prompts,
@@ -152,6 +162,7 @@ class Settings:
     prometheus: bool
     fail_fast: bool
     spec: dict | None = None  # the speculative_config block, as given
+    chunked_prefill: bool = False  # enable_chunked_prefill (flag or YAML; default off)
 
 
 def float32(x: float) -> float:
@@ -185,28 +196,47 @@ def settle(opts: dict, extra: dict) -> Settings:
         overlap=not extra.get("disable_overlap_scheduler"),
         prometheus=bool(extra.get("return_perf_metrics")),
         fail_fast=bool(opts.get("fail_fast_on_attention_window_too_large")),
-        spec=extra.get("speculative_config"))
+        spec=extra.get("speculative_config"),
+        chunked_prefill=bool(extra.get("enable_chunked_prefill",
+                                       opts.get("enable_chunked_prefill", False))))
 
 
-_KINDS = {"NGram": "ngram", "MTP": "mtp", "Eagle3": "eagle3", "Eagle": "eagle3",
-          "DraftTarget": "draft_model"}
+# 1.2's decoding types (DecodingBaseConfig.from_dict's registry) as the planted drafter kinds;
+# "Eagle" is EAGLE-3 on the PyTorch backend. Other registry keys are refused before this.
+_KINDS = {"NGram": "ngram", "MTP": "mtp", "Eagle": "eagle3", "DraftTarget": "draft_model"}
+# TorchLlmArgs.validate_speculative_config's messages (llm_args.py:3049/3054 at v1.2.1).
+_NO_DRAFTER = {"Eagle": "EAGLE3 draft model must be specified.",
+               "DraftTarget": "Draft model must be specified."}
+
+
+def draft_tokens(block: dict) -> int | None:
+    """The draft length 1.2 runs: MTP's is num_nextn_predict_layers (default 1), written over
+    max_draft_len by MTPDecodingConfig.from_dict; the others' is max_draft_len."""
+    if block.get("decoding_type") == "MTP":
+        return block.get("num_nextn_predict_layers", 1)
+    return block.get("max_draft_len")
 
 
 def speculation_of(s: Settings, m: Model | None = None) -> Speculation | None:
-    """speculative_config as llm_args.py checks it (decoding_type, max_draft_len > 0, a
-    drafter for Eagle3/DraftTarget; MTP needs the model's own layers). Refusals exit 1."""
+    """speculative_config as 1.2 checks it: validate_speculative_config's asserts (a positive
+    draft length; NGram's max_matching_ngram_size > 0, default 0), a drafter for Eagle and
+    DraftTarget, the model's own layers for MTP. Refusals exit 1."""
     block = s.spec
     if not block:
         return None
-    kind, k = _KINDS.get(str(block.get("decoding_type"))), block.get("max_draft_len")
+    name = str(block.get("decoding_type"))
+    kind, k = _KINDS.get(name), draft_tokens(block)
     model = block.get("speculative_model") or block.get("speculative_model_dir")
-    if kind is None or not isinstance(k, int) or k < 1:
-        py_log("E", f"pydantic_core._pydantic_core.ValidationError: speculative_config "
-               f"{block!r}: decoding_type and a positive max_draft_len are required")
+    if kind is None:
+        py_log("E", f"ValueError: Invalid decoding type: {name}")
+        raise SystemExit(1)
+    if not isinstance(k, int) or k < 1 or (
+            kind == "ngram" and not block.get("max_matching_ngram_size", 0) > 0):
+        py_log("E", f"AssertionError (validate_speculative_config): {name} {block!r}")
         raise SystemExit(1)
     if kind in ("eagle3", "draft_model") and not (model and (Path(model) / "config.json")
                                                   .is_file()):
-        py_log("E", f"ValueError: Draft model must be provided for {block['decoding_type']}")
+        py_log("E", f"ValueError: {_NO_DRAFTER[name]}")
         raise SystemExit(1)
     if kind == "mtp" and m is not None and not m.mtp_layers:
         py_log("E", "ValueError: MTP needs num_nextn_predict_layers in the model's config")
@@ -258,7 +288,7 @@ def size_memory(m: Model, g: Gpu, s: Settings, max_seq_len: int) -> Sizing:
     outside = CONTEXT_BYTES + (NCCL_BYTES if s.tp * s.pp > 1 else 0) + \
         (GRAPH_BYTES if s.graphs else 0)
     activation = s.max_num_tokens * m.hidden * ACTIVATION_BYTES_PER_TOKEN_HIDDEN
-    available = int((g.memory_bytes - weights - outside - activation) * s.fraction)
+    available = int((g.cuda_total_bytes - weights - outside - activation) * s.fraction)
     max_tokens = max(0, available) // per_token
     if s.kv_max_tokens is not None:  # "The smaller value will be used."
         max_tokens = min(max_tokens, s.kv_max_tokens)
@@ -293,7 +323,7 @@ def cuda_oom(g: Gpu, weights: int) -> None:
     """PyTorch's message (same text as the vLLM and SGLang stand-ins), as the executor worker
     reports it ("Failed to initialize executor on rank N: ...", trtllm#5872's log)."""
     oom = (f"CUDA out of memory. Tried to allocate {min(2.0, weights / GIB):.2f} GiB. GPU 0 has "
-           f"a total capacity of {gib(g.memory_bytes)} GiB of which 0 bytes is free.")
+           f"a total capacity of {gib(g.cuda_total_bytes)} GiB of which 0 bytes is free.")
     py_log("E", f"Failed to initialize executor on rank 0: {oom}", rank=0)
     say(f"torch.OutOfMemoryError: {oom}")
     raise SystemExit(1)
@@ -305,7 +335,7 @@ def executor_oom(g: Gpu, component: str, free: int, created: list[str]) -> None:
     py_log("E", "Failed to initialize executor on rank 0: Executor creation failed due to "
            "insufficient GPU memory.", rank=0)
     for line in ["", f"The following component could not be created: {component}",
-                 f"Total GPU memory (GiB): {gib(g.memory_bytes)}",
+                 f"Total GPU memory (GiB): {gib(g.cuda_total_bytes)}",
                  f"Free GPU memory before component creation attempt (GiB): {gib(free)}", "",
                  "Previously created components and free GPU memory before/after creation "
                  "(GiB):", *created]:
@@ -362,7 +392,7 @@ def profile(g: Gpu, s: Settings, z: Sizing) -> None:
     py_log("I", f"Peak memory during memory usage profiling (torch + non-torch): {gib(peak)} "
            f"GiB, available KV cache memory when calculating max tokens: {gib(z.available)} "
            f"GiB, fraction is set {s.fraction}, kv size is {z.kv_per_token}. device total "
-           f"memory {gib(g.memory_bytes)} GiB, , tmp kv_mem {gib(tmp)} GiB")
+           f"memory {gib(g.cuda_total_bytes)} GiB, , tmp kv_mem {gib(tmp)} GiB")
     py_log("I", f"Estimated max memory in KV cache : {gib(z.available)} GiB")
 
 
@@ -388,7 +418,7 @@ def start_up(s: Settings, m: Model, g: Gpu, scale: float) -> tuple[Sizing, int]:
         raise SystemExit(1)
     z = size_memory(m, g, s, max_seq_len)
     time.sleep(min(z.weights / 2e9 * scale, 0.2))  # ~2 GB/s from the page cache
-    free = g.memory_bytes - CONTEXT_BYTES
+    free = g.cuda_total_bytes - CONTEXT_BYTES
     if z.weights > free:
         cuda_oom(g, z.weights)
     free -= z.weights
@@ -435,13 +465,37 @@ FRONT = Front(engine="TensorRT-LLM", version=VERSION, owned_by="tensorrt_llm (SI
               metrics=_prometheus, too_long=_too_long)
 
 
-def trtllm_handler(engine: Engine, name: str, prometheus: bool) -> type:
+def prompt_refusal(s: Settings, prompt: int) -> str | None:
+    """TensorRT-LLM's refusal of a prompt of `prompt` tokens (None: taken). The PyTorch backend
+    checks every request before scheduling it (tensorrt_llm/llmapi/llm.py BaseLLM.
+    _check_arguments): without enable_chunked_prefill, prompt_len / cp_size + query_len over
+    max_num_tokens is refused, the length printed as the float that division gives; trtllm-
+    serve answers HTTP 400 (wire bodies from 1.x servers quote "The sum of prompt length
+    (72417.0), query length (0) should not exceed max_num_tokens (69632)")."""
+    if s.chunked_prefill or prompt <= s.max_num_tokens:
+        return None
+    return (f"The sum of prompt length ({prompt / 1}), query length (0) should not exceed "
+            f"max_num_tokens ({s.max_num_tokens})")
+
+
+def trtllm_handler(engine: Engine, name: str, prometheus: bool,
+                   settings: Settings | None = None) -> type:
     """gpu_host's routes, with trtllm-serve's metrics routes: /metrics is JSON iteration
     stats (empty: enable_iter_perf_stats is off), Prometheus text is on /prometheus/metrics
-    only with return_perf_metrics (openai_server.py)."""
+    only with return_perf_metrics (openai_server.py); and its per-request prompt check
+    (prompt_refusal) before gpu_host's own length check."""
     base = handler(engine, name, FRONT)
 
     class H(base):
+        def _too_long(self, prompt: int, n: int) -> bool:
+            why = prompt_refusal(settings, prompt) if settings is not None else None
+            if why is None:
+                return super()._too_long(prompt, n)
+            # The error object in gpu_host's shape (one shape for every stand-in error).
+            self._json({"error": {"message": why, "type": "BadRequestError", "param": None,
+                                  "code": 400}}, 400)
+            return True
+
         def do_GET(self) -> None:
             if self.path == "/metrics":
                 self._json([])
@@ -467,11 +521,15 @@ def run(s: Settings, model: Model, gpu: Gpu) -> None:
     scale = time_scale()
     z, max_seq_len = start_up(s, model, gpu, scale)
     mem = Memory(z.weights, z.kv_per_token, z.available, z.kv_tokens)
-    engine = Engine(shape_of(s, max_seq_len, model), model, gpu, mem, scale)
+    # The capacity scheduler's default policy, GUARANTEED_NO_EVICT (llmapi/llm_args.py
+    # SchedulerConfig.capacity_scheduler_policy), admits a request only when its prompt and
+    # every output token fit the pool, so the pool never preempts: requests wait instead.
+    engine = Engine(shape_of(s, max_seq_len, model), model, gpu, mem, scale,
+                    reserve_outputs=True)
     publish_gpu_memory(s.tp * s.pp, z.weights + z.outside_torch + z.activation
                        + z.kv_tokens * z.kv_per_token)
     name = Path(s.model).name  # openai_server.py: a local model directory's basename
-    server = Server((s.host, s.port), trtllm_handler(engine, name, s.prometheus))
+    server = Server((s.host, s.port), trtllm_handler(engine, name, s.prometheus, s))
     server.daemon_threads = True
     ready_lines(s.host, s.port)
     server.serve_forever()
@@ -494,7 +552,11 @@ def main(argv: list[str] | None = None) -> None:
         raise SystemExit(f"{MARK}SIMULATED TensorRT-LLM: only the PyTorch backend is simulated, "
                          f"not --backend {opts['backend']}")
     extra = read_extra(opts.get("extra_llm_api_options"))
-    model_cls, unknown = extra_forbidden(extra)
+    try:
+        model_cls, unknown = extra_forbidden(extra)
+    except ValueError as err:  # DecodingBaseConfig.from_dict's refusal
+        say(f"ValueError: {err}")
+        raise SystemExit(1) from None
     if unknown:
         for line in validation_error(model_cls, unknown).splitlines():
             say(line)

@@ -399,7 +399,8 @@ def test_trtllm_derives_flags_and_nested_llm_api_options():
     assert "eagle-e1: TensorRT-LLM has no eagle drafting here" in got[-3].why
     launch = trtllm.build_launch(lad.apply(base, got[3]), "trtllm-serve", 8000)
     (doc,) = [yaml.safe_load(text) for text in launch.files.values()]
-    assert doc["speculative_config"] == {"decoding_type": "Eagle3", "max_draft_len": 2,
+    # TensorRT-LLM 1.2's registry has no "Eagle3" tag: EAGLE-3 heads run under "Eagle".
+    assert doc["speculative_config"] == {"decoding_type": "Eagle", "max_draft_len": 2,
                                          "speculative_model": "/d/e3"}
     assert "already speculates" in lad.derive(spec, "trtllm", lad.apply(base, got[0]),
                                               facts(gpu_count=1))
@@ -548,7 +549,8 @@ def test_each_config_says_whether_it_speculates_from_its_own_knobs():
           vllm: {"speculative_method": "ngram", "num_speculative_tokens": 2},
           sglang: {"speculative_algorithm": "NGRAM"},
           trtllm: {"extra_llm_api_options.speculative_config.decoding_type": "NGram",
-                   "extra_llm_api_options.speculative_config.max_draft_len": 2},
+                   "extra_llm_api_options.speculative_config.max_draft_len": 2,
+                   "extra_llm_api_options.speculative_config.max_matching_ngram_size": 3},
           mlx: {"draft_model_path": "/m/draft"}}
     for engine, changes in on.items():
         base = engine.baseline_config(t)
