@@ -161,6 +161,27 @@ CONTINUOUS_USAGE = StreamCounting({"stream_options": {"continuous_usage_stats": 
 
 
 @dataclass(frozen=True)
+class CheckedVersions:
+    versions: tuple[str, ...]  # release prefixes: "0.32" matches 0.32.0 and 0.32.1
+    how: str  # what judged the commands, for the report's note
+
+
+def unchecked_version_note(checked: CheckedVersions | None, display_name: str,
+                           installed: str) -> str | None:
+    """A sentence for the report when the installed release is not one infopt's commands for
+    this engine were checked against; None when it is (or nothing was pinned)."""
+    if checked is None or not checked.versions:
+        return None
+    plain = installed.strip().lstrip("v")
+    if any(plain == v or plain.startswith(v + ".") or plain.startswith(v + "+")
+           for v in checked.versions):
+        return None
+    return (f"{display_name} {installed} is installed; infopt's commands for it were checked "
+            f"against {', '.join(checked.versions)} ({checked.how}): flags or defaults that "
+            "changed since may act differently.")
+
+
+@dataclass(frozen=True)
 class CpuKernelRequirement:
     """A knob value whose kernels exist only on some CPUs when the engine runs on one: the
     engine refuses to start (or crashes) elsewhere, so the plan and the tuning candidates leave
@@ -289,6 +310,9 @@ class EngineAdapter(Generic[C]):
     contract_remedies: tuple[ContractRemedy, ...] = ()
     # Where its issues are filed: issue-first troubleshooting searches these, in this order.
     upstream_repos: tuple[str, ...] = ()
+    # The releases whose own code judged the commands infopt builds for this engine (version
+    # prefixes: "0.32" covers 0.32.x), and how; a run on another release says so in its report.
+    checked_versions: CheckedVersions | None = None
     # Knob values that need particular CPU instructions when the engine runs on a CPU.
     cpu_kernel_requirements: tuple[CpuKernelRequirement, ...] = ()
     # The tuning ladder's rules, one per dimension it can change (infopt.engines.ladder);

@@ -22,6 +22,7 @@ from infopt.costmodel.allocation import (
     KvBudget,
 )
 from infopt.engines.base import (
+    CheckedVersions,
     EngineAdapter,
     Launch,
     MemoryShape,
@@ -304,4 +305,8 @@ ADAPTER = EngineAdapter(
         "llama.cpp splits one model over GPUs by layers or rows (-sm layer|row, -ts), not "
         "TP/PP/DP/EP ranks; replicas are separate servers")),
     kernel_log=KERNEL_LOG,
+    # The build `make engines` makes (llama-cpp-python 0.3.36's vendored llama.cpp, commit
+    # 0c1e570): every command infopt builds runs against it in the tests.
+    checked_versions=CheckedVersions(("0.5.0-dev (build 1, commit 0c1e570)",),
+                                     "run by the test suite against that llama-server"),
 )

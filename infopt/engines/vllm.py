@@ -27,6 +27,7 @@ from infopt.costmodel.allocation import (
 )
 from infopt.engines.base import (
     CONTINUOUS_USAGE,
+    CheckedVersions,
     CpuKernelRequirement,
     EngineAdapter,
     Launch,
@@ -314,6 +315,9 @@ ADAPTER = EngineAdapter(
     baseline_config=baseline_config,
     doc_url="https://docs.vllm.ai/en/latest/configuration/engine_args.html",
     container_image="vllm/vllm-openai:v0.32.0",
+    checked_versions=CheckedVersions(("0.32", "0.33"), (
+        "every GPU command parsed and validated by vLLM 0.32's and 0.33's own argument parsers: "
+        "tests/integration/test_vllm_gpu_argv.py")),
     container_executable="python3",
     tokenize_path="/tokenize",
     contract_remedies=(TOOL_CALLING,),

@@ -391,6 +391,18 @@ def _plot_lines(r: OptimizationReport) -> list[str]:
     return lines
 
 
+def _version_note(r: OptimizationReport) -> str | None:
+    from infopt.engines import adapter_for
+    from infopt.engines.base import unchecked_version_note
+    from infopt.specs.base import EngineUnavailableError
+
+    try:
+        a = adapter_for(r.engine)
+    except EngineUnavailableError:  # a report of an engine this build no longer has
+        return None
+    return unchecked_version_note(a.checked_versions, a.display_name, r.engine_version)
+
+
 def _header_lines(r: OptimizationReport) -> list[str]:
     w = r.workload
     winner = next(t for t in r.trials if t.trial_id == r.winner_trial_id)
@@ -400,6 +412,7 @@ def _header_lines(r: OptimizationReport) -> list[str]:
         f"Created {r.created_at}. Engine **{r.engine} {r.engine_version}**. "
         "All latencies and rates below are **measured** on this machine unless marked otherwise.",
         "",
+        *([f"> {note}", ""] if (note := _version_note(r)) else []),
         "## Runnable configuration (winner)",
         "",
         "```sh",

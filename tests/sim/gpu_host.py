@@ -235,14 +235,26 @@ def greedy(prompt: list[int], n: int, fp8_kv: bool) -> list[int]:
 # -- the engine: continuous batching per DP replica -----------------------------------------------
 
 class Replica(threading.Thread):
+    """Continuous batching over one KV pool of `mem.kv_tokens` tokens (issue 46: the pool binds,
+    so a candidate that admits more than its pool holds shows it):
+    - a waiting request is admitted only while the pool holds its prompt (vLLM V1 and SGLang
+      allocate the prompt's blocks at admission), or its prompt and every output token when
+      the engine reserves them up front (`Engine.reserve_outputs`: TensorRT-LLM's default
+      GUARANTEED_NO_EVICT capacity scheduler); the rest wait in arrival order;
+    - when a decode step needs more tokens than the pool has left, the newest running request
+      is preempted (vLLM V1 scheduler.py: `self.running.pop()`; SGLang retracts), goes back to
+      the front of the queue and is recomputed (a prefill of its prompt and its output so far)
+      when readmitted; the front end's `Engine.on_preempt` prints the engine's own line."""
+
     def __init__(self, engine: Engine) -> None:
         super().__init__(daemon=True)
         self.e, self.waiting, self.running = engine, queue.Queue(), []
+        self.queued: list[dict] = []  # taken off `waiting`, not yet admitted (first: oldest)
 
     def submit(self, prompt_tokens: int, max_tokens: int) -> queue.Queue:
         out: queue.Queue = queue.Queue()
         self.waiting.put({"prompt": prompt_tokens, "left": max_tokens, "out": out, "ctx":
-                          prompt_tokens, "credit": 0.0})
+                          prompt_tokens, "credit": 0.0, "recompute": False})
         return out
 
     def _tokens_this_step(self, r: dict) -> int:
@@ -260,15 +272,46 @@ class Replica(threading.Thread):
             self.e.verified += 1
         return n
 
+    def _held(self, r: dict) -> int:
+        return r["ctx"] + (r["left"] if self.e.reserve_outputs else 0)
+
+    def _admit(self) -> None:
+        if not self.running and not self.queued:
+            self.queued.append(self.waiting.get())
+        while not self.waiting.empty():
+            self.queued.append(self.waiting.get_nowait())
+        used = sum(self._held(r) for r in self.running)
+        while self.queued and len(self.running) < self.e.shape.max_seqs:
+            r = self.queued[0]
+            if self.running and used + self._held(r) > self.e.pool_tokens:
+                break  # it waits for the pool (a lone request always runs: max_len fits)
+            used += self._held(self.queued.pop(0))
+            self.running.append(r)
+        self.e.peak_running = max(self.e.peak_running, self.e.running())
+
+    def _preempt(self) -> None:
+        if self.e.reserve_outputs:
+            return
+        victims = 0
+        while len(self.running) > 1 and sum(r["ctx"] for r in self.running) > self.e.pool_tokens:
+            r = self.running.pop()
+            r["recompute"] = True
+            self.queued.insert(0, r)
+            victims += 1
+        if victims:
+            with self.e.lock:
+                self.e.preemptions += victims
+            if self.e.on_preempt is not None:
+                self.e.on_preempt(victims, self)
+
     def run(self) -> None:
         e = self.e
         while True:
-            if not self.running:
-                self.running.append(self.waiting.get())
-            while len(self.running) < e.shape.max_seqs and not self.waiting.empty():
-                self.running.append(self.waiting.get_nowait())
-            fresh = [r for r in self.running if r["ctx"] == r["prompt"]]
-            pause = sum(prefill_s(e.model, e.gpu, e.shape, r["prompt"]) for r in fresh)
+            self._admit()
+            fresh = [r for r in self.running if r["ctx"] == r["prompt"] or r["recompute"]]
+            pause = sum(prefill_s(e.model, e.gpu, e.shape, r["ctx"]) for r in fresh)
+            for r in fresh:
+                r["recompute"] = False
             ctx = max(r["ctx"] for r in self.running)
             step = step_s(e.model, e.gpu, e.shape, e.mem, len(self.running), ctx)
             pause += step * (e.shape.spec.step_factor() if e.shape.spec else 1)
@@ -281,11 +324,20 @@ class Replica(threading.Thread):
                     r["out"].put(r["left"] == 0)
                 if r["left"] == 0:
                     self.running.remove(r)
+            self._preempt()
 
 
 class Engine:
-    def __init__(self, shape: Shape, model: Model, gpu: Gpu, mem: Memory, scale: float) -> None:
+    def __init__(self, shape: Shape, model: Model, gpu: Gpu, mem: Memory, scale: float,
+                 on_preempt: Callable[[int, Replica], None] | None = None,
+                 reserve_outputs: bool = False) -> None:
         self.shape, self.model, self.gpu, self.mem, self.scale = shape, model, gpu, mem, scale
+        self.on_preempt, self.reserve_outputs = on_preempt, reserve_outputs
+        # Each DP replica has a pool of its own; a pool of 0 tokens (a front end that did not
+        # size one) does not bind.
+        self.pool_tokens = mem.kv_tokens or (1 << 62)
+        self.preemptions = 0  # over the engine's life (vLLM: vllm:num_preemptions_total)
+        self.peak_running = 0  # the most requests running at once, over the engine's life
         self.replicas = [Replica(self) for _ in range(shape.dp)]
         self.next, self.steps, self.requests = 0, 0, 0
         self.drafted, self.accepted = 0, 0  # speculative tokens, over the engine's life
@@ -301,6 +353,9 @@ class Engine:
 
     def running(self) -> int:
         return sum(len(r.running) for r in self.replicas)
+
+    def waiting(self) -> int:
+        return sum(len(r.queued) + r.waiting.qsize() for r in self.replicas)
 
 
 # -- HTTP ---------------------------------------------------------------------------------------

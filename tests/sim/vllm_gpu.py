@@ -209,8 +209,20 @@ def as_python(argv: list[str]) -> list[str] | None:
     return argv
 
 
+def stats_line(victims: int, replica) -> None:
+    """vLLM's periodic stats line (vllm/v1/metrics/loggers.py LoggingStatLogger.log, 0.33),
+    printed here when the KV pool made the scheduler preempt: "Preemptions: N" is cumulative."""
+    e = replica.e
+    used = sum(r["ctx"] for r in replica.running) / max(1, e.pool_tokens)
+    log(f"[loggers.py:257] Engine 000: Avg prompt throughput: 0.0 tokens/s, Avg generation "
+        f"throughput: 0.0 tokens/s, Running: {e.running()} reqs, Waiting: {e.waiting()} reqs, "
+        f"Preemptions: {e.preemptions}, GPU KV cache usage: {100 * used:.1f}%", "APIServer")
+
+
 def _metrics(engine: Engine, name: str) -> str:
     text = (f'vllm:num_requests_running{{model_name="{name}"}} {engine.running()}\n'
+            f'vllm:num_requests_waiting{{model_name="{name}"}} {engine.waiting()}\n'
+            f'vllm:num_preemptions_total{{model_name="{name}"}} {float(engine.preemptions)}\n'
             f'vllm:request_success_total{{model_name="{name}"}} {engine.requests}\n')
     if engine.shape.spec is not None:  # vLLM registers these only with speculation on
         text += (f'vllm:spec_decode_num_draft_tokens_total{{model_name="{name}"}} '
@@ -242,7 +254,7 @@ def main(argv: list[str] | None = None) -> None:
     scale = time_scale()
     spec = speculation_of(a.speculative_config, model)
     mem = start_up(a, model, gpu, scale)
-    engine = Engine(shape_of(a, spec), model, gpu, mem, scale)
+    engine = Engine(shape_of(a, spec), model, gpu, mem, scale, on_preempt=stats_line)
     # vLLM holds its whole budget on every rank: weights, activations, graphs and KV.
     shape = engine.shape
     publish_gpu_memory(shape.tp * shape.pp * shape.dp,
