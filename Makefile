@@ -45,6 +45,15 @@ lm-eval: $(STAMP)
 browser: $(STAMP)
 	@$(PIP_ENV) $(PY) -m infopt.bootstrap browser
 
+# The engines' own argument parsers, the judges of every command infopt builds for a GPU:
+# SGLang 0.5.23's parser and resolution hooks without GPU kernels (~10 s and ~300 MB on top of
+# the vLLM environment, whose torch it borrows; tests/integration/test_sglang_argv.py) and
+# vLLM 0.33's Python sources beside the CPU build's 0.32 (~30 s, ~180 MB;
+# tests/integration/test_vllm_gpu_argv.py).
+.PHONY: engine-args
+engine-args: $(STAMP)
+	@$(PIP_ENV) $(PY) -m infopt.bootstrap sglang-args vllm-args
+
 # Lint first (under a minute): ruff (imports, pyflakes, pycodestyle, bugbear, complexity) and
 # mypy over the typed core: specs, tuning, engines (pyproject.toml).
 .PHONY: lint
@@ -58,7 +67,7 @@ lint: $(STAMP)
 # it; tests that share a costly session fixture stay on one worker (tests/conftest.py).
 TEST_WORKERS ?= 0
 PYTEST := $(PY) -m pytest -q -ra --durations=25 -n $(TEST_WORKERS) --dist loadgroup
-test: lint engines lm-eval browser
+test: lint engines lm-eval browser engine-args
 	@$(PYTEST) -m "not e2e"
 
 # The long end-to-end runs (marked e2e, a minute or more each): the routed engine and its

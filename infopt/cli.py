@@ -447,7 +447,8 @@ def plan(
     tp: Annotated[int, typer.Option()] = 1,
     pp: Annotated[int, typer.Option()] = 1,
     gpu_memory_utilization: Annotated[float, typer.Option(min=0.05, max=1.0)] = 0.9,
-    mem_fraction_static: Annotated[float, typer.Option(min=0.05, max=1.0)] = 0.88,
+    mem_fraction_static: Annotated[float | None, typer.Option(
+        min=0.05, max=1.0, help="SGLang's static share; default: SGLang's own for the GPU")] = None,
     spec_tokens_per_step: Annotated[float, typer.Option(
         min=1.0, help="speculative decoding: expected verified tokens per step (1 = off)")] = 1.0,
     input_tokens: Annotated[int | None, typer.Option(

@@ -30,7 +30,9 @@ LLAMACPP_COMPUTE_BUFFER_BYTES = int(0.3 * GIB)
 @dataclass(frozen=True)
 class EngineKnobs:
     gpu_memory_utilization: float = 0.9  # vLLM default
-    mem_fraction_static: float = 0.88  # SGLang's default for an 80 GB GPU at TP 1 (varies)
+    # None: SGLang's own default for the GPU and shape (infopt.engines.sglang
+    # .default_mem_fraction_static: 0.83 on one H100, lower at high TP)
+    mem_fraction_static: float | None = None
     free_gpu_memory_fraction: float = 0.9  # TensorRT-LLM KvCacheConfig default
     max_num_batched_tokens: int | None = None  # None: vLLM's default for the device
     max_num_seqs: int | None = None

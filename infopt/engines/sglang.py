@@ -9,16 +9,25 @@ https://docs.sglang.io/advanced_features/server_arguments.html
   --model-path --served-model-name --host --port --context-length --mem-fraction-static
   --max-running-requests --chunked-prefill-size --max-prefill-tokens --kv-cache-dtype --tp-size
   --pp-size --attention-backend --cuda-graph-backend-decode/-prefill disabled
-  --enable-torch-compile --disable-radix-cache --enable-metrics --speculative-algorithm
+  --cuda-graph-max-bs-decode --enable-torch-compile --disable-radix-cache --enable-metrics
+  --enable-hierarchical-cache --hicache-size --speculative-algorithm
   --speculative-draft-model-path --speculative-num-steps --speculative-eagle-topk
   --speculative-num-draft-tokens
 
 `--disable-cuda-graph` still parses in 0.5.23 but is deprecated (server_args.py: "Use
 --cuda-graph-backend-{decode,prefill}=disabled instead"), so the replacement is rendered.
+There is no `--cuda-graph-max-bs` in 0.5.23 (fields/exec_.py has the per-phase
+--cuda-graph-max-bs-decode and --cuda-graph-max-bs-prefill), and SGLang's parser
+(server_args.py prepare_server_args: a plain argparse.ArgumentParser, abbreviations allowed)
+refuses the old spelling: "ambiguous option: --cuda-graph-max-bs could match
+--cuda-graph-max-bs-decode, --cuda-graph-max-bs-prefill".
+Every command built here goes through SGLang 0.5.23's own parser and resolution hooks on a
+simulated 1- and 8-GPU H100 host (tests/integration/test_sglang_argv.py, `make sglang-args`).
 Routes (python/sglang/srt/entrypoints/http_server.py): GET /health, /health_generate, /v1/models;
 Prometheus on /metrics with --enable-metrics, names prefixed `sglang:`.
-SGLang is not installed on the optimizer's machines: this adapter is tested on argv, version text
-and startup-log lines quoted from upstream threads.
+SGLang is not installed on the optimizer's machines: this adapter is tested on argv (parsed by
+the real wheel's argument code, with no GPU kernels), version text and startup-log lines quoted
+from upstream threads.
 """
 
 from __future__ import annotations
@@ -34,6 +43,7 @@ from infopt.costmodel.allocation import (
 )
 from infopt.engines.base import (
     CONTINUOUS_USAGE,
+    CheckedVersions,
     CpuKernelRequirement,
     EngineAdapter,
     Launch,
@@ -44,7 +54,7 @@ from infopt.engines.base import (
     version_report,
 )
 from infopt.engines.scoring import SGLANG_SCORING
-from infopt.engines.sglang_ladder import LAYOUT
+from infopt.engines.sglang_ladder import LAYOUT, default_mem_fraction_static
 from infopt.engines.sglang_ladder import RULES as LADDER
 from infopt.specs.fit import KvObservation
 from infopt.specs.inspection import ModelInspection
@@ -79,7 +89,7 @@ def build_launch(cfg: SglangConfig, python: str, port: int) -> Launch:
                 ("--tp-size", cfg.tp_size), ("--pp-size", cfg.pp_size),
                 ("--dp-size", cfg.dp_size), ("--ep-size", cfg.ep_size),
                 ("--attention-backend", cfg.attention_backend),
-                ("--cuda-graph-max-bs", cfg.cuda_graph_max_bs),
+                ("--cuda-graph-max-bs-decode", cfg.cuda_graph_max_bs_decode),
                 ("--speculative-algorithm", cfg.speculative_algorithm),
                 ("--speculative-draft-model-path", cfg.speculative_draft_model_path),
                 ("--speculative-num-steps", cfg.speculative_num_steps),
@@ -178,8 +188,9 @@ def readiness_timeout_s(weights_bytes: int, cfg: SglangConfig) -> float:
 def memory_shape(cfg: SglangConfig, target_concurrency: int, is_cpu: bool,
                  native_context_tokens: int | None = None) -> MemoryShape:
     seqs = min(cfg.max_running_requests or target_concurrency, target_concurrency)
-    knobs: dict = {"max_num_seqs": cfg.max_running_requests, "device_is_cpu": is_cpu}
-    if cfg.mem_fraction_static is not None:  # else EngineKnobs' SGLang default
+    knobs: dict = {"max_num_seqs": cfg.max_running_requests, "device_is_cpu": is_cpu,
+                   "enforce_eager": cfg.disable_cuda_graph}
+    if cfg.mem_fraction_static is not None:  # else SGLang's own default (kv_allocation)
         knobs["mem_fraction_static"] = cfg.mem_fraction_static
     if cfg.chunked_prefill_size is not None and cfg.chunked_prefill_size > 0:
         knobs["max_num_batched_tokens"] = cfg.chunked_prefill_size
@@ -201,11 +212,19 @@ baseline_config = control_config
 def kv_allocation(m: ModelInspection, memory_bytes: int, weights_bytes: int, tp: int, device: str,
            k: EngineKnobs) -> KvBudget:
     """SGLang: total x mem_fraction_static - weights - CUDA context, one token per cell
-    (python/sglang/srt/model_executor/model_runner.py profile_max_num_token)."""
-    budget = int(memory_bytes * k.mem_fraction_static)
+    (python/sglang/srt/model_executor/model_runner.py profile_max_num_token); the fraction is
+    SGLang's own default for this GPU and shape when the configuration names none."""
+    frac = k.mem_fraction_static
+    why = "mem_fraction_static"
+    if frac is None:
+        frac = default_mem_fraction_static(
+            memory_bytes, tp, chunked_prefill_size=k.max_num_batched_tokens,
+            mla=m.attention.kind.value == "MLA", graphs=not k.enforce_eager)
+        why = "SGLang's default for this GPU and shape (memory_hook.py)"
+    budget = int(memory_bytes * frac)
     ctx = CUDA_CONTEXT_BYTES + (NCCL_BYTES if tp > 1 else 0)
     return KvBudget(budget, ctx, budget - weights_bytes - ctx, 1, (
-        f"SGLang: static memory = {k.mem_fraction_static:g} x device memory (mem_fraction_static)",
+        f"SGLang: static memory = {frac:g} x device memory ({why})",
         f"CUDA context ~{ctx / GIB:.2f} GiB (estimate)", "token-granular KV pool"))
 
 
@@ -242,6 +261,10 @@ ADAPTER = EngineAdapter(
     baseline_config=baseline_config,
     doc_url="https://docs.sglang.io/advanced_features/server_arguments.html",
     container_image="lmsysorg/sglang:v0.5.23",
+    checked_versions=CheckedVersions((PINNED_VERSION,), (
+        "every command parsed by SGLang 0.5.23's own argument parser and resolved by its "
+        "resolution hooks on a simulated 1- and 8-GPU H100 host: "
+        "tests/integration/test_sglang_argv.py")),
     kv_dtypes=("auto", "fp8_e4m3"),  # server_args.py: SGLang spells its FP8 KV fp8_e4m3/e5m2
     cpu_kernel_requirements=(CpuKernelRequirement(
         knob="attention_backend", values=frozenset({"intel_amx"}),

@@ -1,12 +1,13 @@
 """SGLang's tuning ladder: which values of each dimension are worth a launch, derived from the
-incumbent and the run's facts. Flags as in infopt.engines.sglang (SGLang 0.5.23
-server_args.py; https://docs.sglang.io/advanced_features/server_arguments.html)."""
+incumbent and the run's facts. Flags as in infopt.engines.sglang (SGLang 0.5.23, its
+server arguments in python/sglang/srt/arg_groups/ of the sglang-0.5.23 wheel;
+https://docs.sglang.io/advanced_features/server_arguments.html). Every candidate's command is
+parsed and resolved by that wheel's own code in tests/integration/test_sglang_argv.py."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from infopt.costmodel.allocation import EngineKnobs
 from infopt.engines.ladder import Drafter, LadderFacts, candidate, ladder_rules
 from infopt.engines.layout import LayoutKnobs
 from infopt.engines.shared_rules import (
@@ -47,9 +48,8 @@ def kv_precision(cfg: SglangConfig, f: LadderFacts) -> list[LadderCandidate] | s
 
 
 def scheduling(cfg: SglangConfig, f: LadderFacts) -> list[LadderCandidate] | str:
-    # Unset, SGLang derives the cap from the KV pool (max_total_num_tokens / context x 512,
-    # at least 2048: scheduler.py): far above a small target, so the running batch is sized
-    # for loads the workload never brings.
+    # Unset, SGLang derives the cap from the KV pool (default_running_cap): far above a small
+    # target, so the running batch is sized for loads the workload never brings.
     out = []
     if cfg.max_running_requests != f.target_concurrency:
         out.append(candidate(D.SCHEDULING, {"max_running_requests": f.target_concurrency},
@@ -63,10 +63,13 @@ def scheduling(cfg: SglangConfig, f: LadderFacts) -> list[LadderCandidate] | str
                              why="--schedule-policy lpm: waiting requests ordered by the "
                                  "longest prefix already in the radix cache, instead of "
                                  "arrival (fcfs, the default): the workload shares prefixes"))
-    # SGLang's default fraction varies with the GPU and TP; 0.88 is an 80 GB GPU's at TP 1
-    # (the cost model's EngineKnobs default, an assumption where the GPU differs).
-    out += kv_headroom(f, "mem_fraction_static", cfg.mem_fraction_static,
-                       EngineKnobs().mem_fraction_static, "--mem-fraction-static")
+    # SGLang's default fraction varies with the GPU and shape (memory_hook.py): its own rule.
+    default = (default_mem_fraction_static(
+        f.gpu_memory_bytes, cfg.tp_size or 1, cfg.pp_size or 1, cfg.chunked_prefill_size,
+        cfg.cuda_graph_max_bs_decode, graphs=not cfg.disable_cuda_graph)
+        if f.gpu_memory_bytes else 0.88)
+    out += kv_headroom(f, "mem_fraction_static", cfg.mem_fraction_static, default,
+                       "--mem-fraction-static")
     return out or (f"the incumbent already caps running requests at "
                    f"{cfg.max_running_requests}"
                    + ("" if f.prefix_reuse else "; no shared prefixes for lpm ordering"))
@@ -114,20 +117,68 @@ def attention_backend(cfg: SglangConfig, f: LadderFacts) -> list[LadderCandidate
                           f"{default} (attention_backend.md); kept only if it measures better")]
 
 
-# server_args.py _handle_gpu_memory_settings: --cuda-graph-max-bs when unset, by GPU memory
-# (MiB, upper bounds) as (TP < 4, TP >= 4); 512 above the last bound, 160 when not known.
-_GRAPH_MAX_BS = ((20 * 1024, 8, 8), (35 * 1024, 24, 80), (60 * 1024, 32, 160),
-                 (160 * 1024, 256, 512))
+# The decode graphs' largest batch when --cuda-graph-max-bs-decode is unset, by GPU memory
+# (MiB, upper bounds) as (TP < 4, TP >= 4); 512 above the last bound, 160 when not known
+# (0.5.23 arg_groups/memory_hook.py handle_gpu_memory_settings).
+_GRAPH_MAX_BS = ((20 * 1024, 8, 8), (35 * 1024, 48, 160), (60 * 1024, 32, 160),
+                 (90 * 1024, 256, 512), (160 * 1024, 256, 512))
 
 
-def default_cuda_graph_max_bs(gpu_memory_bytes: int | None, tp: int) -> int:
+def default_cuda_graph_max_bs(gpu_memory_bytes: int | None, tp: int,
+                              max_running_requests: int | None = None) -> int:
+    """SGLang's own decode max_bs; an explicit --max-running-requests below it lowers it
+    (memory_hook.py: "decode_max_bs_is_default and ... max_bs > cfg.max_running_requests")."""
     if gpu_memory_bytes is None:
-        return 160
+        found = 160
+    else:
+        mib = gpu_memory_bytes / 2**20
+        found = next(((small if tp < 4 else large) for bound, small, large in _GRAPH_MAX_BS
+                      if mib < bound), 512)
+    return min(found, max_running_requests) if max_running_requests else found
+
+
+# arg_groups/memory_hook.py (0.5.23) handle_gpu_memory_settings: chunked_prefill_size by GPU
+# memory (MiB bound, tokens), and the decode graphs' max_bs (infopt.engines.sglang_ladder).
+_CHUNKED_PREFILL = ((20 * 1024, 2048), (35 * 1024, 4096), (60 * 1024, 4096),
+                    (160 * 1024, 8192))
+
+
+def default_chunked_prefill_size(gpu_memory_bytes: int) -> int:
     mib = gpu_memory_bytes / 2**20
-    for bound, small, large in _GRAPH_MAX_BS:
-        if mib < bound:
-            return small if tp < 4 else large
-    return 512
+    return next((size for bound, size in _CHUNKED_PREFILL if mib < bound), 16384)
+
+
+def _prefill_graph_sizes(max_bs: int) -> int:
+    """How many prefill graphs cuda_graph_hook.py generate_prefill_cuda_graph_batch_sizes
+    captures up to `max_bs` tokens (each reserves 8 MB outside torch's pool)."""
+    sizes = [*range(4, 33, 4), *range(48, 257, 16), *range(288, 513, 32),
+             *range(576, 1025, 64), *range(1280, 4097, 256), *range(4608, max_bs + 1, 512)]
+    return sum(1 for s in sizes if s <= max_bs)
+
+
+def default_mem_fraction_static(gpu_memory_bytes: int, tp: int, pp: int = 1,
+                                chunked_prefill_size: int | None = None,
+                                decode_graph_max_bs: int | None = None,
+                                mla: bool = False, graphs: bool = True) -> float:
+    """SGLang 0.5.23's mem_fraction_static when none is given (memory_hook.py, "Static memory
+    and runtime headroom"): (GPU MB - reserved) / GPU MB, reserved = 512 + 1.5 x max(chunked
+    prefill, 2048) + TP x PP / 8 x 1024 + the graphs' reserve (2 per decode batch size; 8 per
+    prefill graph, 1.5 GiB with MLA), at least 10 GiB on a GPU above 60 GiB. The static share
+    it leaves for weights and KV is what the fit must assume, not a constant (0.83 on one
+    H100 at SGLang's defaults, 0.88 in the older rule infopt used to assume)."""
+    mb = gpu_memory_bytes / 2**20
+    chunked = chunked_prefill_size or default_chunked_prefill_size(gpu_memory_bytes)
+    reserved = 512 + max(chunked, 2048) * 1.5 + tp * pp / 8 * 1024
+    if graphs:
+        reserved += 2 * (decode_graph_max_bs or default_cuda_graph_max_bs(gpu_memory_bytes, tp))
+        # Prefill graphs: off by default with PP (cuda_graph_hook.py
+        # apply_cuda_graph_compatibility); its other auto-disables are not modelled, which
+        # leaves the fraction a little low (the safe side for a fit).
+        if pp == 1:
+            reserved += 1.5 * 1024 if mla else 8 * _prefill_graph_sizes(chunked)
+    if mb > 60 * 1024:
+        reserved = max(reserved, 10 * 1024)
+    return round((mb - reserved) / mb, 3)
 
 
 def compilation(cfg: SglangConfig, f: LadderFacts) -> list[LadderCandidate] | str:
@@ -138,15 +189,17 @@ def compilation(cfg: SglangConfig, f: LadderFacts) -> list[LadderCandidate] | st
                           why="CUDA graphs on (SGLang's default): each decode step one replay "
                               "instead of a launch per kernel")]
     out = []
-    ceiling = cfg.cuda_graph_max_bs or default_cuda_graph_max_bs(f.gpu_memory_bytes,
-                                                                 cfg.tp_size or 1)
+    ceiling = cfg.cuda_graph_max_bs_decode or default_cuda_graph_max_bs(
+        f.gpu_memory_bytes, cfg.tp_size or 1, cfg.max_running_requests)
     t = f.target_concurrency
-    if t > ceiling:
-        out.append(candidate(D.COMPILATION, {"cuda_graph_max_bs": t},
-                             why=f"--cuda-graph-max-bs {t}: decode batches of the target load "
-                                 f"are larger than the {ceiling} captured (SGLang's default for "
-                                 "this GPU's memory and TP, server_args.py), so they run "
-                                 "eagerly; captured up to the target load instead"))
+    # The largest decode batch: the target load, or the incumbent's cap where it is lower.
+    batch = min(t, cfg.max_running_requests or t)
+    if batch > ceiling:
+        out.append(candidate(D.COMPILATION, {"cuda_graph_max_bs_decode": batch},
+                             why=f"--cuda-graph-max-bs-decode {batch}: decode batches of the "
+                                 f"target load are larger than the {ceiling} captured (SGLang's "
+                                 "default for this GPU's memory and TP, memory_hook.py), so they "
+                                 "run eagerly; captured up to the target load instead"))
     if not cfg.enable_torch_compile:
         out.append(candidate(D.COMPILATION, {"enable_torch_compile": True},
                              label="torch_compile",
@@ -180,9 +233,12 @@ _SGLANG_ALGORITHM = {"mtp": "EAGLE", "eagle3": "EAGLE3", "eagle": "EAGLE",
 
 
 def _drafter(d: Drafter, n: int) -> dict[str, Any]:
-    """n draft steps of a chain (top-k 1), so n + 1 tokens verified a step (SGLang adjusts
-    num-draft-tokens to num-steps + 1 at top-k 1); MTP layers load from the model's own
-    checkpoint, with no draft path (SGLang's DeepSeek-V3 docs)."""
+    """n drafted tokens as on vLLM (its num_speculative_tokens): n draft steps of a chain
+    (top-k 1), so n + 1 tokens verified a step, the root included (0.5.23
+    speculative_hook.py _handle_eagle_family: "speculative_num_draft_tokens is adjusted to
+    speculative_num_steps + 1 when speculative_eagle_topk == 1"); MTP layers load from the
+    model's own checkpoint, with no draft path (_handle_eagle_family sets
+    speculative_draft_model_path to the model's for DeepSeek-V3 and the other MTP archs)."""
     out: dict[str, Any] = {"speculative_algorithm": _SGLANG_ALGORITHM[d.kind],
                            "speculative_num_steps": n, "speculative_eagle_topk": 1,
                            "speculative_num_draft_tokens": n + 1}
@@ -191,22 +247,75 @@ def _drafter(d: Drafter, n: int) -> dict[str, Any]:
     return out
 
 
+def _ngram(n: int) -> dict[str, Any]:
+    """n drafted tokens as on vLLM's ngram: SGLang's count includes the root (the last
+    accepted token), so n + 1 (0.5.23 kernels/jit/csrc/ngram_corpus/param.h
+    get_draft_token_num returns draft_token_num - 1 nodes to draft; result.cpp fillResult
+    puts last_token first). Top-k and steps are NGRAM's own: speculative_hook.py
+    _handle_ngram sets speculative_eagle_topk to --speculative-ngram-max-bfs-breadth (10)
+    and steps to draft tokens // top-k, whatever is passed, so neither is rendered."""
+    return {"speculative_algorithm": "NGRAM", "speculative_num_draft_tokens": n + 1}
+
+
+# 0.5.23 arg_groups/speculative_hook.py, in _handle_eagle_family and _handle_ngram alike:
+# "if cfg.max_running_requests is None: declare_resolution(..., max_running_requests=48)"
+# ("Max running requests is reset to 48 for speculative decoding").
+SPECULATIVE_RUNNING_CAP = 48
+
+
+def default_running_cap(kv_pool_tokens: int | None, context_tokens: int) -> tuple[int, str]:
+    """The cap SGLang derives for an unset --max-running-requests, and how it is known: the
+    pool over the context x 512, clamped to [2048, 4096], at most half the pool (0.5.23
+    mem_cache/kv_cache_configurator.py resolve_max_num_reqs). Without a logged pool: 2048,
+    the clamp's floor (what a pool of up to 4 x context tokens gets)."""
+    if kv_pool_tokens is None:
+        return 2048, ("the floor of SGLang's pool-derived default; no KV pool was logged to "
+                      "derive it from")
+    est = max(min(int(kv_pool_tokens / context_tokens * 512), 4096), 2048)
+    cap = min(est, kv_pool_tokens // 2)
+    return cap, (f"SGLang's default from the baseline's {kv_pool_tokens:,}-token KV pool at "
+                 f"{context_tokens:,} tokens of context (kv_cache_configurator.py)")
+
+
 def speculative(cfg: SglangConfig, f: LadderFacts) -> list[LadderCandidate] | str:
     if cfg.speculative_algorithm is not None:
         return f"the incumbent already speculates with {cfg.speculative_algorithm}"
-    return speculation(f, lambda n: {"speculative_algorithm": "NGRAM",
-                                     "speculative_num_draft_tokens": n}, _drafter, "SGLang",
-                       "--speculative-algorithm NGRAM")
+    out = speculation(f, _ngram, _drafter, "SGLang", "--speculative-algorithm NGRAM")
+    if isinstance(out, str) or cfg.max_running_requests is not None:
+        return out  # an explicit cap is kept as it is: SGLang resets only an unset one
+    # Unset, SGLang would cap the speculative run at 48 running requests, a cap nobody chose,
+    # so the comparison would measure it as much as the speculation: the candidate carries
+    # the incumbent's own cap instead, explicitly.
+    cap, how = default_running_cap(f.kv_pool_tokens, cfg.context_length)
+    note = (f"; --max-running-requests {cap}: the incumbent's cap ({how}) made explicit, as "
+            f"SGLang caps an unset one at {SPECULATIVE_RUNNING_CAP} under speculation "
+            "(speculative_hook.py)")
+    return [c.model_copy(update={"changes": {**c.changes, "max_running_requests": cap},
+                                 "why": c.why + note}) for c in out]
 
 
 def kv_tier(cfg: SglangConfig, f: LadderFacts) -> list[LadderCandidate] | str:
-    """The hierarchical cache (--enable-hierarchical-cache --hicache-size, GB of host memory
-    per rank): the radix cache spills to host RAM and loads prefixes back."""
-    size = max(1, (f.kv_prefix_ram_bytes or 0) // 10**9)
-    return host_ram_tier(f, cfg.hicache_size_gb, "hicache_size_gb", size, "GB",
-                         "--enable-hierarchical-cache --hicache-size", "hicache",
-                         "SGLang's hierarchical cache backs GPU memory with host RAM; this run "
-                         "has no GPU")
+    """The hierarchical cache (--enable-hierarchical-cache --hicache-size): the radix cache
+    spills to host RAM and loads prefixes back. --hicache-size is GB (10**9 bytes) for EACH
+    rank, and every TP x PP rank of every DP replica allocates its own (see
+    SglangConfig.hicache_size_gb), so the user's allowance is split over them."""
+    ranks = (cfg.tp_size or 1) * (cfg.pp_size or 1) * (cfg.dp_size or 1)
+    budget = f.kv_prefix_ram_bytes or 0
+    per_rank = budget // (10**9 * ranks)
+    out = host_ram_tier(f, cfg.hicache_size_gb, "hicache_size_gb", max(1, per_rank), "GB",
+                        "--enable-hierarchical-cache --hicache-size", "hicache",
+                        "SGLang's hierarchical cache backs GPU memory with host RAM; this run "
+                        "has no GPU")
+    if isinstance(out, str):
+        return out
+    if per_rank < 1:
+        return (f"the kv_prefix_budget allows {budget / 1e9:.1f} GB of host RAM: less than 1 GB "
+                f"(SGLang's smallest --hicache-size) for each of the {ranks} ranks that "
+                "allocate one")
+    note = (f" ({per_rank} GB for each of the {ranks} ranks (TP x PP x DP), "
+            f"{per_rank * ranks} GB of the {budget / 1e9:g} GB allowed: SGLang's size is per "
+            "rank, pool_host/base.py)")
+    return [c.model_copy(update={"why": c.why + note}) for c in out]
 
 
 

@@ -216,18 +216,31 @@ class SglangConfig(_Common):
     # Rendered as the 0.5.23 spelling --cuda-graph-backend-{decode,prefill} disabled
     # (--disable-cuda-graph still parses there but is deprecated).
     disable_cuda_graph: bool = False
-    # --cuda-graph-max-bs: the largest decode batch captured as a CUDA graph (larger batches
-    # run eagerly); None = SGLang's default by GPU memory and TP (server_args.py).
-    cuda_graph_max_bs: int | None = Field(None, ge=1)
+    # --cuda-graph-max-bs-decode: the largest decode batch captured as a CUDA graph (larger
+    # batches run eagerly); None = SGLang's default by GPU memory and TP. SGLang 0.5.23 has no
+    # --cuda-graph-max-bs: the knob is per phase (arg_groups/fields/exec_.py ExecGraph
+    # cuda_graph_max_bs_decode / _prefill, folded into cuda_graph_config by
+    # arg_groups/cuda_graph_hook.py parse_cuda_graph_config), and argparse refuses the old
+    # spelling as an ambiguous abbreviation of the two.
+    cuda_graph_max_bs_decode: int | None = Field(None, ge=1)
     enable_torch_compile: bool = False
     disable_radix_cache: bool = False
-    # --enable-hierarchical-cache with --hicache-size (GB of host memory per rank): the radix
-    # cache's host-RAM tier (HiCache); None = no tier (SGLang's default).
+    # --enable-hierarchical-cache with --hicache-size: the radix cache's host-RAM tier
+    # (HiCache); None = no tier (SGLang's default). GB of 10**9 bytes for EACH rank: every
+    # TP x PP rank of every DP replica builds its own host pool of that size (0.5.23
+    # mem_cache/pool_host/base.py: `host_size * 1e9 // size_per_token` tokens per pool;
+    # managers/data_parallel_controller.py launch_tensor_parallel_group: one scheduler per
+    # pp_rank x tp_rank of each DP rank), so the host RAM taken is size x tp x pp x dp.
     hicache_size_gb: int | None = Field(None, ge=1)
     speculative_algorithm: Literal["EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM"] | None = None
     speculative_draft_model_path: str | None = None
     speculative_num_steps: int | None = Field(None, ge=1)
     speculative_eagle_topk: int | None = Field(None, ge=1)
+    # Tokens verified a step INCLUDING the root (the last accepted token), so n drafted tokens
+    # are n + 1 here: NGRAM's tree holds draft_token_num - 1 drafted nodes after the root
+    # (0.5.23 kernels/jit/csrc/ngram_corpus/param.h get_draft_token_num; result.cpp fillResult
+    # puts last_token first), and an EAGLE chain (top-k 1) verifies num_steps + 1
+    # (arg_groups/speculative_hook.py _handle_eagle_family).
     speculative_num_draft_tokens: int | None = Field(None, ge=1)
 
     @field_validator("chunked_prefill_size")
@@ -253,6 +266,10 @@ class SglangConfig(_Common):
                 and not self.speculative_draft_model_path):
             raise ValueError(f"{self.speculative_algorithm} needs speculative_draft_model_path "
                              "(a separate draft checkpoint)")
+        if (self.speculative_algorithm == "NGRAM"
+                and (self.speculative_num_draft_tokens or 2) < 2):
+            raise ValueError("speculative_num_draft_tokens counts the root token too: NGRAM "
+                             "needs at least 2 (one drafted token)")
         return self
 
 

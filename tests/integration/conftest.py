@@ -97,3 +97,23 @@ def vllm_failed_starts(vllm_python, hf_model, tmp_path_factory) -> dict[str, str
     with ThreadPoolExecutor(len(cases)) as pool:
         logs = dict(zip(cases, pool.map(attempt, cases), strict=False))
     return logs
+
+
+@pytest.fixture(scope="session")
+def sglang_args_python(engine_paths) -> Path:
+    """SGLang 0.5.23's argument code without GPU kernels (infopt.bootstrap ensure_sglang_args)."""
+    path = engine_paths.sglang_args_python
+    if not path.exists():
+        pytest.fail(f"the SGLang argument environment is missing at {path}: run "
+                    "`make engine-args` first (make test does)")
+    return path
+
+
+@pytest.fixture(scope="session")
+def vllm_args_033(engine_paths) -> Path:
+    """vLLM 0.33's Python sources, a PYTHONPATH entry (infopt.bootstrap ensure_vllm_args)."""
+    path = engine_paths.vllm_args_dir
+    if not (path / "vllm" / "__init__.py").exists():
+        pytest.fail(f"vLLM 0.33's sources are missing at {path}: run `make engine-args` "
+                    "first (make test does)")
+    return path

@@ -86,9 +86,26 @@ def test_weights_beyond_one_gpu_fail_as_cuda_out_of_memory(host, tmp_path):
     assert d.category.value == "oom" and "CUDA out of memory" in d.root_error
 
 
-def test_the_default_static_fraction_shrinks_with_tp_as_sglang_sets_it():
-    assert [sim.default_mem_fraction(tp) for tp in (1, 2, 4, 8, 16)] == \
-        [0.88, 0.87, 0.85, 0.81, 0.79]
+def test_the_default_static_fraction_follows_sglangs_memory_rule():
+    import argparse
+
+    from tests.sim.gpu_host import Gpu
+
+    h100 = Gpu(name="H100", memory_bytes=81559 * 2**20, hbm_bytes_per_s=3.35e12,
+               bf16_flops_per_s=9.9e14, count=8, link_bytes_per_s=4.5e11)
+
+    def frac(tp: int, pp: int = 1, graphs: str | None = None) -> float:
+        a = argparse.Namespace(tp_size=tp, pp_size=pp, chunked_prefill_size=8192,
+                               cuda_graph_backend_decode=graphs, cuda_graph_backend_prefill=graphs,
+                               cuda_graph_max_bs_decode=256 if tp < 4 else 512)
+        return sim.default_mem_fraction(a, h100)
+    # 0.5.23 on one H100: 512 + 1.5 x 8192 + 128 + 2 x 256 + 8 x 49 prefill graphs MB.
+    assert frac(1) == 0.83
+    assert frac(8) < frac(4) < frac(2) < frac(1)  # TP's share and larger decode graphs
+    assert frac(1, graphs="disabled") > frac(1)
+    # infopt's fit assumes the same share (tests/integration/test_sglang_argv.py checks both
+    # against SGLang's own resolution).
+    assert sglang.default_mem_fraction_static(81559 * 2**20, 1) == frac(1)
 
 
 def test_disabled_cuda_graphs_slow_the_simulated_step():
@@ -113,14 +130,42 @@ def test_disabled_cuda_graphs_slow_the_simulated_step():
 def test_a_flag_sglang_does_not_have_is_refused_like_its_parser_refuses_it(host):
     python, model = host
     folder = model("meta-llama__Llama-3.1-8B-Instruct")
-    out = subprocess.run([python, "-m", "sglang.launch_server", "--model-path", str(folder),
-                          "--tensor-parallel-size", "2"], capture_output=True, text=True,
-                         timeout=30)
-    assert out.returncode == 2 and "unrecognized arguments: --tensor-parallel-size" in out.stderr
+
+    def launch(*flags: str) -> subprocess.CompletedProcess:
+        return subprocess.run([python, "-m", "sglang.launch_server", "--model-path",
+                               str(folder), *flags], capture_output=True, text=True, timeout=30)
+    out = launch("--tensor-paralel-size", "2")
+    assert out.returncode == 2 and "unrecognized arguments: --tensor-paralel-size" in out.stderr
+    # 0.5.23 has only the per-phase spellings: the old one is an ambiguous abbreviation, as
+    # SGLang's parser (abbreviations allowed) answers it.
+    out = launch("--cuda-graph-max-bs", "64")
+    assert out.returncode == 2 and ("ambiguous option: --cuda-graph-max-bs could match "
+                                    "--cuda-graph-max-bs-decode, --cuda-graph-max-bs-prefill"
+                                    in out.stderr), out.stderr
+
+
+def test_speculation_without_a_cap_runs_at_sglangs_48_and_the_decode_graphs_stay():
+    """speculative_hook.py resets an unset --max-running-requests to 48, after the memory
+    hook sized the decode graphs (so they stay at the GPU's default); an explicit cap stays."""
+    a = sim.parser().parse_args(["--model-path", "x", "--speculative-algorithm", "NGRAM",
+                                 "--context-length", "8192"])
+    sim.reset_running_cap(a)
+    assert a.max_running_requests == 48
+    assert sim.max_running_requests(a, 10**6) == 48  # not the pool's 4,096
+    kept = sim.parser().parse_args(["--model-path", "x", "--speculative-algorithm", "NGRAM",
+                                    "--max-running-requests", "600"])
+    sim.reset_running_cap(kept)
+    assert kept.max_running_requests == 600
+    plain = sim.parser().parse_args(["--model-path", "x"])
+    sim.reset_running_cap(plain)
+    assert plain.max_running_requests is None
+    h100 = 81559 * 2**20
+    assert sim.default_graph_max_bs(h100, 1) == 256 and sim.default_graph_max_bs(h100, 8) == 512
+    assert sim.default_graph_max_bs(h100, 1, 64) == 64
 
 
 def test_speculation_is_read_as_sglang_reads_its_flags():
-    """NGRAM drafts its draft tokens, EAGLE without a draft path needs the model's own MTP
+    """NGRAM drafts its draft tokens less the root, EAGLE without a draft path needs the model's own MTP
     layers (DeepSeek-V3's num_nextn_predict_layers), EAGLE3 needs a draft path; a planted
     speculative effect yields more tokens a step at a higher step cost."""
     import tempfile
@@ -138,7 +183,8 @@ def test_speculation_is_read_as_sglang_reads_its_flags():
 
     assert spec(llama) is None
     ngram = spec(llama, "--speculative-algorithm", "NGRAM", "--speculative-num-draft-tokens", "4")
-    assert (ngram.kind, ngram.k) == ("ngram", 4)
+    assert (ngram.kind, ngram.k) == ("ngram", 3)  # the count includes the root
+    assert spec(llama, "--speculative-algorithm", "NGRAM").k == 11  # SGLang's default 12
     assert ngram.tokens_per_step() > 1 and ngram.step_factor() > 1
     mtp = spec(deepseek, "--speculative-algorithm", "EAGLE", "--speculative-num-steps", "1")
     assert (mtp.kind, mtp.k) == ("mtp", 1) and deepseek.mtp_layers == 1

@@ -3,8 +3,17 @@ sglang.launch_server ...` where no GPU exists, started from the argv infopt's SG
 builds (its `python` is a wrapper that runs this file: `write_python`). It
 
 - answers the adapter's version probe (`import importlib.metadata ... version('sglang')`);
-- refuses what SGLang's parser refuses among the flags infopt uses (argparse's "unrecognized
-  arguments"; flag names from python/sglang/srt/server_args.py, 0.5.23, as the adapter cites);
+- refuses what SGLang's parser refuses among the flags infopt uses: flag names, aliases and
+  choices from the sglang-0.5.23 wheel's python/sglang/srt/arg_groups/fields/*.py (a subset:
+  tests/integration/test_sglang_argv.py checks each against the real parser), parsed by a plain
+  argparse parser that allows abbreviations as SGLang's does (server_args.py
+  prepare_server_args), so argparse's "unrecognized arguments" for an unknown flag and
+  "ambiguous option: --cuda-graph-max-bs could match --cuda-graph-max-bs-decode,
+  --cuda-graph-max-bs-prefill" for the spelling 0.5.23 no longer has;
+- resolves speculation as SGLang 0.5.23's hooks do (arg_groups/speculative_hook.py): an unset
+  --max-running-requests becomes 48 ("Max running requests is reset to 48 for speculative
+  decoding"), and NGRAM's --speculative-num-draft-tokens counts the root, so it drafts one
+  token fewer (12 when unset);
 - sizes memory with SGLang's own rule (model_runner.py profile_max_num_token): the static pool
   is mem_fraction_static x device memory; what the weights and the CUDA context leave of it is
   the KV pool, one token per cell. The default fraction follows server_args.py's rule by TP
@@ -67,7 +76,10 @@ def write_python(folder: Path) -> str:
 # -- the CLI -----------------------------------------------------------------------------------
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="launch_server.py", description="SIMULATED SGLang")
+    # allow_abbrev as SGLang's own parser (argparse's default): a unique prefix of a flag is
+    # that flag, a prefix of two is refused as ambiguous.
+    p = argparse.ArgumentParser(prog="sglang serve", description="SIMULATED SGLang",
+                                allow_abbrev=True)
     p.add_argument("--model-path", required=True)
     p.add_argument("--served-model-name", default=None)
     p.add_argument("--host", default="127.0.0.1")
@@ -76,27 +88,28 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--enable-metrics", action="store_true")
     p.add_argument("--mem-fraction-static", type=float, default=None)
     p.add_argument("--max-running-requests", type=int, default=None)
-    p.add_argument("--chunked-prefill-size", type=int, default=8192)
+    p.add_argument("--chunked-prefill-size", type=int, default=None)  # by GPU memory
     p.add_argument("--max-prefill-tokens", type=int, default=16384)
     p.add_argument("--schedule-policy", default="fcfs",
                    choices=["lpm", "random", "fcfs", "dfs-weight", "lof", "priority"])
-    p.add_argument("--tp-size", "--tp", type=int, default=1)
-    p.add_argument("--pp-size", type=int, default=1)
-    p.add_argument("--dp-size", "--dp", type=int, default=1)
-    p.add_argument("--ep-size", "--ep", type=int, default=1)
+    # fields/parallel.py: each size with its long alias (and --ep)
+    p.add_argument("--tp-size", "--tensor-parallel-size", type=int, default=1)
+    p.add_argument("--pp-size", "--pipeline-parallel-size", type=int, default=1)
+    p.add_argument("--dp-size", "--data-parallel-size", type=int, default=1)
+    p.add_argument("--ep-size", "--expert-parallel-size", "--ep", type=int, default=1)
     p.add_argument("--attention-backend", default=None,
                    choices=["fa3", "flashinfer", "triton", "torch_native", "flashmla",
                             "trtllm_mha", "intel_amx"])
     p.add_argument("--kv-cache-dtype", default="auto",
                    choices=["auto", "fp8_e4m3", "fp8_e5m2", "bf16", "bfloat16"])
-    p.add_argument("--cuda-graph-backend-decode", default="full",
-                   choices=["full", "breakable", "disabled"])
-    p.add_argument("--cuda-graph-backend-prefill", default="disabled",
-                   choices=["full", "breakable", "disabled"])
-    p.add_argument("--cuda-graph-max-bs", type=int, default=None)
+    # fields/exec_.py ExecGraph: per phase, no --cuda-graph-max-bs any more
+    for phase in ("decode", "prefill"):
+        p.add_argument(f"--cuda-graph-backend-{phase}", default=None,
+                       choices=["full", "breakable", "disabled"])
+        p.add_argument(f"--cuda-graph-max-bs-{phase}", type=int, default=None)
     p.add_argument("--enable-torch-compile", action="store_true")
     p.add_argument("--disable-radix-cache", action="store_true")
-    p.add_argument("--enable-hierarchical-cache", action="store_true")
+    p.add_argument("--enable-hierarchical-cache", "--enable-hicache", action="store_true")
     p.add_argument("--hicache-size", type=int, default=0)  # GB of host memory per rank
     for flag in ("--speculative-algorithm", "--speculative-draft-model-path"):
         p.add_argument(flag, default=None)
@@ -106,12 +119,24 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
-def default_mem_fraction(tp: int) -> float:
-    """server_args.py's default by TP size (0.4.x; see the module docstring)."""
-    for at_least, fraction in ((16, 0.79), (8, 0.81), (4, 0.85), (2, 0.87)):
-        if tp >= at_least:
-            return fraction
-    return 0.88
+def default_mem_fraction(a: argparse.Namespace, g: Gpu) -> float:
+    """arg_groups/memory_hook.py (0.5.23), "Static memory and runtime headroom": GPU memory in
+    MB as nvidia-smi reports it (NVML's total), less a reserve for activations (1.5 MB a
+    token of the chunked prefill, at least 2,048), 512 MB, TP x PP / 8 GB, the decode graphs
+    (2 MB per batch size) and, without PP, the prefill graphs (8 MB each; 1.5 GB for MLA
+    models, not simulated here); at least 10 GB on a GPU above 60 GB. Rounded to 3 places."""
+    mb = g.memory_bytes / 2**20
+    chunked = a.chunked_prefill_size
+    reserved = 512 + max(chunked, 2048) * 1.5 + a.tp_size * a.pp_size / 8 * 1024
+    if a.cuda_graph_backend_decode != "disabled":
+        reserved += 2 * a.cuda_graph_max_bs_decode
+    if a.pp_size == 1 and a.cuda_graph_backend_prefill != "disabled":
+        sizes = [*range(4, 33, 4), *range(48, 257, 16), *range(288, 513, 32),
+                 *range(576, 1025, 64), *range(1280, 4097, 256), *range(4608, chunked + 1, 512)]
+        reserved += 8 * sum(1 for x in sizes if x <= chunked)
+    if mb > 60 * 1024:
+        reserved = max(reserved, 10 * 1024)
+    return round((mb - reserved) / mb, 3)
 
 
 # -- the memory --------------------------------------------------------------------------------
@@ -125,7 +150,9 @@ def speculation_of(a: argparse.Namespace, m: Model) -> Speculation | None:
     if algo is None:
         return None
     if algo == "NGRAM":
-        return speculation("ngram", a.speculative_num_draft_tokens or 4)
+        # speculative_hook.py _handle_ngram: 12 when unset; the count includes the root
+        # (kernels/jit/csrc/ngram_corpus/param.h: draft_token_num - 1 tokens drafted).
+        return speculation("ngram", (a.speculative_num_draft_tokens or 12) - 1)
     path = a.speculative_draft_model_path
     if path is not None and not (Path(path) / "config.json").is_file():
         print(f"ValueError: speculative draft model path {path} does not exist", flush=True)
@@ -139,13 +166,33 @@ def speculation_of(a: argparse.Namespace, m: Model) -> Speculation | None:
     return speculation(kind, a.speculative_num_steps or 3)
 
 
+# speculative_hook.py (0.5.23) _handle_eagle_family / _handle_ngram: "if
+# cfg.max_running_requests is None: declare_resolution(..., max_running_requests=48)".
+SPECULATIVE_RUNNING_CAP = 48
+
+
+def retract_line(victims: int, replica) -> None:
+    """scheduler.py (0.5.23) when a decode step outgrows the KV pool: its requests go back to
+    the queue and the scheduler's new-token ratio is raised (not modelled: printed as is)."""
+    log(f"KV cache pool is full. Retract requests. #retracted_reqs: {victims}, "
+        f"#new_tokens_gained: {victims}, #new_token_ratio: 0.7000 -> 1.0000")
+
+
+def reset_running_cap(a: argparse.Namespace) -> None:
+    """SGLang's speculative reset: an unset --max-running-requests becomes 48."""
+    if a.speculative_algorithm is not None and a.max_running_requests is None:
+        a.max_running_requests = SPECULATIVE_RUNNING_CAP
+        log("Max running requests is reset to 48 for speculative decoding. You can override "
+            "this by explicitly setting --max-running-requests.", False)
+
+
 def shape_of(a: argparse.Namespace, max_running: int,
              spec: Speculation | None = None) -> Shape:
     return Shape(tp=a.tp_size, pp=a.pp_size, dp=a.dp_size, max_seqs=max_running, spec=spec,
                  max_len=a.context_length, kv_fp8=a.kv_cache_dtype.startswith("fp8"),
                  graphs=a.cuda_graph_backend_decode != "disabled",
                  # start_up fills in SGLang's default before anything is served
-                 graph_max_batch=a.cuda_graph_max_bs or 1 << 30,
+                 graph_max_batch=a.cuda_graph_max_bs_decode or 1 << 30,
                  # Planted: SGLang's overlap scheduler hides the next batch's CPU work behind
                  # the GPU step, so its host time per step is half vLLM's here (~9% faster
                  # decode for one user): a difference the engine comparison must find.
@@ -157,29 +204,33 @@ def size_memory(m: Model, g: Gpu, a: argparse.Namespace) -> Memory:
     static fraction leaves to activations, over the bytes of one token's KV."""
     s = shape_of(a, 1)
     weights, per_token = weights_per_gpu(m, s), kv_bytes_per_token(m, s)
-    free_after_load = g.memory_bytes - CONTEXT_BYTES - weights
-    rest = free_after_load - int(g.memory_bytes * (1 - a.mem_fraction_static))
+    # torch's view of the device (CUDA's total, a little under NVML's): what is free after
+    # loading, less the share the static fraction leaves to activations.
+    free_after_load = g.cuda_total_bytes - CONTEXT_BYTES - weights
+    rest = free_after_load - int(g.cuda_total_bytes * (1 - a.mem_fraction_static))
     return Memory(weights, per_token, rest, max(0, rest) // per_token)
 
 
 def max_running_requests(a: argparse.Namespace, kv_tokens: int) -> int:
-    """model_runner.py: the request pool, from the token pool over the context, 2,048 to
-    4,096 (sglang#2468: 56,524 tokens at 32,768 -> 2,048 (+1 in that release); a Qwen3-14B
-    log: 298,447 at 40,960 -> 3,730); the flag caps it."""
+    """mem_cache/kv_cache_configurator.py resolve_max_num_reqs (0.5.23): the request pool,
+    from the token pool over the context x 512, clamped to 2,048..4,096, or the flag; either
+    at most half the token pool (sglang#2468: 56,524 tokens at 32,768 -> 2,048 (+1 in that
+    release); a Qwen3-14B log: 298,447 at 40,960 -> 3,730)."""
     pool = min(max(int(kv_tokens / a.context_length * 512), 2048), 4096)
-    return min(pool, a.max_running_requests) if a.max_running_requests else pool
+    return min(a.max_running_requests or pool, kv_tokens // 2)
 
 
 # -- the log -----------------------------------------------------------------------------------
 
-def default_graph_max_bs(memory_bytes: int, tp: int) -> int:
-    """server_args.py _handle_gpu_memory_settings (0.5.x), by GPU memory in MiB."""
+def default_graph_max_bs(memory_bytes: int, tp: int, max_running: int | None = None) -> int:
+    """arg_groups/memory_hook.py handle_gpu_memory_settings (0.5.23), by GPU memory in MiB,
+    as (TP < 4, TP >= 4); an explicit --max-running-requests below it lowers it (the hook
+    runs before the speculative one, so the speculative reset to 48 does not)."""
     mib = memory_bytes / 2**20
-    for bound, small, large in ((20 * 1024, 8, 8), (35 * 1024, 24, 80), (60 * 1024, 32, 160),
-                                (160 * 1024, 256, 512)):
-        if mib < bound:
-            return small if tp < 4 else large
-    return 512
+    found = next(((small if tp < 4 else large) for bound, small, large in (
+        (20 * 1024, 8, 8), (35 * 1024, 48, 160), (60 * 1024, 32, 160), (90 * 1024, 256, 512),
+        (160 * 1024, 256, 512)) if mib < bound), 512)
+    return min(found, max_running) if max_running else found
 
 
 def log(line: str, rank: bool = True) -> None:
@@ -194,8 +245,6 @@ def start_up(a: argparse.Namespace, m: Model, g: Gpu, scale: float) -> Memory:
     if a.attention_backend is None:
         a.attention_backend = "fa3"
         log("Attention backend not explicitly specified. Use fa3 backend by default.", False)
-    if a.cuda_graph_max_bs is None:  # server_args.py: by GPU memory and TP
-        a.cuda_graph_max_bs = default_graph_max_bs(g.memory_bytes, a.tp_size)
     if m.heads % a.tp_size:
         log(f"AssertionError: {m.heads} is not divisible by tp_size {a.tp_size}.")
         raise SystemExit(1)
@@ -272,13 +321,22 @@ def main(argv: list[str] | None = None) -> None:
     a = parser().parse_args(args)
     model, gpu = read_model(a.model_path), read_gpu("SGLang")
     a.context_length = a.context_length or model.native_context
-    if a.mem_fraction_static is None:
-        a.mem_fraction_static = default_mem_fraction(a.tp_size)
     scale = time_scale()
+    if a.cuda_graph_max_bs_decode is None:  # memory_hook.py: by GPU memory and TP
+        a.cuda_graph_max_bs_decode = default_graph_max_bs(gpu.memory_bytes, a.tp_size,
+                                                          a.max_running_requests)
+    if a.chunked_prefill_size is None:  # memory_hook.py: by GPU memory (MiB bound, tokens)
+        mb = gpu.memory_bytes / 2**20
+        a.chunked_prefill_size = next(
+            (size for bound, size in ((20 * 1024, 2048), (35 * 1024, 4096), (60 * 1024, 4096),
+                                      (160 * 1024, 8192)) if mb < bound), 16384)
+    if a.mem_fraction_static is None:  # after the graphs: their reserve is part of it
+        a.mem_fraction_static = default_mem_fraction(a, gpu)
     spec = speculation_of(a, model)
+    reset_running_cap(a)
     mem = start_up(a, model, gpu, scale)
     engine = Engine(shape_of(a, max_running_requests(a, mem.kv_tokens), spec), model, gpu,
-                    mem, scale)
+                    mem, scale, on_preempt=retract_line)
     shape = engine.shape
     graphs = GRAPH_BYTES if shape.graphs else 0
     publish_gpu_memory(shape.tp * shape.pp * shape.dp, CONTEXT_BYTES + mem.weights_per_gpu

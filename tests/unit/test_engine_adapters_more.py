@@ -229,7 +229,10 @@ def test_sglang_memory_shape_carries_mem_fraction_and_parallelism():
     assert shape.knobs.mem_fraction_static == 0.85 and shape.knobs.max_num_seqs == 64
     assert (shape.tensor_parallel, shape.pipeline_parallel) == (2, 1)
     default = sglang.memory_shape(SglangConfig(model_path="/m", context_length=4096), 8, False)
-    assert default.max_sequences == 8 and default.knobs.mem_fraction_static == 0.88
+    # None: SGLang's own default for the GPU and shape, computed where the GPU is known.
+    assert default.max_sequences == 8 and default.knobs.mem_fraction_static is None
+    assert sglang.default_mem_fraction_static(81559 * 2**20, 1) == 0.83  # one H100
+    assert sglang.default_mem_fraction_static(81559 * 2**20, 8) < 0.83
 
 
 def test_sglang_timeout_grows_with_weights_and_torch_compile():

@@ -301,7 +301,8 @@ def test_sglang_derives_each_dimension_from_its_documented_server_arguments():
     assert {c.series for c in spec} == {"ngram_draft_tokens"}
     argv = sglang.build_launch(lad.apply(base, spec[1]), "python", 30000).argv
     assert argv[argv.index("--speculative-algorithm") + 1] == "NGRAM"
-    assert argv[argv.index("--speculative-num-draft-tokens") + 1] == "4"
+    # 4 drafted tokens: SGLang's count includes the root (test_sglang_0523.py).
+    assert argv[argv.index("--speculative-num-draft-tokens") + 1] == "5"
     # Every candidate renders flags the SGLang CLI takes (its argv builder, not a guess).
     for cands in got.values():
         for c in [] if isinstance(cands, str) else cands:
@@ -567,18 +568,18 @@ def test_sglang_captures_graphs_up_to_the_target_load_and_tries_the_other_attent
     base = sglang.baseline_config(t)
     rules = lad.rules_for(sglang.ADAPTER)
     h100 = dict(gpu_count=1, gpu_memory_bytes=80 * 2**30, gpu_compute_capability="9.0")
-    # server_args.py's defaults: 256 on an 80 GB GPU at TP 1, 512 at TP 4, 24 on a 24 GB one.
+    # memory_hook.py's defaults: 256 on an 80 GB GPU at TP 1, 512 at TP 4, 48 on a 24 GB one.
     assert default_cuda_graph_max_bs(80 * 2**30, 1) == 256
     assert default_cuda_graph_max_bs(80 * 2**30, 4) == 512
-    assert default_cuda_graph_max_bs(24 * 2**30, 1) == 24
+    assert default_cuda_graph_max_bs(24 * 2**30, 1) == 48
     comp = rules[Dimension.COMPILATION]
     assert labels(lad.derive(comp, "sglang", base, facts(**h100, target_concurrency=64))) == [
         "torch_compile"]
     got = lad.derive(comp, "sglang", base, facts(**h100, target_concurrency=384))
-    assert labels(got) == ["cuda_graph_max_bs=384", "torch_compile"]
+    assert labels(got) == ["cuda_graph_max_bs_decode=384", "torch_compile"]
     assert "larger than the 256 captured" in got[0].why
     argv = sglang.build_launch(lad.apply(base, got[0]), "python", 30000).argv
-    assert argv[argv.index("--cuda-graph-max-bs") + 1] == "384"
+    assert argv[argv.index("--cuda-graph-max-bs-decode") + 1] == "384"
     eager = with_knob(base, "disable_cuda_graph", True)
     assert labels(lad.derive(comp, "sglang", eager, facts(**h100))) == ["cuda_graphs=on"]
     # Attention: the non-default kernels of the GPU's architecture and the model's attention.
