@@ -1,8 +1,13 @@
 """Authentication and error shapes, over raw httpx (the status code and the body are the
 contract): with a key configured, 401 without it and 200 with it; a malformed request and a
-prompt beyond the context answered with a 4xx and OpenAI's error object
-(`{"error": {"message": ..., ...}}`), never a 200 (a silently truncated prompt), a 5xx or a
-hang."""
+prompt beyond the context answered with a 4xx and an error object with a message, never a 200
+(a silently truncated prompt), a 5xx or a hang.
+
+The error object comes in two shapes: OpenAI's (`{"error": {"message": ...}}`, vLLM's) and
+the flat ErrorResponse of SGLang (0.5.23 entrypoints/openai/serving_base.py
+create_error_response) and TensorRT-LLM (serve/openai_server.py): `{"object": "error",
+"message": ..., "type": ..., "code": ...}`. The openai SDK reads both (its client takes
+`body.get("error", body)`), so both keep the contract; the check says which it saw."""
 
 from __future__ import annotations
 
@@ -27,15 +32,24 @@ def _post(c: ProbeContext, body: dict[str, Any], headers: dict[str, str] | None 
                            headers=c.headers if headers is None else headers)
 
 
-def _error_shape(r: httpx.Response) -> str | None:
-    """Why the body is not OpenAI's error object (None: it is)."""
-    try:
-        err = r.json().get("error")
-    except (ValueError, AttributeError):
-        return f"the body is not JSON: {r.text[:80]!r}"
-    if isinstance(err, dict) and isinstance(err.get("message"), str) and err["message"]:
+def error_message(body: Any) -> str | None:
+    """The message of an error body in either shape (None: neither)."""
+    if not isinstance(body, dict):
         return None
-    return f"no error.message in {r.text[:120]!r}"
+    err = body.get("error", body if body.get("object") == "error" else None)
+    msg = err.get("message") if isinstance(err, dict) else None
+    return msg if isinstance(msg, str) and msg else None
+
+
+def _error_shape(r: httpx.Response) -> str | None:
+    """Why the body is no error object with a message (None: it is one)."""
+    try:
+        body = r.json()
+    except ValueError:
+        return f"the body is not JSON: {r.text[:80]!r}"
+    if error_message(body) is not None:
+        return None
+    return f"no error message (error.message, or a flat error object's message) in {r.text[:120]!r}"
 
 
 def _judge_error(r: httpx.Response, what: str) -> ProbeResult:
@@ -45,10 +59,12 @@ def _judge_error(r: httpx.Response, what: str) -> ProbeResult:
     if not 400 <= r.status_code < 500:
         return CheckStatus.FAIL, f"{what}: HTTP {r.status_code}, a 4xx expected", ev
     shape = _error_shape(r)
-    return (CheckStatus.FAIL if shape else CheckStatus.PASS,
-            f"{what}: HTTP {r.status_code}" + (f", but {shape}" if shape else
-                                               f" with error.message {r.json()['error']['message'][:80]!r}"),
-            ev)
+    if shape:
+        return CheckStatus.FAIL, f"{what}: HTTP {r.status_code}, but {shape}", ev
+    body = r.json()
+    form = "error.message" if isinstance(body.get("error"), dict) else "a flat error object's message"
+    return (CheckStatus.PASS,
+            f"{what}: HTTP {r.status_code} with {form} {error_message(body)[:80]!r}", ev)
 
 
 def _bad_request(c: ProbeContext) -> ProbeResult:

@@ -109,7 +109,7 @@ def test_an_8b_model_serves_on_one_simulated_h100_through_the_trtllm_adapter(
             "model": cfg.served_model_name, "max_tokens": 4,
             "messages": [{"role": "user", "content": "hello " * 9000}]})
         assert long.status_code == 400, long.text
-        assert long.json()["error"]["message"] == (
+        assert long.json()["message"] == (  # TensorRT-LLM's flat ErrorResponse
             "The sum of prompt length (9008.0), query length (0) should not exceed "
             "max_num_tokens (8192)")  # 9,000 words + the chat template's 8 tokens
         text = httpx.get(f"{running.base_url}/prometheus/metrics").text

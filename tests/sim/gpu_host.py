@@ -373,6 +373,10 @@ class Front:
     prompt_logprobs: bool = True
     # SGLang's native /generate: input_ids in, output_ids and input/output logprobs out.
     native_generate: bool = False
+    # The error body: vLLM nests OpenAI's object ({"error": {...}}); SGLang (serving_base.py
+    # create_error_response) and TensorRT-LLM (openai_server.py) answer their ErrorResponse
+    # flat: {"object": "error", "message", "type", "param", "code"}.
+    flat_errors: bool = False
 
 
 def handler(engine: Engine, name: str, front: Front) -> type[BaseHTTPRequestHandler]:
@@ -390,6 +394,12 @@ def handler(engine: Engine, name: str, front: Front) -> type[BaseHTTPRequestHand
             self.send_header("Content-Length", str(len(body)))
             self.end_headers()
             self.wfile.write(body)
+
+        def _error(self, message: str, status: int, type_: str = "BadRequestError",
+                   param: str | None = None) -> None:
+            err = {"message": message, "type": type_, "param": param, "code": status}
+            self._json({"object": "error", **err} if front.flat_errors else {"error": err},
+                       status)
 
         def _text(self, text: str) -> None:
             body = text.encode()
@@ -417,7 +427,7 @@ def handler(engine: Engine, name: str, front: Front) -> type[BaseHTTPRequestHand
             elif self.path == "/metrics":
                 self._text(front.metrics(engine, name))
             else:
-                self._json({"error": {"message": "Not Found", "code": 404}}, 404)
+                self._error("Not Found", 404, "NotFoundError")
 
         def do_POST(self) -> None:
             req = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)))
@@ -427,18 +437,17 @@ def handler(engine: Engine, name: str, front: Front) -> type[BaseHTTPRequestHand
                 routes["/generate"] = self._generate
             route = routes.get(self.path)
             if route is None:
-                self._json({"error": {"message": "Not Found", "code": 404}}, 404)
+                self._error("Not Found", 404, "NotFoundError")
             elif req.get("model", name) != name:
-                self._json({"error": {"message": f"The model `{req.get('model')}` does not "
-                                      "exist.", "type": "NotFoundError", "code": 404}}, 404)
+                self._error(f"The model `{req.get('model')}` does not exist.", 404,
+                            "NotFoundError")
             else:
                 try:
                     route(req)
                 except (KeyError, TypeError, ValueError, AttributeError) as exc:
                     # The servers validate the body before scheduling: a 400, never a
                     # dropped line.
-                    self._json({"error": {"message": f"[SIMULATED] invalid request: {exc!r}",
-                                          "type": "BadRequestError", "code": 400}}, 400)
+                    self._error(f"[SIMULATED] invalid request: {exc!r}", 400)
 
         def _tokenize(self, req) -> None:
             toks = tokenize(req.get("prompt", ""))
@@ -528,9 +537,7 @@ def handler(engine: Engine, name: str, front: Front) -> type[BaseHTTPRequestHand
             limit = engine.shape.max_len
             if prompt + n <= limit:
                 return False
-            self._json({"error": {"message": front.too_long(limit, prompt, n),
-                                  "type": "BadRequestError", "param": "messages",
-                                  "code": 400}}, 400)
+            self._error(front.too_long(limit, prompt, n), 400, param="messages")
             return True
 
         def _chat(self, req) -> None:

@@ -298,7 +298,7 @@ def _too_long(limit: int, prompt: int, n: int) -> str:
 
 FRONT = Front(engine="SGLang", version=VERSION, owned_by="sglang (SIMULATED)",
               metrics=_metrics, too_long=_too_long, prompt_logprobs=False,
-              native_generate=True)
+              native_generate=True, flat_errors=True)
 
 
 def as_python(argv: list[str]) -> list[str] | None:

@@ -462,7 +462,7 @@ def _too_long(limit: int, prompt: int, n: int) -> str:
 
 
 FRONT = Front(engine="TensorRT-LLM", version=VERSION, owned_by="tensorrt_llm (SIMULATED)",
-              metrics=_prometheus, too_long=_too_long)
+              metrics=_prometheus, too_long=_too_long, flat_errors=True)
 
 
 def prompt_refusal(s: Settings, prompt: int) -> str | None:
@@ -491,9 +491,7 @@ def trtllm_handler(engine: Engine, name: str, prometheus: bool,
             why = prompt_refusal(settings, prompt) if settings is not None else None
             if why is None:
                 return super()._too_long(prompt, n)
-            # The error object in gpu_host's shape (one shape for every stand-in error).
-            self._json({"error": {"message": why, "type": "BadRequestError", "param": None,
-                                  "code": 400}}, 400)
+            self._error(why, 400)
             return True
 
         def do_GET(self) -> None:
