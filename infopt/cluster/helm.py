@@ -172,10 +172,22 @@ def llmd_values(launch: Launch, *, name: str, image: str, replicas: int, gpus: i
             "enabled": True, "defaultLabels": labels,
             "defaults": {"image": {"repository": repository, "tag": tag},
                          "command": [argv[0]],
-                         "env": [{"name": k, "value": v} for k, v in sorted(launch.env.items())],
+                         "env": _llmd_env(launch),
                          "ports": [{"name": "modelserver", "containerPort": launch.port,
                                     "protocol": "TCP"}]},
             "items": items}}
+
+
+# llm-d-stack's values.yaml (479aac5) modelServers.defaults.env: [{name: USER, value: llm-d}].
+# Helm replaces a list whole, so setting defaults.env drops it unless it is repeated here; the
+# images run as a user with no passwd entry, where USER is what getpass.getuser() (torch's
+# compile caches) falls back on.
+_LLMD_DEFAULT_ENV = {"USER": "llm-d"}
+
+
+def _llmd_env(launch: Launch) -> list[dict[str, str]]:
+    env = {**_LLMD_DEFAULT_ENV, **launch.env}
+    return [{"name": k, "value": v} for k, v in sorted(env.items())]
 
 
 def llmd_notes(launch: Launch, model: ModelSource | None) -> list[str]:

@@ -189,6 +189,13 @@ def test_llmd_every_pool_mounts_the_named_volume_and_the_charts_shm_stays():
     assert not {k.rsplit(".", 1)[1] for k in LLMD_CHART_OWNED} & set(defaults)
 
 
+def test_llmd_keeps_the_charts_default_env_beside_the_launchs():
+    """values.yaml (479aac5) defaults.env is [USER=llm-d]; setting defaults.env replaces the
+    list, so infopt's list must carry it as well as the launch's HF_HUB_OFFLINE."""
+    env = {e["name"]: e["value"] for e in _llmd(model=CLAIM)["modelServers"]["defaults"]["env"]}
+    assert env["USER"] == "llm-d" and env["HF_HUB_OFFLINE"] == "1"
+
+
 def test_llmd_has_no_download_path_and_says_so():
     v = _llmd(model=HUB)
     assert "volumes" not in v["modelServers"]["items"][0]
