@@ -75,9 +75,8 @@ test: lint engines lm-eval browser engine-args
 # (SIGKILL, engine kills, a full disk, the Prefect API restarting, a hung engine), vLLM's failed
 # starts, flows run by real process workers, lm-evaluation-harness joining the verdict, the
 # contract-remedy flow, llama.cpp's KV-tier flow, the speculative-decoding flows and TensorRT-LLM's
-# simulated climb (here to
-# keep `make test` within 30 minutes on the slower CPU). CI (.ci/run) runs them after
-# `make test`.
+# simulated climb (here to keep `make test` within 30 minutes on the slower CPU). CI
+# (.ci/run) runs them after `make test`.
 .PHONY: test-e2e
 test-e2e: engines lm-eval
 	@$(PYTEST) -m e2e
