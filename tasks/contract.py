@@ -2,13 +2,14 @@
 checked before its measurement counts: the control and the baseline on every probe (the
 report's route table), the other candidates on what is required. Results depend only on the
 engine version, the model and the adapter's api_surface_knobs, so they are kept per machine
-under $INFOPT_CACHE_DIR/contract/<key>.json with each probe's evidence, and a trial with the
-same API surface (in this run or a later one) reuses them: its evidence files are written from
-the cache into its own folder."""
+under $INFOPT_CACHE_DIR/contract/<key>.json (contract_cache()) with each probe's evidence, and
+a trial with the same API surface (in this run or a later one) reuses them: its evidence files
+are written from the cache into its own folder."""
 
 from __future__ import annotations
 
 import json
+import os
 from functools import cache
 from pathlib import Path
 
@@ -50,9 +51,16 @@ def contract_key(config, engine_version: str, model_digest: str,
     return content_key(payload)
 
 
+def contract_cache() -> Path:
+    """The machine's kept contract results; INFOPT_CONTRACT_CACHE_DIR moves it (tests point it
+    at their own folder, so every test session probes the engines it starts)."""
+    where = os.environ.get("INFOPT_CONTRACT_CACHE_DIR")
+    return Path(where).expanduser() if where else cache_root() / "contract"
+
+
 def _cached(key: str, evidence_dir: Path, required: tuple[str, ...]
             ) -> list[ContractCheck] | None:
-    path = cache_root() / "contract" / f"{key}.json"
+    path = contract_cache() / f"{key}.json"
     if not path.is_file():
         return None
     try:
@@ -71,7 +79,7 @@ def _cached(key: str, evidence_dir: Path, required: tuple[str, ...]
 
 
 def _store(key: str, checks: list[ContractCheck]) -> None:
-    path = cache_root() / "contract" / f"{key}.json"
+    path = contract_cache() / f"{key}.json"
     path.parent.mkdir(parents=True, exist_ok=True)
     evidence = {c.feature: Path(c.evidence).read_text(encoding="utf-8")
                 for c in checks if c.evidence and Path(c.evidence).is_file()}

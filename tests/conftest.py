@@ -20,9 +20,11 @@ os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
 os.environ.setdefault("PREFECT_LOGGING_LEVEL", "INFO")
 # Helpers of the flow are also called directly in tests (outside a flow run).
 os.environ.setdefault("PREFECT_LOGGING_TO_API_WHEN_MISSING_FLOW", "ignore")
-# The quality gate's kept references, scores and verdicts: this session's own folder, so no
-# verdict comes from the machine's earlier runs (the engines' cache stays shared).
+# The quality gate's kept references, scores and verdicts, and the kept API-contract results:
+# this session's own folders, so no verdict and no contract table comes from the machine's
+# earlier runs (every session probes its engines; the engines' cache stays shared).
 os.environ["INFOPT_QUALITY_CACHE_DIR"] = tempfile.mkdtemp(prefix="infopt-test-quality-")
+os.environ["INFOPT_CONTRACT_CACHE_DIR"] = tempfile.mkdtemp(prefix="infopt-test-contract-")
 
 
 def _free_port() -> int:

@@ -5,7 +5,9 @@ trial and level, so each fitted number can be traced to its records
 (runs/<run>/trials/<key>/requests.jsonl).
 
 A run on a CPU is not used: there the calibrated envelope is itself measured (this host's
-bandwidth and GEMM rate), and the published results are all GPUs.
+bandwidth and GEMM rate), and the published results are all GPUs. Nor is a run (or a trial) of
+a simulated engine (tests/sim: its version ends "+simulated"): its step times are a model's, not
+a GPU's, and would fit the estimate to that model.
 """
 
 from __future__ import annotations
@@ -35,9 +37,29 @@ def _report(path: Path) -> OptimizationReport:
                          f"({exc.errors()[0]['msg']}).") from None
 
 
+SIMULATED_MARK = "simulated"  # in the version the simulated engines report (tests/sim)
+
+
+def _simulated(version: str | None) -> bool:
+    return version is not None and SIMULATED_MARK in version.lower()
+
+
+def _engine_versions(r: OptimizationReport) -> dict[str, str]:
+    """Each engine the run tuned, by name: its version (the routed one's and the comparator's)."""
+    versions = {str(r.engine): r.engine_version}
+    for e in r.engines.results if r.engines else ():
+        if e.engine_version:
+            versions[str(e.engine)] = e.engine_version
+    return versions
+
+
 def trial_cases(path: Path) -> tuple[list[Case], list[str]]:
     """(cases from the run's measured GPU trials, why anything was left out)."""
     r = _report(path)
+    versions = _engine_versions(r)
+    if all(_simulated(v) for v in versions.values()):
+        named = ", ".join(sorted(set(versions.values())))
+        return [], [f"run {r.run_id}: simulated engines ({named}), not measured on a GPU"]
     device, is_cpu = run_device(r.hardware)
     family = gpu_family(device.compute_capability)
     if is_cpu or family is None:
@@ -49,6 +71,11 @@ def trial_cases(path: Path) -> tuple[list[Case], list[str]]:
     for t in r.trials:
         if t.failed or t.benchmark is None:
             left.append(f"run {r.run_id} trial {t.trial_id}: not measured")
+            continue
+        version = t.engine.version if t.engine else versions.get(str(t.config.engine))
+        if _simulated(version):
+            left.append(f"run {r.run_id} trial {t.trial_id}: a simulated engine ({version}), "
+                        "not measured on a GPU")
             continue
         if t.config.speculates:  # several tokens a step: not the one-token step model's case
             left.append(f"run {r.run_id} trial {t.trial_id}: speculative decoding, not a "

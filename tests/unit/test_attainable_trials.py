@@ -67,6 +67,42 @@ def test_each_measured_level_of_a_gpu_run_is_a_case_at_the_batch_it_ran(gpu_run)
     assert config["t00-control-r1"] != config["t04-kv=q8_0-r1"]
 
 
+def _simulate(report: OptimizationReport, version: str = "0.32.0+simulated",
+              trial_ids: set[str] | None = None) -> OptimizationReport:
+    """The report as a simulated engine (tests/sim) would leave it: its version says so, for
+    every trial or only those named."""
+    trials = [t.model_copy(update={"engine": t.engine.model_copy(update={"version": version})})
+              if t.engine and (trial_ids is None or t.trial_id in trial_ids) else t
+              for t in report.trials]
+    if trial_ids is not None:
+        return report.model_copy(update={"trials": trials})
+    engines = report.engines.model_copy(update={"results": [
+        e.model_copy(update={"engine_version": version}) for e in report.engines.results]})
+    return report.model_copy(update={"engine_version": version, "trials": trials,
+                                     "engines": engines})
+
+
+def test_a_simulated_run_is_left_out_with_its_reason(gpu_run, tmp_path):
+    _, report = gpu_run
+    (tmp_path / "report.json").write_text(_simulate(report).model_dump_json())
+    cases, left = trial_cases(tmp_path)
+    assert cases == []
+    assert left == [f"run {report.run_id}: simulated engines (0.32.0+simulated), not measured "
+                    "on a GPU"]
+
+
+def test_a_simulated_trial_of_a_real_run_is_left_out_and_the_rest_kept(gpu_run, tmp_path):
+    run, report = gpu_run
+    sim = "t06-parallel_slots=2-r1"
+    (tmp_path / "report.json").write_text(
+        _simulate(report, "0.5.23+simulated", {sim}).model_dump_json())
+    cases, left = trial_cases(tmp_path)
+    assert left == [f"run {report.run_id} trial {sim}: a simulated engine (0.5.23+simulated), "
+                    "not measured on a GPU"]
+    assert {c.id for c in cases} == {c.id for c in trial_cases(run)[0]
+                                     if c.id.split()[3] != sim}
+
+
 @pytest.fixture(scope="module")
 def fit_with_own(gpu_run):
     return build(MODEL_CONFIGS, runs=[gpu_run[0], CPU_REPORT])
