@@ -74,9 +74,10 @@ test: lint engines lm-eval browser engine-args
 # vLLM comparator climbing their ladders, the reoptimize verdicts on paced builds, durability
 # (SIGKILL, engine kills, a full disk, the Prefect API restarting, a hung engine), vLLM's failed
 # starts, flows run by real process workers, lm-evaluation-harness joining the verdict, the
-# contract-remedy flow, llama.cpp's KV-tier flow, the speculative-decoding flows and TensorRT-LLM's
-# simulated climb (here to keep `make test` within 30 minutes on the slower CPU). CI
-# (.ci/run) runs them after `make test`.
+# contract-remedy flow, llama.cpp's KV-tier flow, the speculative-decoding flows, TensorRT-LLM's
+# simulated climb and the simulated 8-GPU layout climb (replayed from its record in `make test`,
+# whose verdicts then read no clock); here to keep `make test` within 30 minutes on the slower
+# CPU. CI (.ci/run) runs them after `make test`.
 .PHONY: test-e2e
 test-e2e: engines lm-eval
 	@$(PYTEST) -m e2e
