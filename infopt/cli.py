@@ -452,11 +452,13 @@ def plan(
     spec_tokens_per_step: Annotated[float, typer.Option(
         min=1.0, help="speculative decoding: expected verified tokens per step (1 = off)")] = 1.0,
     input_tokens: Annotated[int | None, typer.Option(
-        help="prompt tokens per request (default: --workload's mean, else 1,024 assumed)")] = None,
+        help="prompt tokens per request (default: --workload's mean, else 1,024 assumed); "
+             "given, the ceilings and estimates read KV at prompt + half the output")] = None,
     output_tokens: Annotated[int | None, typer.Option(
         help="output tokens per request (default: --workload's mean, else 256 assumed)")] = None,
     workload: Annotated[str | None, typer.Option(
-        help="a workload file: its mean prompt and output lengths")] = None,
+        help="a workload file: its mean prompt and output lengths, at which the ceilings and "
+             "estimates are read (the fit stays at --context)")] = None,
     revision: Annotated[str | None, typer.Option()] = None,
     endpoint: Annotated[str | None, typer.Option()] = None,
     credentials_block: Annotated[str | None, typer.Option()] = None,
@@ -468,7 +470,9 @@ def plan(
                           "GPUs, each fitted with its ceilings and command")] = False,
     json_out: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
-    """Memory fit at full context x concurrency, and roofline ceilings, without launching."""
+    """Memory fit at full context x concurrency, and roofline ceilings and attainable
+    estimates at the workload's lengths (the full context when none are given), without
+    launching."""
     from pydantic import ValidationError
 
     from infopt.costmodel.plan import make_plan

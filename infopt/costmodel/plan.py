@@ -1,9 +1,16 @@
 """`infopt plan`: memory fit of the requested candidate plus a ceiling table across the feasible
-weight x KV combinations and batch sizes, for one device and layout."""
+weight x KV combinations and batch sizes, for one device and layout.
+
+Two contexts, on purpose: the fit is at the requested context (default the native one: the
+engine must be able to serve it), while the decode ceilings and attainable estimates read each
+sequence's KV at the workload's mean context while decoding (prompt + half the output) whenever
+request lengths are given, since that is what a sequence holds on average over its decode
+steps and what the estimate was fitted at (attainable_data.py). Without lengths they stay at
+the full context, the worst case, and say so."""
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from pydantic import Field
 
@@ -40,6 +47,10 @@ class PlanResult(MemoryFit):
     # NODE_GPUS (the optimize-gpu deployment's gpu_count job variable); None: none fits.
     gpus_to_request: int | None = None
     gpus_to_request_layout: str | None = None
+    # The tokens of context per sequence the decode ceilings and attainable estimates read KV
+    # at (the fit's own is `context_tokens`), and why that many.
+    decode_context_tokens: int
+    decode_context_source: str
 
 
 def batch_sizes(concurrency: int, max_concurrency: float) -> list[int]:
@@ -51,9 +62,10 @@ def batch_sizes(concurrency: int, max_concurrency: float) -> list[int]:
     return sorted(s for s in sizes if s >= 1)
 
 
-def ceiling_table(r: FitRequest, batches: list[int], prompt_tokens: int,
-                  tokens_per_step: float = 1.0, output_tokens: int | None = None,
-                  lengths_source: str = "requests as given") -> CeilingTable:
+def ceiling_table(r: FitRequest, batches: list[int], lengths: RequestLengths,
+                  tokens_per_step: float = 1.0) -> CeilingTable:
+    """Decode rows at `lengths`' decode context (decode_context), prefill rows of one prompt
+    of its prompt length, across the weight paths and KV types the device can run."""
     dev = r.device
     own = path_from_quantization(r.model.quantization, dev.compute_capability)
     paths = [r.weight_path] + [p for p in hypothetical_paths(dev.compute_capability)
@@ -64,6 +76,8 @@ def ceiling_table(r: FitRequest, batches: list[int], prompt_tokens: int,
     kvs = [k for k in (r.kv.native, r.kv.eight_bit) if k not in r.kv.refused]
     left_out = [f"KV {k}: {r.kv.refused[k]}" for k in (r.kv.native, r.kv.eight_bit)
                 if k in r.kv.refused]
+    context, context_source = decode_context(r.context_tokens, lengths)
+    prompt, output = lengths.prompt_tokens, lengths.output_tokens
     rows: list[CeilingRow] = []
     unavailable: list[str] = []
     for env in (Envelope.THEORETICAL, Envelope.CALIBRATED):
@@ -71,15 +85,14 @@ def ceiling_table(r: FitRequest, batches: list[int], prompt_tokens: int,
         for path in paths:
             exact = r.exact_weights_bytes if path.label == r.weight_path.label else None
             for kv in kvs:
-                pre = prefill_row(r.model, path, kv, prompt_tokens, dev, env, r.tp,
+                pre = prefill_row(r.model, path, kv, prompt, dev, env, r.tp,
                                   exact_weights_bytes=exact)
                 for b in batches:
-                    row = decode_row(r.model, path, kv, b, r.context_tokens, dev, env, r.tp,
+                    row = decode_row(r.model, path, kv, b, context, dev, env, r.tp,
                                      tokens_per_step=tokens_per_step,
                                      exact_weights_bytes=exact, pp=r.pp)
                     if row:
-                        rows.append(_with_estimate(r, row, pre, output_tokens or max(
-                            1, r.context_tokens - prompt_tokens)))
+                        rows.append(_with_estimate(r, row, pre, output))
                         produced = True
                 if pre:
                     rows.append(pre)
@@ -92,7 +105,8 @@ def ceiling_table(r: FitRequest, batches: list[int], prompt_tokens: int,
     return CeilingTable(device=dev, rows=rows, unavailable=unavailable, left_out=left_out,
                         assumptions=[
         "decode: executed weights read once per step (ideal batch reuse); MoE: expected union "
-        "of experts for uniform routing; KV read at the full context for every sequence",
+        f"of experts for uniform routing; KV read at {context:,} tokens per sequence "
+        f"({context_source})",
         "FLOPs: 2 per multiply-add; W4A16/W8A16 paths at 16-bit rates; FP8/FP4 rates only "
         "where the device executes them",
         "TP all-reduce not overlapped with compute; launch, scheduler and HTTP overheads "
@@ -101,10 +115,9 @@ def ceiling_table(r: FitRequest, batches: list[int], prompt_tokens: int,
         "and per-all-reduce fixed costs and achieved bandwidth/compute fractions, fitted per "
         "engine and GPU family on published measured results (infopt/costmodel/data/"
         "published_results.csv, each with its source); each says its held-out error",
-        f"prefill: one prompt of {prompt_tokens} tokens, causal attention",
-        f"lengths: {lengths_source}; each sequence's prefill is spread over its "
-        f"{output_tokens or max(1, r.context_tokens - prompt_tokens):,} decode steps in the "
-        "estimates",
+        f"prefill: one prompt of {prompt:,} tokens, causal attention",
+        f"lengths: {lengths.source}; each sequence's prefill is spread over its "
+        f"{output:,} decode steps in the estimates",
         f"decode advances {tokens_per_step:g} verified token(s) per sequence per step"
         + (" (speculative decoding: verification work scales with it; the draft model's own "
            "cost is not included)" if tokens_per_step != 1 else "")])
@@ -145,43 +158,93 @@ def gpus_to_request(r: FitRequest, fit: MemoryFit) -> tuple[int | None, str | No
 DEFAULT_INPUT_TOKENS, DEFAULT_OUTPUT_TOKENS = 1024, 256
 
 
+@dataclass(frozen=True)
+class RequestLengths:
+    """Each request's lengths for the ceilings and the estimate, and where they come from."""
+
+    prompt_tokens: int
+    output_tokens: int
+    source: str
+    given: bool  # the user gave at least one of them (flags or a workload file)
+
+    @property
+    def mean_context_tokens(self) -> int:
+        """Tokens a sequence holds on average over its decode steps: the prompt plus half the
+        output (as attainable_data.py costs each published result, so the estimate is read
+        where it was fitted, and as tuning.level_steps.mean_context reads a benchmark)."""
+        return self.prompt_tokens + self.output_tokens // 2
+
+
 def request_lengths(context_tokens: int, input_tokens: int | None,
                     output_tokens: int | None, given_by: str = "requests as given"
-                    ) -> tuple[int, int, str]:
-    """(prompt tokens, output tokens per request, where they come from) for the estimate:
-    each sequence's one prefill is spread over its decode steps. Given lengths must fit the
+                    ) -> RequestLengths:
+    """Each request's prompt and output tokens for the ceilings and the estimate: each
+    sequence's one prefill is spread over its decode steps. Given lengths must fit the
     context; missing ones are assumed and said so."""
-    if input_tokens and output_tokens:
-        if input_tokens + output_tokens > context_tokens:
-            raise InputError(
-                f"--input-tokens {input_tokens:,} + --output-tokens {output_tokens:,} is more "
-                f"than the {context_tokens:,}-token context per sequence; shorten them or "
-                "raise --context")
-        return input_tokens, output_tokens, (
-            f"{given_by}: {input_tokens:,} prompt + {output_tokens:,} output tokens")
     prompt = input_tokens or min(DEFAULT_INPUT_TOKENS, max(1, context_tokens * 3 // 4))
     output = output_tokens or max(1, min(DEFAULT_OUTPUT_TOKENS, context_tokens - prompt))
-    return prompt, output, (
+    if output_tokens and not input_tokens:  # an assumed prompt leaves the given output room
+        prompt = max(1, min(prompt, context_tokens - output))
+    # Assumed lengths shrink to the context (down to 1 + 1 tokens); given ones are refused.
+    if (input_tokens or output_tokens) and prompt + output > context_tokens:
+        given = " + ".join(f"--{name}-tokens {n:,}" for name, n in
+                           (("input", input_tokens), ("output", output_tokens)) if n)
+        raise InputError(
+            f"{given}: {prompt:,} prompt + {output:,} output tokens is more than the "
+            f"{context_tokens:,}-token context per sequence; shorten them or raise --context")
+    if input_tokens and output_tokens:
+        return RequestLengths(prompt, output, (
+            f"{given_by}: {input_tokens:,} prompt + {output_tokens:,} output tokens"), True)
+    if input_tokens or output_tokens:
+        return RequestLengths(prompt, output, (
+            f"{prompt:,} prompt{'' if input_tokens else ' (ASSUMED)'} + {output:,} output "
+            f"tokens{'' if output_tokens else ' (ASSUMED)'} (pass both --input-tokens and "
+            "--output-tokens, or --workload FILE)"), True)
+    return RequestLengths(prompt, output, (
         f"ASSUMED requests of {prompt:,} prompt + {output:,} output tokens (no workload given: "
-        "pass --input-tokens/--output-tokens or --workload FILE)")
+        "pass --input-tokens/--output-tokens or --workload FILE)"), False)
+
+
+def decode_context(context_tokens: int, lengths: RequestLengths) -> tuple[int, str]:
+    """(tokens of context per sequence the decode ceilings and estimates read KV at, why).
+
+    With lengths given, the workload's mean context while decoding: reading every sequence's
+    KV at the full context instead put Llama-3.1-8B BF16 on one H100 at batch 8 at 118
+    attainable tok/s for 729 + 323-token chat requests, where the same model at 1,024 + 512
+    tokens is published at ~1,080 (data/published_results.csv aic-0043, TensorRT-LLM): ceilings
+    below measured throughput. Without lengths, the full context (an upper bound on the KV read,
+    so a lower bound on the ceilings), said so."""
+    if not lengths.given:
+        return context_tokens, (
+            f"the full {context_tokens:,}-token context: no request lengths given; pass "
+            "--input-tokens/--output-tokens or --workload FILE to read it at the workload's "
+            "mean context")
+    mean = min(context_tokens, lengths.mean_context_tokens)
+    return mean, (
+        f"the workload's mean context while decoding: {lengths.prompt_tokens:,} prompt + half "
+        f"of {lengths.output_tokens:,} output tokens; the fit stays at the "
+        f"{context_tokens:,}-token context")
 
 
 def make_plan(r: FitRequest, prompt_tokens: int | None = None,
               tokens_per_step: float = 1.0, output_tokens: int | None = None,
               lengths_from: str = "requests as given") -> PlanResult:
+    """The fit at `r`'s context x concurrency; ceilings and estimates at the request lengths'
+    decode context when any length is given (decode_context), else at `r`'s context."""
     fit = plan_fit(r)
     gpus, layout = gpus_to_request(r, fit)
     batches = batch_sizes(r.concurrency, fit.max_concurrency_at_context)
-    prompt, output, source = request_lengths(r.context_tokens, prompt_tokens, output_tokens,
-                                             lengths_from)
-    table = ceiling_table(r, batches, prompt, tokens_per_step, output, source)
+    lengths = request_lengths(r.context_tokens, prompt_tokens, output_tokens, lengths_from)
+    table = ceiling_table(r, batches, lengths, tokens_per_step)
+    context, context_source = decode_context(r.context_tokens, lengths)
     m = r.model
     return PlanResult(**fit.model_dump(), model=m.model, device=r.device, ceilings=table,
                       layer_kinds={str(k): n for k, n in m.layer_kinds.items()},
                       mlp_kinds={str(k): n for k, n in m.mlp_kinds.items()},
                       skipped_blocks=m.skipped_blocks,
                       linear_replaced_blocks=m.linear_replaced_blocks,
-                      gpus_to_request=gpus, gpus_to_request_layout=layout)
+                      gpus_to_request=gpus, gpus_to_request_layout=layout,
+                      decode_context_tokens=context, decode_context_source=context_source)
 
 
 def with_path(r: FitRequest, label_or_dtype: str | None) -> FitRequest:

@@ -42,14 +42,19 @@ def render_plan(p: PlanResult) -> str:
     lines += ["Assumptions:", *[f"  - {a}" for a in p.assumptions], "",
               "Ceilings (upper bounds: the theoretical envelope is what no engine can beat) and "
               "attainable estimates (what a tuned engine is likely to reach; estimates):",
+              # Which context the rows assume, said before them: the fit's above may differ.
+              f"  decode rows: KV read at {p.decode_context_tokens:,} tokens per sequence "
+              f"({p.decode_context_source}); prefill rows: one prompt, `context` tokens long",
               f"  {'phase':8} {'envelope':11} {'weights':26} {'KV':5} {'batch':>5} "
-              f"{'ceiling tok/s':>13} {'estimate tok/s':>14} {'est/ceil':>8} bound"]
+              f"{'context':>7} {'ceiling tok/s':>13} {'estimate tok/s':>14} {'est/ceil':>8} "
+              "bound"]
     for r in p.ceilings.rows:
         est = r.estimate
         shown = (f"{est.tokens_per_s:>14,.1f} {est.tokens_per_s / r.tokens_per_s:>8.2f}" if est
                  else f"{'-':>14} {'-':>8}")
         lines.append(f"  {r.phase:8} {r.envelope.value:11} {r.weight_path[:26]:26} "
-                     f"{r.kv_dtype:5} {r.batch:>5} {r.tokens_per_s:>13,.1f} {shown} "
+                     f"{r.kv_dtype:5} {r.batch:>5} {r.context_tokens:>7,} "
+                     f"{r.tokens_per_s:>13,.1f} {shown} "
                      f"{r.bound.value}")
     labels = sorted({r.estimate.label for r in p.ceilings.rows if r.estimate})
     lines += [f"  estimate: {label}" for label in labels]

@@ -29,7 +29,9 @@ class PlanRequest(Spec):
     # None: SGLang's own default for the GPU and shape (infopt.engines.sglang)
     mem_fraction_static: float | None = Field(None, ge=0.05, le=1.0)
     spec_tokens_per_step: float = Field(1.0, ge=1.0, le=64.0)
-    # Each request's lengths, for the attainable estimate (one prefill per request spread
-    # over its decode steps); None: assumed (1,024 + 256) and said so in the plan.
+    # Each request's lengths: the decode ceilings and attainable estimates read each
+    # sequence's KV at prompt + half the output (the fit stays at context_tokens), and the
+    # estimate spreads one prefill per request over its decode steps. Both None: assumed
+    # (1,024 + 256), the ceilings at the full context, and said so in the plan.
     input_tokens: int | None = Field(None, ge=1, le=10_000_000)
     output_tokens: int | None = Field(None, ge=1, le=10_000_000)
