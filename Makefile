@@ -116,11 +116,13 @@ bench-cluster: engines
 	@$(PY) -m bench.cluster_bench
 
 # The tuning ladder against Optuna TPE, random search and the exhaustive grid over a small real
-# llama.cpp space, 3 seeds (~1 h); SMOKE=1: a 4-configuration space, one seed (a few minutes).
+# llama.cpp space, 3 seeds, then the finalists (the grid's top five and each method's pick)
+# re-measured in fresh rotating rounds: ratios with intervals (~75-80 min); SMOKE=1: a
+# 4-configuration space, one seed (a few minutes); ARGS="--rounds 5 --record FILE" passes on.
 .PHONY: bench-tuner
 bench-tuner: engines
 	@$(PIP_ENV) $(PY) -m pip install -q -e '.[test,bench]' 2>&1 | { $(QUIET_PIP); }
-	@$(PY) -m bench.tuner_bench $(if $(SMOKE),--smoke)
+	@$(PY) -m bench.tuner_bench $(if $(SMOKE),--smoke) $(ARGS)
 
 # Issue 32's one-shot check on an NVIDIA GPU (bench/gpu_check.sh; not run on a real GPU yet):
 # assembles .gpucheck/ (llama.cpp sources, the model's recipe, wheels for a machine without
