@@ -108,12 +108,12 @@ bench-vllm: engines
 bench-verdicts: engines
 	@$(PY) -m bench.verdicts_bench
 
-# The cluster flow at full scale (bench/cluster_bench.py): 1, 2 and 3 replicas of an accepted
+# The cluster flow at full scale (bench/cluster_bench.py; ARGS="--record NAME --calibrate-from FIXTURE" for the out-of-sample runs): 1, 2 and 3 replicas of an accepted
 # run's winner behind vllm-router and sglang-router, every policy, the SLO boundary per count
 # and the capacity plan's validation error (~15-25 min; needs `make engines`).
 .PHONY: bench-cluster
 bench-cluster: engines
-	@$(PY) -m bench.cluster_bench
+	@$(PY) -m bench.cluster_bench $(ARGS)
 
 # The tuning ladder against Optuna TPE, random search and the exhaustive grid over a small real
 # llama.cpp space, 3 seeds, then the finalists (the grid's top five and each method's pick)

@@ -39,15 +39,15 @@ import httpx
 CPU_FLOOR_PERCENT = 10.0
 
 
-def _optimize(runs: Path):
+def _optimize(runs: Path, input_tokens: int = 48):
     from flows.optimize import optimize
     from infopt.bootstrap import default_paths
     from infopt.specs.request import Budgets, ModelTarget, OptimizeRequest
     from infopt.specs.workload import fixed_levels
     from tests.hubserver import FakeHub
 
-    wl = fixed_levels(input_tokens=48, output_tokens=16, levels=[1, 2], target=2, requests=4,
-                      cooldown_s=1.0)
+    wl = fixed_levels(input_tokens=input_tokens, output_tokens=16, levels=[1, 2], target=2,
+                      requests=4, cooldown_s=1.0)
     with FakeHub() as hub:
         request = OptimizeRequest(
             model=ModelTarget(path=str(default_paths().gguf),

@@ -6,8 +6,10 @@ for each larger replica count, every router and policy asked for runs the API co
 session workload and one without shared prefixes, with each replica's requests and prefix-cache
 hits from the routers' and engines' own counters; the boundary is searched again behind the
 first router's load-aware policy (round robin where it has none). The capacity plan is a
-queueing model calibrated on the one-replica boundary, validated against the larger counts'
-measured boundaries, its error stated. Replicas and routers bind 127.0.0.1 only.
+queueing model calibrated on the one-replica boundary, its predictions for the larger counts
+beside their measured boundaries (the error against each bracket's reference rate, the
+bracket's width beside it; the one-replica count is the fit, labelled in-sample). Replicas and
+routers bind 127.0.0.1 only.
 """
 
 from __future__ import annotations
@@ -226,7 +228,8 @@ def _report(m: _Run, run_id: str, base_id: str) -> ClusterReport:
         capacity = plan(model, m.slos, target, burst_factor=r.burst_factor, routing=routing,
                         gpus_per_replica=m.gpus_each or 0)
         capacity = capacity.model_copy(update={
-            "validations": validate(model, m.slos, m.boundaries, routing)})
+            # The wait stretch was fitted to this run's one-replica bracket: in-sample there.
+            "validations": validate(model, m.slos, m.boundaries, routing, in_sample={1})})
     interference = judge_interference(
         m.interference, capacity.peak_rate_per_s if capacity else None) \
         if m.interference else None

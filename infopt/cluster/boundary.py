@@ -1,13 +1,15 @@
 """The SLO boundary of one configuration: the highest Poisson arrival rate at which every SLO
 is met, found by bracketing (doubling or halving from a start rate) and then bisecting on a
-log scale, in a bounded number of probes.
+log scale until the bracket's ends are within 15% of each other, in a bounded number of probes.
 
 Each probe is a measured scenario (the same `measure(endpoint, traffic)` path as every trial).
 An SLO "p95 of TTFT <= 0.5 s" holds when at least 95% of requests are within 0.5 s; a probe
 decides it only when the exact (Clopper-Pearson) interval on that share lies wholly on one side
 of 95%. A probe that decides neither way is undecided, never a pass: the search measures that
-rate again and pools the two runs' requests, and if the pooled counts still do not decide, it
-stops and reports the band it could not split.
+rate again and pools the two runs' requests. A rate the pooled counts still do not decide is
+where the SLO sits at its margin: the search goes on narrowing on both sides of it (below the
+lowest such rate, above the highest) until each side is within the tolerance, and then says the
+band that is left is the sampling noise's, not the budget's.
 """
 
 from __future__ import annotations
@@ -23,7 +25,10 @@ from infopt.specs.cluster import Boundary, Probe, SloCheck, Verdict
 from infopt.specs.results import RequestRecord, ScenarioResult
 
 DEFAULT_PROBES = 15
-DEFAULT_REL_TOLERANCE = 0.10  # stop when the bracket's ends are within 10% of each other
+# Stop when the bracket's ends are within 15% of each other: its geometric middle, what a
+# capacity prediction is compared with (infopt.cluster.capacity.reference_rate), is then within
+# 7% of either end.
+DEFAULT_REL_TOLERANCE = 0.15
 DEFAULT_CONFIDENCE = 0.90  # one-sided, per SLO verdict
 # Bracketing gives up this many halvings or doublings away from the start rate.
 MAX_STEPS_FROM_START = 8
@@ -208,8 +213,9 @@ def search_boundary(measure_at: Callable[[float], Probe], start_rate_per_s: floa
                     rel_tolerance: float = DEFAULT_REL_TOLERANCE,
                     confidence: float = DEFAULT_CONFIDENCE) -> Boundary:
     """Bracket the boundary from `start_rate_per_s` (double while it meets, halve while it
-    misses), then bisect the bracket geometrically until its ends are within `rel_tolerance`
-    or `max_probes` measurements are spent."""
+    misses), then bisect the bracket geometrically until its ends are within `rel_tolerance`,
+    `max_probes` measurements are spent, or only rates the pooled counts cannot decide are left
+    between ends already within it of them; the notes say which stopped it short."""
     if start_rate_per_s <= 0:
         raise ValueError("the start rate must be > 0 requests/s")
     s = _Search(measure_at, max_probes)
@@ -219,18 +225,29 @@ def search_boundary(measure_at: Callable[[float], Probe], start_rate_per_s: floa
     shape: Literal["cliff", "slope"] | None = None
     if lo is not None and hi is not None:
         shape = "cliff" if hi.goodput_requests_per_s < lo.goodput_requests_per_s else "slope"
-    band = [p.rate_per_s for p in undecided
-            if (lo is None or p.rate_per_s > lo.rate_per_s)
-            and (hi is None or p.rate_per_s < hi.rate_per_s)]
-    if band:
+    band = _band(lo, hi, undecided)
+    pooled_band = [p.rate_per_s for p in undecided if p.rate_per_s in band
+                   and p.why.startswith("two runs pooled")]
+    if pooled_band:
         s.notes.append("undecided even with two runs pooled at "
-                       + ", ".join(f"{r:.3g}" for r in sorted(band))
+                       + ", ".join(f"{r:.3g}" for r in pooled_band)
                        + " requests/s: the boundary lies in the reported interval, and more "
                          "requests per probe would narrow it")
+    if len(pooled_band) < len(band):
+        s.notes.append("undecided in one run, the budget leaving no second, at "
+                       + ", ".join(f"{r:.3g}" for r in band if r not in pooled_band)
+                       + " requests/s")
     return Boundary(probes=s.probes, meets_up_to_rate_per_s=lo.rate_per_s if lo else None,
                     misses_from_rate_per_s=hi.rate_per_s if hi else None, shape=shape,
                     probes_budget=max_probes, measurements=s.measured, rel_tolerance=rel_tolerance,
                     confidence=confidence, notes=s.notes)
+
+
+def _band(lo: Probe | None, hi: Probe | None, undecided: list[Probe]) -> list[float]:
+    """The undecided rates inside the bracket, in order."""
+    return sorted(p.rate_per_s for p in undecided
+                  if (lo is None or p.rate_per_s > lo.rate_per_s)
+                  and (hi is None or p.rate_per_s < hi.rate_per_s))
 
 
 def _bracket(s: _Search, start: float) -> None:
@@ -245,32 +262,65 @@ def _bracket(s: _Search, start: float) -> None:
                            f"halvings of {start:.3g} requests/s")
             return
         steps += 1
-        # Undecided counts as "not yet met": below any decided miss, above any decided meet.
-        rate = rate * 2 if p.verdict is Verdict.MEETS else rate / 2
-        if p.verdict is Verdict.UNDECIDED and lo is not None:
-            rate = p.rate_per_s * 2  # a decided meet lies below: look above the fuzzy rate
+        # Undecided counts as "not yet met": below any decided miss, above any decided meet
+        # (a decided meet lying below, look above the fuzzy rate).
+        up = p.verdict is Verdict.MEETS or (p.verdict is Verdict.UNDECIDED and lo is not None)
+        rate = p.rate_per_s * 2 if up else p.rate_per_s / 2
+        # A rate already left undecided is not measured again: step past it.
+        known = {q.rate_per_s: q.verdict for q in last_word(s.probes)}
+        while known.get(rate) is Verdict.UNDECIDED:
+            rate = rate * 2 if up else rate / 2
     s.notes.append(f"the probe budget ({s.budget}) ran out while bracketing")
 
 
 def _bisect(s: _Search, rel_tolerance: float) -> None:
-    while s.left > 0:
-        lo, hi, _ = s.best()
-        if lo is None or hi is None or hi.rate_per_s <= lo.rate_per_s * (1 + rel_tolerance):
+    """Geometric bisection of the wider side. With undecided rates inside the bracket only a
+    probe below the lowest of them or above the highest can move an end, so those two gaps are
+    the ones bisected; when both are within the tolerance the band left is the noise's."""
+    while True:
+        lo, hi, undecided = s.best()
+        if lo is None or hi is None:
             return
-        mid = math.sqrt(lo.rate_per_s * hi.rate_per_s)
+        a, b = lo.rate_per_s, hi.rate_per_s
+        if b <= a * (1 + rel_tolerance):
+            return
+        band = _band(lo, hi, undecided)
+        sides = [(a, band[0]), (band[-1], b)] if band else [(a, b)]
+        gaps = [(x, y) for x, y in sides if y > x * (1 + rel_tolerance)]
+        wide = f"the bracket stays {b / a - 1:.0%} wide (asked: within {rel_tolerance:.0%})"
+        if not gaps:
+            rates = (f"{band[0]:.3g}" if len(band) == 1 else
+                     f"from {band[0]:.3g} to {band[-1]:.3g}")
+            s.notes.append(f"{wide}: the SLO stayed undecided at {rates} requests/s with two "
+                           "runs pooled, and each side of that is narrowed to the tolerance; "
+                           "the sampling noise leaves this band, not the budget: more "
+                           "requests per probe (probe_requests) would narrow it")
+            return
+        kept = 1 if _light_needed(s.probes, a) else 0
+        if s.left <= kept:
+            s.notes.append(f"{wide}: the probe budget ({s.budget}) ran out"
+                           + (", one kept for the light-load probe" if kept else "")
+                           + "; a larger max_probes would narrow it")
+            return
+        x, y = max(gaps, key=lambda g: g[1] / g[0])  # ties: the lower side first
+        mid = math.sqrt(x * y)
         if any(p.rate_per_s == mid for p in s.probes):
             return
-        p = s.run(mid)
-        if p.verdict is Verdict.UNDECIDED:
-            return  # pooled and still undecided: the noise band; reported as such
+        s.run(mid)
+
+
+def _light_needed(probes: list[Probe], lo: float | None) -> bool:
+    """No rate at or below half the bracket's lower end met: `with_light_probe` will measure
+    one (the bisection keeps a probe of the budget back for it)."""
+    met = [p.rate_per_s for p in last_word(probes) if p.verdict is Verdict.MEETS]
+    return lo is not None and bool(met) and min(met) > lo / 2
 
 
 def with_light_probe(b: Boundary, measure_at: Callable[[float], Probe]) -> Boundary:
     """The capacity model reads TTFT and E2E at light load: where the search met no rate at or
     below half its boundary (it started close to it), one more probe at a quarter of it."""
     lo = b.meets_up_to_rate_per_s
-    met = [p.rate_per_s for p in last_word(b.probes) if p.verdict is Verdict.MEETS]
-    if lo is None or min(met) <= lo / 2:
+    if lo is None or not _light_needed(b.probes, lo):
         return b
     light = measure_at(lo / 4)
     return b.model_copy(update={

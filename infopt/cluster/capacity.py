@@ -1,7 +1,8 @@
 """A capacity plan from one replica's measured SLO boundary: the replica as a queue of `slots`
 servers (its concurrent requests), calibrated from the boundary search's probes, predicts the
 highest rate N replicas serve within the SLOs, the replicas a target (and its bursts) needs,
-and how far those predictions were from the boundaries measured at 1, 2 and 3 replicas.
+and how far those predictions were from the measured boundaries (against each bracket's
+reference rate, its width beside it).
 
 The model, an estimate: a request's TTFT and E2E are their light-load values plus the queueing
 wait (Erlang-C's M/M/c tail, scaled by the Allen-Cunneen factor for the measured service-time
@@ -11,12 +12,20 @@ rate beyond the measured curve is not predicted to meet them. One factor, the wa
 is fitted so the model reproduces the one-replica boundary; on a CPU host, replicas whose
 threads outnumber the cores serve proportionally slower. Routing: "pooled" (a load-aware
 router: any free slot of any replica, one M/G/(N x slots) queue) or "split" (round robin: N
-separate queues, each fed every N-th arrival)."""
+separate queues, each fed every N-th arrival).
+
+What is fitted to what: the wait's stretch is the only fitted number, and it is fitted to one
+bracket, the one-replica boundary of the run the model is calibrated on; every other count's
+bracket is a prediction. The model's form was not chosen blind, though: the shared-cores term
+(no free constant: replicas x threads / cores) was added after the first `make bench-cluster`
+run's three-replica bracket was seen, so that run's larger counts are in-sample for the form.
+Out of sample means another run's brackets (infopt.cluster.recorded)."""
 
 from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Collection, Sequence
 
 from infopt.cluster.boundary import SUSTAINED, last_word
 from infopt.cluster.queueing import allen_cunneen, split_arrival_cv2, wait_quantile_s
@@ -79,8 +88,9 @@ def calibrate(boundary: Boundary, slots: int, slos: list[Slo] | None = None, *,
     """The replica model from one replica's boundary search (its decided probes). With the
     SLOs and a bracketed boundary, the one free factor, how much the queueing wait is
     stretched (Allen-Cunneen's variability times `wait_scale`), is fitted so the model puts
-    this replica's boundary at the measured bracket's geometric middle: larger counts are then
-    predictions, not fits."""
+    this replica's boundary at the bracket's reference rate (`reference_rate`: the geometric
+    middle, or the rate left undecided inside it): larger counts are then predictions, not
+    fits. Without SLOs nothing is fitted (`wait_scale` 1): the replica as measured."""
     probes = _decided(boundary)
     met = [p for p in probes if p.verdict is Verdict.MEETS]
     if not met:
@@ -104,9 +114,9 @@ def calibrate(boundary: Boundary, slots: int, slos: list[Slo] | None = None, *,
         decode_curve=curve, host_cores=host_cores, threads_per_replica=threads_per_replica,
         calibrated_from=f"{len(probes)} decided probes; light load at {light.rate_per_s:.3g} "
                         f"requests/s; {how}")
-    lo, hi = boundary.meets_up_to_rate_per_s, boundary.misses_from_rate_per_s
-    if slos and lo is not None and hi is not None:
-        model = _fit_wait_scale(model, slos, math.sqrt(lo * hi))
+    target, _ = reference_rate(boundary)
+    if slos and target is not None:
+        model = _fit_wait_scale(model, slos, target)
     return model
 
 
@@ -128,7 +138,7 @@ def _fit_wait_scale(m: ReplicaModel, slos: list[Slo], target: float) -> ReplicaM
     scale = math.exp((lo + hi) / 2)
     return m.model_copy(update={"wait_scale": scale, "calibrated_from": m.calibrated_from + (
         f"; wait stretch x{scale:.3g} fitted to the measured one-replica boundary "
-        f"({target:.3g} requests/s, the bracket's geometric middle)")})
+        f"({target:.3g} requests/s, the bracket's reference rate)")})
 
 
 def _interpolate(points: list[tuple[float, float]], rate: float) -> float:
@@ -216,20 +226,49 @@ def plan(m: ReplicaModel, slos: list[Slo], target_rate_per_s: float, *,
                         gpus=replicas * gpus_per_replica if replicas else None, method=METHOD)
 
 
+def reference_rate(b: Boundary) -> tuple[float | None, str]:
+    """The measured rate a prediction is compared with (`bracket_reference`) for a searched
+    boundary: its bracket and the rates left undecided inside it."""
+    return bracket_reference(b.meets_up_to_rate_per_s, b.misses_from_rate_per_s,
+                             [p.rate_per_s for p in last_word(b.probes)
+                              if p.verdict is Verdict.UNDECIDED])
+
+
+def bracket_reference(lo: float | None, hi: float | None, undecided: Sequence[float] = ()
+                      ) -> tuple[float | None, str]:
+    """Where rates inside the bracket [lo, hi] stayed undecided (two runs pooled), the SLO sits
+    at its margin there: their geometric mean; else the bracket's geometric middle (the search
+    bisects geometrically); None when the search did not bracket the boundary."""
+    if lo is None or hi is None:
+        return None, "not bracketed"
+    band = [r for r in undecided if lo < r < hi]
+    if band:
+        mid = math.exp(sum(math.log(r) for r in band) / len(band))
+        return mid, ("the undecided rate, two runs pooled" if len(band) == 1 else
+                     f"the geometric mean of {len(band)} undecided rates")
+    return math.sqrt(lo * hi), "the bracket's geometric middle"
+
+
+def bracket_width(b: Boundary) -> float | None:
+    """How wide the measured bracket is: misses_from / meets_up_to - 1."""
+    lo, hi = b.meets_up_to_rate_per_s, b.misses_from_rate_per_s
+    return hi / lo - 1 if lo and hi else None
+
+
 def validate(m: ReplicaModel, slos: list[Slo], measured: dict[int, Boundary],
-             routing: Routing) -> list[PlanValidation]:
-    """Each measured replica count's boundary beside the model's prediction for it."""
+             routing: Routing, *, in_sample: Collection[int]) -> list[PlanValidation]:
+    """Each measured replica count's boundary beside the model's prediction for it: the error
+    against the bracket's reference rate (`reference_rate`), with the bracket's width beside
+    it. `in_sample`: the counts whose boundaries the model was fitted to (the calibration's
+    one replica when it is the same run's), labelled so, never a validation."""
     out = []
     for n, b in sorted(measured.items()):
         pred = predict(m, slos, n, routing).max_rate_per_s
-        lo, hi = b.meets_up_to_rate_per_s, b.misses_from_rate_per_s
-        if lo is not None and pred < lo:
-            err: float | None = (pred - lo) / lo
-        elif hi is not None and pred > hi:
-            err = (pred - hi) / hi
-        else:
-            err = 0.0 if lo is not None or hi is not None else None
-        out.append(PlanValidation(replicas=n, routing=routing, predicted_rate_per_s=pred,
-                                  measured_meets_up_to_rate_per_s=lo,
-                                  measured_misses_from_rate_per_s=hi, error=err))
+        ref, what = reference_rate(b)
+        out.append(PlanValidation(
+            replicas=n, routing=routing, predicted_rate_per_s=pred,
+            measured_meets_up_to_rate_per_s=b.meets_up_to_rate_per_s,
+            measured_misses_from_rate_per_s=b.misses_from_rate_per_s,
+            error=pred / ref - 1 if ref else None, measured_reference_rate_per_s=ref,
+            reference=what, bracket_width=bracket_width(b), in_sample=n in in_sample))
     return out

@@ -1,5 +1,5 @@
 """cluster.md: the SLO boundary of each replica count with its probes, the router table with
-each replica's evidence, and the capacity plan with its validation error."""
+each replica's evidence, and the capacity plan with its error against each measured bracket."""
 
 from __future__ import annotations
 
@@ -134,14 +134,22 @@ def plan_lines(plan: CapacityPlan | None) -> list[str]:
         gpus = f" ({plan.gpus} GPUs)" if plan.gpus else ""
         out += ["", f"**Replicas needed: {plan.replicas}{gpus}** (estimate)."]
     if plan.validations:
-        out += ["", "Validation against the measured boundaries:", "",
-                "| replicas | predicted req/s | measured: met up to / missed from | error |",
-                "|---|---|---|---|"]
+        out += ["", "Validation against the measured boundaries. The error is the prediction "
+                "over the bracket's reference rate, minus 1: the rate left undecided inside it "
+                "(two runs pooled), else its geometric middle; the bracket's width (missed "
+                "from / met up to - 1) says how far the measurement itself pins the boundary. "
+                "The one-replica bracket is the one the wait stretch was fitted to: in-sample.",
+                "", "| replicas | predicted req/s | measured: met up to / missed from | "
+                "bracket width | compared with | error |", "|---|---|---|---|---|---|"]
         for v in plan.validations:
             err = "—" if v.error is None else f"{v.error:+.0%}"
+            width = "—" if v.bracket_width is None else f"{v.bracket_width:.0%}"
+            ref = "—" if v.measured_reference_rate_per_s is None else \
+                f"{v.measured_reference_rate_per_s:.3g} ({v.reference})"
             out.append(f"| {v.replicas} | {v.predicted_rate_per_s:.3g} | "
                        f"{_s(v.measured_meets_up_to_rate_per_s, '')} / "
-                       f"{_s(v.measured_misses_from_rate_per_s, '')} | {err} |")
+                       f"{_s(v.measured_misses_from_rate_per_s, '')} | {width} | {ref} | "
+                       f"{err}{' (in-sample: the fit)' if v.in_sample else ''} |")
     return out + [""]
 
 

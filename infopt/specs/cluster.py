@@ -141,9 +141,16 @@ class PlanValidation(Spec):
     predicted_rate_per_s: float
     measured_meets_up_to_rate_per_s: float | None
     measured_misses_from_rate_per_s: float | None
-    # (predicted - measured) / measured, against the measured interval's nearer end; 0 when
-    # the prediction falls inside it; None when nothing was measured to compare.
+    # predicted / reference - 1, the reference being the rate the SLO sat at its margin (the
+    # undecided rates inside the bracket, two runs pooled; their geometric mean if several),
+    # else the bracket's geometric middle; None: not bracketed (infopt.cluster.capacity).
     error: float | None
+    measured_reference_rate_per_s: float | None = None
+    reference: str = ""  # which of the two, in words
+    bracket_width: float | None = None  # misses_from / meets_up_to - 1 (None: not bracketed)
+    # The model was fitted to this count's boundary (the one-replica bracket of the run it was
+    # calibrated on): the error is in-sample, not a validation.
+    in_sample: bool = False
 
 
 class CapacityPlan(Spec):

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from infopt.cluster.boundary import check, probe_from, search_boundary
+from infopt.cluster.boundary import check, probe_from, search_boundary, with_light_probe
 from infopt.specs.cluster import Probe, Verdict
 from infopt.specs.results import LevelResult, Percentiles, ScenarioResult, SloResult
 
@@ -44,7 +44,7 @@ def test_the_boundary_is_bracketed_then_bisected_within_the_budget():
     measure_at, calls = planted(4.0)
     b = search_boundary(measure_at, 1.0)
     assert b.bracketed and b.meets_up_to_rate_per_s <= 4.0 < b.misses_from_rate_per_s
-    assert b.misses_from_rate_per_s <= b.meets_up_to_rate_per_s * 1.1
+    assert b.misses_from_rate_per_s <= b.meets_up_to_rate_per_s * 1.15  # the default
     assert len(calls) == b.measurements <= 15
     assert calls[:4] == [1.0, 2.0, 4.0, 8.0]  # doubling until it misses
     assert b.shape == "slope"
@@ -89,14 +89,46 @@ def test_an_undecided_rate_is_measured_again_and_the_runs_pooled():
 
 def test_a_band_the_samples_cannot_split_is_reported_not_guessed():
     def measure_at(rate: float) -> Probe:
-        if rate < 2.0:
+        if rate < 2.0:  # 20/20: undecided alone, met pooled
             return probe_from(rate, scenario(rate, 20, 20, rate))
         if rate < 6.0:  # 18/20 = 90%: undecided however often it is pooled twice
             return probe_from(rate, scenario(rate, 20, 18, rate))
         return probe_from(rate, scenario(rate, 20, 5, 2.0))
     b = search_boundary(measure_at, 1.0)
-    assert b.meets_up_to_rate_per_s == 1.0 and b.misses_from_rate_per_s in (8.0, 16.0)
+    # Bracketed at [1, 8] around the band; then narrowed on both of its sides (a probe inside
+    # it moves neither end) until the budget ran out, less the one kept back for the
+    # light-load probe (no rate at or below half the lower end met).
+    assert 1.0 < b.meets_up_to_rate_per_s < 2.0 and 6.0 <= b.misses_from_rate_per_s < 8.0
+    assert b.measurements == 14
+    assert with_light_probe(b, measure_at).measurements == b.probes_budget
     assert any("undecided even with two runs pooled" in n for n in b.notes)
+    assert any("the probe budget (15) ran out, one kept for the light-load probe; a larger "
+               "max_probes" in n for n in b.notes), b.notes
+
+
+def test_the_bracket_narrows_to_15_percent_around_an_undecided_rate_or_says_why_not():
+    def measure_at(rate: float) -> Probe:
+        if rate < 3.0:
+            return probe_from(rate, scenario(rate, 200, 200, rate))
+        if rate < 3.3:  # 90% within: undecided, pooled too
+            return probe_from(rate, scenario(rate, 200, 180, rate))
+        return probe_from(rate, scenario(rate, 200, 50, 1.0))
+    b = search_boundary(measure_at, 1.0)
+    rates = [round(p.rate_per_s, 3) for p in b.probes]
+    # 1, 2 met, 4 missed, 2.83 met, 3.36 missed (19% wide), 3.08 undecided twice and pooled:
+    # both sides of it are within 15%, so only more requests a probe could narrow it further.
+    assert rates == [1.0, 2.0, 4.0, 2.828, 3.364, 3.084, 3.084, 3.084]
+    assert b.misses_from_rate_per_s / b.meets_up_to_rate_per_s == pytest.approx(2 ** 0.25)
+    assert b.measurements == 7 < b.probes_budget
+    assert any("the bracket stays 19% wide (asked: within 15%): the SLO stayed undecided at "
+               "3.08 requests/s" in n and "not the budget" in n for n in b.notes), b.notes
+    # Started on the undecided rate: halved to a meet, then doubled past the undecided rate
+    # (not measured again) to a miss; the bracket's two sides around it bisected, the lower
+    # first on a tie.
+    b = search_boundary(measure_at, 3.1)
+    assert [round(p.rate_per_s, 3) for p in b.probes][:7] == \
+        [3.1, 3.1, 3.1, 1.55, 6.2, 2.192, 4.384]
+    assert b.misses_from_rate_per_s / b.meets_up_to_rate_per_s < 1.2
 
 
 def test_the_search_needs_slos_and_a_positive_start():
@@ -136,8 +168,6 @@ def test_a_rate_the_server_cannot_keep_up_with_misses_however_short_the_probe():
 
 
 def test_a_search_that_started_near_its_boundary_gets_a_light_load_probe():
-    from infopt.cluster.boundary import with_light_probe
-
     measure_at, calls = planted(4.0)
     b = search_boundary(measure_at, 3.0)  # 3 meets, 6 misses, ... the lightest met is 3
     assert min(p.rate_per_s for p in b.probes if p.verdict is Verdict.MEETS) > \

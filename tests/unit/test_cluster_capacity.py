@@ -85,12 +85,24 @@ def test_the_plan_takes_the_fewest_replicas_for_the_peak_and_states_its_error():
     assert p.replicas is not None and p.gpus == 2 * p.replicas
     assert p.predictions[-1].max_rate_per_s >= one * 3 > p.predictions[-2].max_rate_per_s
     assert "estimate" in p.method
+    # Three's bracket holds a rate the pooled runs left undecided: the SLO sits at its margin
+    # there, so that rate is the reference, not the middle.
     measured = {1: ONE, 2: _boundary([_probe(1.2, 0.6, 0.1, Verdict.MEETS),
-                                      _probe(1.4, 9.0, 0.3, Verdict.MISSES)])}
-    v = {x.replicas: x for x in validate(m, [TTFT], measured, "pooled")}
+                                      _probe(1.5, 9.0, 0.3, Verdict.MISSES)]),
+                3: _boundary([_probe(1.5, 0.6, 0.1, Verdict.MEETS),
+                              _probe(2.0, 1.9, 0.1, Verdict.UNDECIDED),
+                              _probe(3.0, 9.0, 0.3, Verdict.MISSES)])}
+    v = {x.replicas: x for x in validate(m, [TTFT], measured, "pooled", in_sample={1})}
     two = predict(m, [TTFT], 2, "pooled").max_rate_per_s
-    assert v[2].error == pytest.approx((two - 1.4) / 1.4 if two > 1.4 else
-                                       (two - 1.2) / 1.2 if two < 1.2 else 0.0)
+    # Against the bracket's geometric middle sqrt(1.2 x 1.5) = 1.342, the width beside it.
+    assert v[2].measured_reference_rate_per_s == pytest.approx(1.3416, abs=1e-4)
+    assert v[2].error == pytest.approx(two / 1.3416 - 1, abs=1e-4)
+    assert v[2].bracket_width == pytest.approx(0.25) and not v[2].in_sample
+    assert v[3].measured_reference_rate_per_s == 2.0 and v[3].bracket_width == 1.0
+    assert v[3].reference == "the undecided rate, two runs pooled"
+    assert v[1].in_sample  # the bracket the model was calibrated on
+    open_ = _boundary([_probe(1.2, 0.6, 0.1, Verdict.MEETS)])
+    assert validate(m, [TTFT], {2: open_}, "pooled", in_sample=())[0].error is None
     with pytest.raises(ValueError, match="burst factor"):
         plan(m, [TTFT], 1.0, burst_factor=0.5)
 

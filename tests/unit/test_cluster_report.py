@@ -1,6 +1,7 @@
 """cluster.md from a recorded-shape ClusterReport: each boundary as an interval with its probes
 (pooled runs marked), the router table with per-replica evidence, a cache-aware policy that
-measured worse than round robin said as a counter-case, the plan and its validation error."""
+measured worse than round robin said as a counter-case, the plan and its error against each
+measured bracket (its reference rate, the bracket's width beside it, the fit labelled in-sample)."""
 
 from __future__ import annotations
 
@@ -56,7 +57,10 @@ def test_the_cluster_report_states_intervals_evidence_counter_cases_and_error():
                         validations=[PlanValidation(
                             replicas=1, routing="pooled", predicted_rate_per_s=3.2,
                             measured_meets_up_to_rate_per_s=3.0,
-                            measured_misses_from_rate_per_s=4.0, error=0.0)],
+                            measured_misses_from_rate_per_s=4.0, error=3.2 / 12**0.5 - 1,
+                            measured_reference_rate_per_s=12**0.5,
+                            reference="the bracket's geometric middle", bracket_width=1 / 3,
+                            in_sample=True)],
                         method="estimate: planted")
     report = ClusterReport(run_id="c1", created_at="now", baseline_run="r1", engine="llamacpp",
                            engine_version="b1", winner_command="llama-server -m m.gguf",
@@ -71,7 +75,8 @@ def test_the_cluster_report_states_intervals_evidence_counter_cases_and_error():
     assert "Counter-case: on the sessions workload, vllm-router 0.1.17's cache_aware had a " \
            "higher TTFT p95 (0.9 s) than round robin (0.5 s)" in md
     assert "**Replicas needed: 3** (estimate)." in md
-    assert "| 1 | 3.2 | 3 / 4 | +0% |" in md
+    assert "| 1 | 3.2 | 3 / 4 | 33% | 3.46 (the bracket's geometric middle) | -8% (in-sample: " \
+           "the fit) |" in md
 
 
 def test_the_boundary_pictures_carry_the_probes_they_draw(tmp_path):
