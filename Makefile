@@ -108,9 +108,10 @@ bench-vllm: engines
 bench-verdicts: engines
 	@$(PY) -m bench.verdicts_bench
 
-# The cluster flow at full scale (bench/cluster_bench.py; ARGS="--record NAME --calibrate-from FIXTURE" for the out-of-sample runs): 1, 2 and 3 replicas of an accepted
+# The cluster flow at full scale (bench/cluster_bench.py): 1, 2 and 3 replicas of an accepted
 # run's winner behind vllm-router and sglang-router, every policy, the SLO boundary per count
-# and the capacity plan's validation error (~15-25 min; needs `make engines`).
+# and the capacity plan's validation error (~30-40 min; needs `make engines`); ARGS="--record
+# NAME --calibrate-from FIXTURE [--threads-per-replica N]" for the out-of-sample runs.
 .PHONY: bench-cluster
 bench-cluster: engines
 	@$(PY) -m bench.cluster_bench $(ARGS)
