@@ -21,8 +21,10 @@ from .taskrun import taskset_verdicts
 def _agreement(c: FidelityResult, floor: FidelityResult | None, tol: float) -> MeasureVerdict:
     """Decides only on the interval: a pass when the whole interval lies at or above the
     threshold, a regression when it lies wholly below; an interval that straddles it is
-    undecided (98.0% over 245 tokens spans 95.3-99.1%), never a pass: the sequential gate adds
-    prompts until it clears one side (infopt.quality.sequential), or reports it undecided."""
+    undecided (98.0% over 245 tokens spans 95.3-99.1% even as independent positions, and the
+    interval is clustered by prompt: infopt.quality.fidelity), never a pass: the sequential
+    gate adds prompts until it clears one side (infopt.quality.sequential), or reports it
+    undecided."""
     base = floor.top1_agreement if floor else 1.0
     threshold = base - tol
     lo, hi = c.top1_interval.low, c.top1_interval.high

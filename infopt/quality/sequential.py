@@ -13,9 +13,17 @@ decide, and the two questions of the specification are kept apart:
     straddles the threshold after the last look is "undecided", which is not accepted.
 
 Several looks at growing data inflate the chance of a wrong call; each look's intervals are
-taken at 1 - 0.05 / (number of looks) (Bonferroni), so the whole sequence keeps 95%.
-Positions are treated as independent trials (Wilson, McNemar), as in infopt.quality.fidelity:
-neighbouring tokens of one text are correlated, so the intervals are somewhat optimistic.
+taken at 1 - 0.05 / (number of looks) (Bonferroni), so the whole sequence aims at 95%. The
+positions of one text are not independent trials (texts differ in how many near-ties they
+hold), so the agreement interval and the paired drop's discordant share are clustered by
+prompt (infopt.quality.fidelity.clustered_wilson: Wilson at the effective sample size, t on
+prompts - 1), and the drop's two factors split the look's miss rate. Measured, not assumed
+(tests/unit/test_quality_gate_mc.py, docs/metrics.md): at the default tolerance and budget,
+with texts as clustered as the demo's (design effect 1.5) the family of intervals covers the
+truth in >= 95% of simulated sequences and a candidate at the threshold is accepted in ~1%
+and failed in ~1%; positions treated as independent covered ~90% there and failed ~9%.
+Much harsher clustering (design effect ~4, misses in runs) is beyond what the prompt count
+can see: 91-94%.
 """
 
 from __future__ import annotations
@@ -32,11 +40,13 @@ from infopt.specs.quality import (
     ScoredSequence,
 )
 
-from .fidelity import fidelity, is_top1
+from .fidelity import clustered_wilson, fidelity, is_top1
 from .gate import quality_verdict
 
 FIRST_LOOK_PROMPTS = 8  # one prompt of each kind (infopt.quality.prompts)
 FAMILY_ALPHA = 0.05
+PAIRED_METHOD = ("McNemar: Wilson on the discordant share (clustered by prompt) x Wilson on "
+                 "its split, each at half the miss rate")
 
 
 def looks(budget: int, first: int = FIRST_LOOK_PROMPTS) -> list[int]:
@@ -58,20 +68,11 @@ def change_margin(floor: FidelityResult | None, tolerance: float) -> float:
     """The largest drop against the incumbent still called unchanged: what a restart of the
     reference at another batch size already moves (the floor's disagreement), and at least half
     the tolerance. Half: a change inside it cannot by itself spend the whole budget, and a
-    smaller margin could not be shown with a few hundred positions (Wilson's upper bound on
-    zero discordant positions out of 512 at 98.3% is already 1.1%). A lossless call is still
+    smaller margin could not be shown with a few hundred positions (the upper bound on zero
+    discordant positions out of 512 is already 1.3%). A lossless call is still
     refused when the candidate is established below the threshold (the budget stays checked)."""
     noise = 1.0 - floor.top1_agreement if floor is not None else 0.0
     return max(noise, tolerance / 2)
-
-
-def _wilson(k: int, n: int, confidence: float) -> tuple[float, float]:
-    from scipy.stats import binomtest  # 1.7 s to import: not on a bad-input path
-
-    if n == 0:
-        return 0.0, 1.0
-    ci = binomtest(k, n).proportion_ci(confidence, method="wilson")
-    return float(ci.low), float(ci.high)
 
 
 def _scale(rate: tuple[float, float], factor: float) -> tuple[float, float]:
@@ -85,15 +86,24 @@ def paired_change(reference: ReferenceSet, candidate: list[ScoredSequence],
                   confidence: float) -> PairedChange:
     """The candidate's drop in agreement against the incumbent's, over the prompts both scored
     and the positions all three servers reported. Its interval: the drop is d x (2p - 1), with
-    d the share of discordant positions and p the share of those the incumbent got right; each
-    factor's Wilson interval bounds it (with no discordant position p is unknown: [0, 1])."""
+    d the share of discordant positions and p the share of those the incumbent got right; the
+    product's range over the two factors' intervals bounds the drop. Each factor's interval
+    is at 1 - (1 - confidence) / 2, so both hold together at `confidence` (Bonferroni; at
+    `confidence` each, the pair was only sure at 2 x confidence - 1). d's interval is clustered
+    by prompt (`clustered_wilson`: discordant positions come by text). p's is Wilson over the
+    discordant positions (unknown, [0, 1], when there are none): in the case that matters, a
+    one-sided loss, its upper bound is 1 however the loss is spread, and the simulated mixed
+    losses (tests/unit/test_quality_gate_mc.py) keep their coverage without clustering it;
+    clustered, with t on the few prompts that hold a discordance, it cost most of the power
+    to call a change that flips both ways unchanged."""
     n_prompts = min(len(candidate), len(incumbent))
-    b = c = positions = 0
+    b_per, c_per, n_per = [], [], []  # per prompt: incumbent-only, candidate-only, positions
     for ref, cand, inc in zip(reference.sequences[:n_prompts], candidate[:n_prompts],
                               incumbent[:n_prompts], strict=True):
         if not (ref.prompt_name == cand.prompt_name == inc.prompt_name):
             raise ValueError(f"paired scores are of other prompts ({ref.prompt_name}, "
                              f"{cand.prompt_name}, {inc.prompt_name})")
+        b = c = positions = 0
         for r, x, y in zip(ref.positions, cand.positions, inc.positions, strict=True):
             if r is None or x is None or y is None:
                 continue
@@ -101,17 +111,22 @@ def paired_change(reference: ReferenceSet, candidate: list[ScoredSequence],
             cand_ok, inc_ok = is_top1(x), is_top1(y)
             b += inc_ok and not cand_ok
             c += cand_ok and not inc_ok
+        b_per.append(b)
+        c_per.append(c)
+        n_per.append(positions)
+    positions, b, c = sum(n_per), sum(b_per), sum(c_per)
     if positions == 0:
         raise ValueError("no position both the candidate and the incumbent scored")
-    disc = _wilson(b + c, positions, confidence)
-    p = _wilson(b, b + c, confidence) if b + c else (0.0, 1.0)
+    each = 1 - (1 - confidence) / 2
+    disc_per = [x + y for x, y in zip(b_per, c_per, strict=True)]
+    disc = clustered_wilson(disc_per, n_per, each)
+    p = clustered_wilson([b], [b + c], each) if b + c else (0.0, 1.0)  # one cluster: Wilson
     lows, highs = zip(_scale(disc, 2 * p[0] - 1), _scale(disc, 2 * p[1] - 1), strict=True)
     low, high = min(lows), max(highs)
     return PairedChange(incumbent_key=incumbent_key, prompts=n_prompts, positions=positions,
                         incumbent_only=b, candidate_only=c, drop=(b - c) / positions,
                         drop_interval=Interval(low=low, high=high, confidence=confidence,
-                                               method="McNemar: Wilson on the discordant share "
-                                                      "x Wilson on its split"),
+                                               method=PAIRED_METHOD),
                         margin=margin, unchanged=high <= margin)
 
 
