@@ -104,9 +104,11 @@ bench-vllm: engines
 # The throughput verdicts and speed checks on the real llama-server that `make test` leaves out
 # (they depend on the CPU): the by-hand reproduction band, the engine CPU floor, reoptimize's
 # same-build and 1-thread verdicts (~15 min; needs `make engines`; exit 1 if one does not hold).
+# ARGS="--power [--trials N] [--record FILE]": the regression rule's power and false alarms on
+# paced builds planted 0/10/25/50% slower (~25 min with 3 trials on 2 cores).
 .PHONY: bench-verdicts
 bench-verdicts: engines
-	@$(PY) -m bench.verdicts_bench
+	@$(PY) -m bench.verdicts_bench $(ARGS)
 
 # The cluster flow at full scale (bench/cluster_bench.py): 1, 2 and 3 replicas of an accepted
 # run's winner behind vllm-router and sglang-router, every policy, the SLO boundary per count
