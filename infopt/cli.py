@@ -515,10 +515,12 @@ def plan(
             hw = host_inventory()  # measures host bandwidth and GEMM rate (~3 s)
         req = fit_request(p, insp, exact, hw)
         if layouts:
+            from infopt.costmodel.plan import decode_context, request_lengths
             from infopt.engines.layout import matrix_for
             from infopt.report.layout_text import render_layouts
 
-            matrix = matrix_for(req, model, hw)
+            lengths = request_lengths(req.context_tokens, prompt, output, lengths_from)
+            matrix = matrix_for(req, model, hw, decode_context(req.context_tokens, lengths)[0])
             typer.echo(matrix.model_dump_json(indent=2) if json_out else render_layouts(matrix))
             return
         result = make_plan(req, prompt_tokens=prompt, tokens_per_step=spec_tokens_per_step,

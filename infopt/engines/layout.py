@@ -125,9 +125,12 @@ def layout_command(engine: str, target: ServingTarget, changes: dict[str, Any]) 
     return launch_for(adapter, cfg, executable, 8000).command
 
 
-def matrix_for(r: FitRequest, model_ref: str, hw: HardwareInventory | None) -> LayoutMatrix:
+def matrix_for(r: FitRequest, model_ref: str, hw: HardwareInventory | None,
+               decode_context_tokens: int | None = None) -> LayoutMatrix:
     """The layout matrix for the plan's request: the link from `hw`'s recorded topology when
-    given (`infopt hardware --json` of the GPU machine), else the catalog's NVLink figure."""
+    given (`infopt hardware --json` of the GPU machine), else the catalog's NVLink figure.
+    Ceilings at `decode_context_tokens` (the workload's mean context while decoding, from
+    infopt.costmodel.plan.decode_context) when lengths were given, else the full context."""
     from infopt.costmodel.interconnect import link_from_topology
     from infopt.costmodel.layouts import layout_matrix
     from infopt.engines import adapter_for
@@ -148,4 +151,4 @@ def matrix_for(r: FitRequest, model_ref: str, hw: HardwareInventory | None) -> L
                            .rsplit("/", 1)[-1].lower(), native_context_tokens=r.context_tokens,
                            usable_cpus=1)
     return layout_matrix(r, knobs.changes, lambda ch: layout_command(r.engine, target, ch),
-                         source)
+                         source, decode_context_tokens)

@@ -172,3 +172,21 @@ def test_cli_estimate_at_a_published_results_lengths_is_within_its_stated_error(
     # the measurement never beats (at the full context the ceiling was 8-50x below it).
     assert abs(est["tokens_per_s"] / measured - 1) <= est["p90_abs_error"]
     assert r["tokens_per_s"] > measured
+
+
+def test_the_layout_matrix_reads_kv_at_the_workloads_lengths_too(qwen32, tmp_path):
+    """`infopt plan --layouts` with lengths: the matrix's decode ceilings at the same mean
+    context as the plan's table (it read every sequence at the full context before)."""
+    from tests.fake_nvml import recorded_inventory
+
+    inv = tmp_path / "hgx.json"
+    inv.write_text(recorded_inventory("h100_sxm_8x").model_dump_json())
+    args = ("--inventory", str(inv), "--concurrency", "16", "--engine", "vllm", "--layouts")
+    given = _plan(qwen32, *args, "--input-tokens", "1024", "--output-tokens", "512")
+    bare = _plan(qwen32, *args)
+    assert any("at 1,280 tokens of context" in a for a in given["assumptions"])
+    assert any(f"at {bare['context_tokens']:,} tokens of context" in a
+               for a in bare["assumptions"])
+    best = max(c["tokens_per_s"] for r in given["rows"] for c in r["ceilings"])
+    best_bare = max(c["tokens_per_s"] for r in bare["rows"] for c in r["ceilings"])
+    assert best > 2 * best_bare
