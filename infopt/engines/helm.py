@@ -137,16 +137,7 @@ def _pass_through(argv: list[str]) -> list[str]:
     """argv after the entrypoint and the api_server module, less the flags the chart owns."""
     args = argv[argv.index("vllm.entrypoints.openai.api_server") + 1:] if \
         "vllm.entrypoints.openai.api_server" in argv else argv[1:]
-    out, skip = [], False
-    for a in args:
-        if skip:
-            skip = False
-            continue
-        if a in _CHART_OWNS:
-            skip = True
-            continue
-        out.append(a)
-    return out
+    return _without(args, set(), _CHART_OWNS)
 
 
 def _measured_prefix_caching(args: list[str]) -> bool:
