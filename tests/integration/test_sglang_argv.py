@@ -44,6 +44,7 @@ from infopt.tuning.ladder import rules_for
 from tests.fake_nvml import load as load_nvml
 from tests.fixture_data import MODEL_CONFIGS
 from tests.sim import sglang_gpu as sim
+from tests.sim.gpu_host import Gpu
 from tests.unit.test_layouts import model
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
@@ -192,6 +193,16 @@ def _check_resolved(label: str, cfg: SglangConfig, v: dict, host: dict) -> None:
         # within the 8 MB x ~50 prefill graphs SGLang sometimes turns off by itself.
         assert assumed - 0.0015 <= v["mem_fraction_static"] <= assumed + 0.006, (
             label, assumed, v["mem_fraction_static"])
+        # The stand-in's own reading of memory_hook.py (tests/sim/sglang_gpu.py), held to
+        # SGLang's resolution of the same command as well, not to infopt's rule.
+        a = sim.parser().parse_args(_argv(cfg))
+        sim.resolve_memory_defaults(a, Gpu(name=host["name"],
+                                           memory_bytes=host["memory_mib"] * 2**20,
+                                           hbm_bytes_per_s=3.35e12, bf16_flops_per_s=9.9e14,
+                                           count=host["count"], link_bytes_per_s=4.5e11),
+                                    sim.read_model(cfg.model_path).mla)
+        assert a.mem_fraction_static - 0.0015 <= v["mem_fraction_static"] <= \
+            a.mem_fraction_static + 0.006, (label, "stand-in", a.mem_fraction_static)
     # The hierarchical cache: the size per rank, within the user's allowance over all ranks.
     assert v["enable_hierarchical_cache"] == (cfg.hicache_size_gb is not None), label
     assert v["hicache_size"] == (cfg.hicache_size_gb or 0), label

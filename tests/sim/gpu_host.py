@@ -62,6 +62,7 @@ class Model:
     bytes_per_param: float
     native_context: int
     mtp_layers: int = 0  # num_nextn_predict_layers / mtp_num_hidden_layers
+    mla: bool = False  # multi-head latent attention (config.json kv_lora_rank)
 
 
 def read_model(folder: str) -> Model:
@@ -84,7 +85,7 @@ def read_model(folder: str) -> Model:
                  bytes_per_param=1.0 if "fp8" in quant else 2.0,
                  native_context=c.get("max_position_embeddings", 4096),
                  mtp_layers=c.get("num_nextn_predict_layers") or c.get("mtp_num_hidden_layers")
-                 or 0)
+                 or 0, mla=bool(c.get("kv_lora_rank")))
 
 
 @dataclass(frozen=True)

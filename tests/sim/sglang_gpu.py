@@ -119,12 +119,12 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
-def default_mem_fraction(a: argparse.Namespace, g: Gpu) -> float:
+def default_mem_fraction(a: argparse.Namespace, g: Gpu, mla: bool = False) -> float:
     """arg_groups/memory_hook.py (0.5.23), "Static memory and runtime headroom": GPU memory in
     MB as nvidia-smi reports it (NVML's total), less a reserve for activations (1.5 MB a
     token of the chunked prefill, at least 2,048), 512 MB, TP x PP / 8 GB, the decode graphs
-    (2 MB per batch size) and, without PP, the prefill graphs (8 MB each; 1.5 GB for MLA
-    models, not simulated here); at least 10 GB on a GPU above 60 GB. Rounded to 3 places."""
+    (2 MB per batch size) and, without PP, the prefill graphs (8 MB each; 1.5 GB for an MLA
+    model); at least 10 GB on a GPU above 60 GB. Rounded to 3 places."""
     mb = g.memory_bytes / 2**20
     chunked = a.chunked_prefill_size
     reserved = 512 + max(chunked, 2048) * 1.5 + a.tp_size * a.pp_size / 8 * 1024
@@ -133,7 +133,7 @@ def default_mem_fraction(a: argparse.Namespace, g: Gpu) -> float:
     if a.pp_size == 1 and a.cuda_graph_backend_prefill != "disabled":
         sizes = [*range(4, 33, 4), *range(48, 257, 16), *range(288, 513, 32),
                  *range(576, 1025, 64), *range(1280, 4097, 256), *range(4608, chunked + 1, 512)]
-        reserved += 8 * sum(1 for x in sizes if x <= chunked)
+        reserved += 1.5 * 1024 if mla else 8 * sum(1 for x in sizes if x <= chunked)
     if mb > 60 * 1024:
         reserved = max(reserved, 10 * 1024)
     return round((mb - reserved) / mb, 3)
@@ -314,6 +314,23 @@ def as_python(argv: list[str]) -> list[str] | None:
     return argv
 
 
+def resolve_memory_defaults(a: argparse.Namespace, gpu: Gpu, mla: bool = False) -> None:
+    """memory_hook.py's defaults for what the command left unset: the decode graphs' max
+    batch and the chunked prefill by GPU memory and TP, then the static share (the graphs'
+    reserve is part of it). tests/integration/test_sglang_argv.py holds the result against
+    SGLang's own resolution of the same command."""
+    if a.cuda_graph_max_bs_decode is None:
+        a.cuda_graph_max_bs_decode = default_graph_max_bs(gpu.memory_bytes, a.tp_size,
+                                                          a.max_running_requests)
+    if a.chunked_prefill_size is None:  # MiB bound, tokens
+        mb = gpu.memory_bytes / 2**20
+        a.chunked_prefill_size = next(
+            (size for bound, size in ((20 * 1024, 2048), (35 * 1024, 4096), (60 * 1024, 4096),
+                                      (160 * 1024, 8192)) if mb < bound), 16384)
+    if a.mem_fraction_static is None:
+        a.mem_fraction_static = default_mem_fraction(a, gpu, mla)
+
+
 def main(argv: list[str] | None = None) -> None:
     args = as_python(sys.argv[1:] if argv is None else argv)
     if args is None:
@@ -322,16 +339,7 @@ def main(argv: list[str] | None = None) -> None:
     model, gpu = read_model(a.model_path), read_gpu("SGLang")
     a.context_length = a.context_length or model.native_context
     scale = time_scale()
-    if a.cuda_graph_max_bs_decode is None:  # memory_hook.py: by GPU memory and TP
-        a.cuda_graph_max_bs_decode = default_graph_max_bs(gpu.memory_bytes, a.tp_size,
-                                                          a.max_running_requests)
-    if a.chunked_prefill_size is None:  # memory_hook.py: by GPU memory (MiB bound, tokens)
-        mb = gpu.memory_bytes / 2**20
-        a.chunked_prefill_size = next(
-            (size for bound, size in ((20 * 1024, 2048), (35 * 1024, 4096), (60 * 1024, 4096),
-                                      (160 * 1024, 8192)) if mb < bound), 16384)
-    if a.mem_fraction_static is None:  # after the graphs: their reserve is part of it
-        a.mem_fraction_static = default_mem_fraction(a, gpu)
+    resolve_memory_defaults(a, gpu, model.mla)
     spec = speculation_of(a, model)
     reset_running_cap(a)
     mem = start_up(a, model, gpu, scale)
