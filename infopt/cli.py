@@ -61,6 +61,23 @@ class _OneParagraph(TyperGroup):
                              + _allowed(getattr(p, "min", None), getattr(p, "max", None))))
 
 
+def _flags_show_no_type() -> None:
+    """Typer 0.2x prints every option's type in --help, flags included (`--json <bool>`): a
+    flag takes no value, so it shows none (the other options keep `<int>`, `<str>`)."""
+    from typer.core import TyperOption
+
+    shown = TyperOption.display_type_rich
+    if getattr(shown, "infopt_flags", False):
+        return
+
+    def display_type_rich(self, ctx):
+        return None if self.is_flag else shown(self, ctx)
+
+    display_type_rich.infopt_flags = True  # type: ignore[attr-defined]
+    TyperOption.display_type_rich = display_type_rich  # type: ignore[method-assign]
+
+
+_flags_show_no_type()
 app = typer.Typer(cls=_OneParagraph, add_completion=False, no_args_is_help=False, help=(
     "Self-hosted LLM inference optimizer: from a measured baseline to a verified best serving "
     "configuration, with the evidence."))
@@ -108,6 +125,31 @@ def _scenario_names(value: str | None) -> list[str] | None:
     return names
 
 
+# The model a command is about is its first argument (`infopt inspect MODEL`, `infopt plan
+# MODEL`); `--model MODEL` says the same on every such command, so a spelling learnt on one works
+# on the others. (`infopt verify --model` is another concept: the name a server serves under.)
+MODEL_HELP = "hub id ORG/NAME, a local HF directory or a GGUF"
+MODEL_OPTION_HELP = "the same as the MODEL argument, as an option"
+
+
+def _model_once(positional: str | None, option: str | None, command: str) -> str | None:
+    """The model given as the argument or as --model (at most once), or InputError."""
+    if positional is not None and option is not None and positional != option:
+        raise InputError(f"the model is given twice ({positional!r} and --model {option!r}); "
+                         f"give it once, as `infopt {command} MODEL`")
+    return positional if positional is not None else option
+
+
+def _one_model(positional: str | None, option: str | None, command: str) -> str:
+    """The model given as the argument or as --model (once), or InputError saying how."""
+    model = _model_once(positional, option, command)
+    if model is None:  # an empty one is the reader's to refuse, with its own words
+        raise InputError(f"no model given to `infopt {command}`; name it as the first argument, "
+                         f"e.g. `infopt {command} Qwen/Qwen3-8B` (or --model Qwen/Qwen3-8B): "
+                         f"{MODEL_HELP}")
+    return model
+
+
 def _set(tree: dict, dotted: str, value) -> None:
     """tree[a][b] = value for 'a.b', creating the mappings on the way."""
     *parents, leaf = dotted.split(".")
@@ -145,6 +187,8 @@ def _request_data(target: str | None, resume: str | None, runs_dir: str | None) 
 
 @app.command()
 def optimize(
+    model_arg: Annotated[str | None, typer.Argument(
+        metavar="MODEL", show_default=False, help="the same as --model")] = None,
     target: Annotated[str | None, typer.Option(help="YAML target file (an OptimizeRequest; "
                                                "see examples/targets/); flags override it")] = None,
     resume: Annotated[str | None, typer.Option(help="a run id: finish that run, re-running no "
@@ -209,6 +253,7 @@ def optimize(
     """Run the optimize flow (default: this host, the bundled model, a chat workload)."""
     _prefect_env(prefect_home)
     try:
+        model = _model_once(model_arg, model, "optimize")
         from infopt.bootstrap import default_paths
         from infopt.engines import adapter_for, serves
         from infopt.engines.process import check_port_free
@@ -344,7 +389,9 @@ def _hub_token(credentials_block: str | None) -> str | None:
 
 @app.command()
 def inspect(
-    model: Annotated[str, typer.Argument(help="hub id ORG/NAME, a local HF directory or a GGUF")],
+    model: Annotated[str | None, typer.Argument(help=MODEL_HELP, metavar="MODEL",
+                                                show_default=False)] = None,
+    model_option: Annotated[str | None, typer.Option("--model", help=MODEL_OPTION_HELP)] = None,
     revision: Annotated[str | None, typer.Option(help="branch, tag or commit (hub only)")] = None,
     endpoint: Annotated[str | None, typer.Option(help="hub URL; default $HF_ENDPOINT or "
                                                  "huggingface.co")] = None,
@@ -358,6 +405,7 @@ def inspect(
     from infopt.report.model_text import render_inspection
 
     try:
+        model = _one_model(model, model_option, "inspect")
         from infopt.costmodel.plan_request import is_local
 
         if is_local(model):
@@ -388,7 +436,9 @@ def inspect(
 
 @app.command()
 def shortlist(
-    model: Annotated[str, typer.Argument(help="the exact base model, hub id ORG/NAME")],
+    model: Annotated[str | None, typer.Argument(help="the exact base model, hub id ORG/NAME",
+                                                metavar="MODEL", show_default=False)] = None,
+    model_option: Annotated[str | None, typer.Option("--model", help=MODEL_OPTION_HELP)] = None,
     revision: Annotated[str | None, typer.Option()] = None,
     endpoint: Annotated[str | None, typer.Option()] = None,
     max_bits: Annotated[int, typer.Option(min=2, max=16, help="widest weight precision "
@@ -406,6 +456,7 @@ def shortlist(
     from infopt.report.model_text import render_shortlist
 
     try:
+        model = _one_model(model, model_option, "shortlist")
         target = _device_target(device)
         if target is None:
             from infopt.hardware.host import inventory
@@ -432,7 +483,9 @@ def _load_model(model: str, revision: str | None, endpoint: str | None,
 
 @app.command()
 def plan(
-    model: Annotated[str, typer.Option("--model", help="hub id ORG/NAME, HF directory or GGUF")],
+    model: Annotated[str | None, typer.Argument(help=MODEL_HELP, metavar="MODEL",
+                                                show_default=False)] = None,
+    model_option: Annotated[str | None, typer.Option("--model", help=MODEL_OPTION_HELP)] = None,
     gpu: Annotated[str | None, typer.Option(help="catalog GPU name or alias (e.g. 'H100 SXM'); "
                                             "default: the detected hardware")] = None,
     gpu_count: Annotated[int | None, typer.Option(help="GPUs available (default: detected, "
@@ -481,6 +534,7 @@ def plan(
     from infopt.specs.plan_request import PlanRequest
 
     try:
+        model = _one_model(model, model_option, "plan")
         try:
             p = PlanRequest(model=model, revision=revision, endpoint=endpoint, gpu=gpu,
                             gpu_count=gpu_count, engine=engine, context_tokens=context,
@@ -554,7 +608,8 @@ def _inventory_file(path: str):
 
 @app.command()
 def report(
-    run_id: Annotated[str, typer.Argument(help="the run id `infopt optimize` printed")],
+    run_id: Annotated[str, typer.Argument(help="the run id `infopt optimize` printed, or the "
+                                          "run's folder (runs/<id>)")],
     runs_dir: Annotated[str | None, typer.Option(help="where runs are kept (default "
                                                  "$INFOPT_RUNS_DIR or ./runs)")] = None,
 ) -> None:
@@ -581,7 +636,7 @@ def report(
 
 @app.command()
 def compare(
-    run_a: Annotated[str, typer.Argument(help="the earlier run (A)")],
+    run_a: Annotated[str, typer.Argument(help="the earlier run (A): its id or its folder")],
     run_b: Annotated[str, typer.Argument(help="the later run (B), on the same workload")],
     runs_dir: Annotated[str | None, typer.Option(help="where runs are kept (default "
                                                  "$INFOPT_RUNS_DIR or ./runs)")] = None,
@@ -687,7 +742,8 @@ def _endpoint(endpoint: str, model: str, engine: str | None):
 @app.command()
 def verify(
     endpoint: Annotated[str, typer.Option(help="base URL of an OpenAI-compatible server")],
-    model: Annotated[str, typer.Option(help="the served model name")],
+    model: Annotated[str | None, typer.Option(help="the served model name; default: the one "
+                                              "the server lists, when it lists one")] = None,
     require: Annotated[str | None, typer.Option(help="comma list of features that must pass "
                                                 "(beyond models, whole, stream, "
                                                 "include_usage), e.g. tools_required,"
@@ -707,10 +763,13 @@ def verify(
     import json
     from pathlib import Path
 
-    from infopt.contract.verify import verify_endpoint
+    from infopt.contract.verify import only_served_model, verify_endpoint
 
     try:
         key = _api_key(api_key_env)
+        if model is None:
+            _endpoint(endpoint, "-", engine)  # the URL and engine checked before it is asked
+            model = only_served_model(endpoint, key)
         required = tuple(x.strip() for x in require.split(",") if x.strip()) if require else ()
         checks = verify_endpoint(_endpoint(endpoint, model, engine), required=required,
                              api_key=key, evidence_dir=Path(evidence) if evidence else None)

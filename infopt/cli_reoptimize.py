@@ -63,16 +63,17 @@ def _preflight(request, runs_dir: str | None) -> None:
 def register(app: typer.Typer, fail) -> None:
     @app.command()
     def accept(
-        run_id: Annotated[str, typer.Argument(help="the optimize run you deployed")],
+        run_id: Annotated[str, typer.Argument(help="the optimize run you deployed: its id, or "
+                                                "its folder's path (runs/<id>)")],
         runs_dir: Annotated[str | None, typer.Option(help="the runs root; default "
                                                      "$INFOPT_RUNS_DIR or ./runs")] = None,
     ) -> None:
         """Make RUN_ID the accepted run: the one `infopt reoptimize` re-measures."""
         from infopt.runs.accepted import accept as accept_run
-        from infopt.runs.rundir import runs_root
+        from infopt.runs.rundir import locate_run
 
         try:
-            acc = accept_run(runs_root(runs_dir), run_id, by="infopt accept")
+            acc = accept_run(*locate_run(run_id, runs_dir), by="infopt accept")
         except InfoptError as exc:
             fail(exc)
             return

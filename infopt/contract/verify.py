@@ -61,6 +61,31 @@ def require_openai_server(endpoint: Endpoint, headers: dict[str, str],
                          "off (without /v1), e.g. http://127.0.0.1:8000")
 
 
+def only_served_model(base_url: str, api_key: str | None = None, timeout_s: float = 10.0
+                      ) -> str:
+    """The one model a server lists on /v1/models, for a verify that names none; InputError
+    (one paragraph, the names listed) when it lists none or several, or cannot be asked."""
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    url = f"{base_url.rstrip('/')}/v1/models"
+    try:
+        r = httpx.get(url, headers=headers, timeout=timeout_s)
+        ids = [m["id"] for m in r.json()["data"]] if r.status_code == 200 else None
+    except httpx.TransportError as exc:
+        raise InputError(f"cannot reach {base_url} ({exc}); give the base URL of a running "
+                         "OpenAI-compatible server, e.g. http://127.0.0.1:8000") from None
+    except (ValueError, KeyError, TypeError):
+        ids = None
+    if ids is None:
+        raise InputError(f"--model not given and GET {url} did not list the served models "
+                         f"(HTTP {r.status_code}); give --model, the name the server serves "
+                         "the model under")
+    if len(ids) != 1:
+        listed = ", ".join(repr(i) for i in ids[:10]) or "none"
+        raise InputError(f"--model not given and the server lists {len(ids)} models "
+                         f"({listed}); give --model with the one to verify")
+    return str(ids[0])
+
+
 def _writable(evidence_dir: Path) -> None:
     try:
         evidence_dir.mkdir(parents=True, exist_ok=True)

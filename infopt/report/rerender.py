@@ -12,14 +12,15 @@ from infopt.report.markdown import render_markdown
 from infopt.report.nofit_text import nofit_markdown
 from infopt.report.plots import write_plots
 from infopt.report.provenance import rules
-from infopt.runs.rundir import runs_root, write_report
+from infopt.runs.rundir import locate_run, write_report
 from infopt.specs.base import InputError
 from infopt.specs.results import NoFitReport, OptimizationReport
 
 
 def load_run(run_id: str, runs_dir: str | None = None) -> tuple[Path, OptimizationReport]:
-    """(the run's folder, its report), or InputError saying what to pass."""
-    root = runs_root(runs_dir)
+    """(the run's folder, its report), or InputError saying what to pass. `run_id`: the id, or
+    the run folder's path (infopt.runs.rundir.locate_run)."""
+    root, run_id = locate_run(run_id, runs_dir)
     run_dir = root / run_id
     path = run_dir / "report.json"
     if not path.is_file():
@@ -28,7 +29,7 @@ def load_run(run_id: str, runs_dir: str | None = None) -> tuple[Path, Optimizati
                "no such folder")
         raise InputError(f"no finished run '{run_id}' under {root} ({why}). Give a run id "
                          "printed by `infopt optimize` (its folder under --runs-dir or "
-                         "$INFOPT_RUNS_DIR).")
+                         "$INFOPT_RUNS_DIR), or the run folder's path (runs/<id>).")
     try:
         text = path.read_text()
         if '"kind": "no-fit"' in text[:200]:  # a run that stopped before any engine started

@@ -34,6 +34,16 @@ def runs_root(explicit: str | None = None) -> Path:
     return Path(explicit or os.environ.get("INFOPT_RUNS_DIR") or "runs").expanduser().resolve()
 
 
+def locate_run(ref: str, runs_dir: str | None = None) -> tuple[Path, str]:
+    """(the runs root, the run id) of a run named by its id (a folder under --runs-dir,
+    $INFOPT_RUNS_DIR or ./runs) or by its folder's path (anything with a slash: runs/A,
+    /data/runs/A), so a path a shell completes and an id `infopt optimize` printed both work."""
+    if "/" in ref or os.sep in ref:
+        folder = Path(ref).expanduser().resolve()
+        return folder.parent, folder.name
+    return runs_root(runs_dir), ref
+
+
 def new_run_id(now: float | None = None) -> str:
     stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(now))
     return f"{stamp}-{secrets.token_hex(2)}"

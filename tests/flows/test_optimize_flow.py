@@ -499,6 +499,10 @@ def test_infopt_compare_sets_two_runs_side_by_side_on_the_same_workload(report_a
     for d in deltas:
         assert d["a_median"] == d["b_median"] and d["n_a"] == d["n_b"] >= 2
         assert d["comparison"]["verdict"] == "no_difference"
+    # A run named by its folder's path works as its id does (issue 48: one way to name a run).
+    by_path = compare(str(runs / "a"), "b")
+    assert by_path.returncode == 0, by_path.stderr
+    assert json.loads(by_path.stdout)["deltas"] == deltas
     other = json.loads((runs / "b" / "report.json").read_text())
     other["workload"]["traffic"]["measured_requests"] += 1
     (runs / "b" / "report.json").write_text(json.dumps(other))
