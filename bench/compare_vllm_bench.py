@@ -27,7 +27,8 @@ from pathlib import Path
 import httpx
 
 from infopt.bootstrap import default_paths
-from infopt.engines import endpoint_for, process, vllm
+from infopt.engines import endpoint_for
+from infopt.engines.session import engine_session
 from infopt.loadgen.runner import run_schedule
 from infopt.loadgen.schedule import build_schedule
 from infopt.loadgen.tokens import engine_counter
@@ -98,9 +99,9 @@ def main(argv: list[str] | None = None) -> int:
                      max_model_len=2048, enforce_eager=True, cpu_kvcache_space_gib=1)
     log = args.out.parent / "compare_vllm_bench.engine.log"
     log.parent.mkdir(parents=True, exist_ok=True)
-    server = process.start(vllm.ADAPTER, cfg, str(p.vllm_python), log, 3 * 10**8)
     runs: list[dict] = []
-    try:
+    with engine_session(cfg, log, 3 * 10**8, executable=str(p.vllm_python)) as started:
+        server = started.running
         ours(server.base_url, 1)  # warm the server (and our tokenizer path) once, discarded
         for i in range(args.pairs):
             for tool, fn in (("vllm bench serve", theirs), ("infopt", ours)):
@@ -109,8 +110,6 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"{tool:17} pair {i}: TTFT p50 {row['ttft_p50_ms']:7.1f} ms, ITL p50 "
                       f"{row['itl_p50_ms']:6.2f} ms, prompt {row['prompt_tokens_mean']:.0f}, "
                       f"output {row['output_tokens_mean']:.0f} tokens", flush=True)
-    finally:
-        process.stop(server.pid)
     if not all(r["one_token_per_chunk"] for r in runs if r["tool"] == "infopt"):
         # vllm bench's ITL is per chunk, ours per token: they differ once a chunk holds more.
         print("WARNING: some chunks carried several tokens: the two ITL definitions differ here")

@@ -188,7 +188,7 @@ def bench(setting: Setting, out_dir: str) -> dict:
 
     def runner(name: str):
         ctx = TrialContext(run_dir=str(Path(out_dir) / name), model=model, hw=hw, workload=wl,
-                           tokenizer_path=None, github_search=False, github_url=None)
+                           tokenizer_path=None)
 
         def run(spec: TrialSpec) -> list[Trial]:
             # No contract probes (the ladder asks them of its first baseline): the gates are

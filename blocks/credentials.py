@@ -12,7 +12,9 @@ from prefect.blocks.core import Block
 from pydantic import Field, SecretStr
 
 from blocks.loading import load_named
+from infopt.engines.session import Troubleshooting
 from infopt.model.hub import resolve_token
+from infopt.specs.request import OptimizeRequest
 from infopt.troubleshoot.github import github_token as env_github_token
 
 
@@ -47,3 +49,9 @@ def hf_token(block: str | None) -> str | None:
 def github_token(block: str | None) -> str | None:
     """The GitHub token: block `block`'s when named, else $GITHUB_TOKEN."""
     return load_credentials(block).github_token_value() if block else env_github_token()
+
+
+def troubleshooting(request: OptimizeRequest) -> Troubleshooting:
+    """The request's issue-first troubleshooting, reading the GitHub token from its credentials
+    block (or $GITHUB_TOKEN) only when a search runs: what every engine session of a run uses."""
+    return Troubleshooting.of(request, f"{__name__}:{github_token.__name__}")

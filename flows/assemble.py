@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from blocks.credentials import troubleshooting
 from flows.engine_tuning import EngineTuning, fit_of, weights_bytes
 from flows.expose import expose_winner
 from flows.ladder import control_values
@@ -70,7 +71,8 @@ def finish_winner(request: OptimizeRequest, workload: Workload, tuned: EngineTun
         model_digest=tuned.digest, tokenizer_path=tokenizer_path(tuned.model),
         context_tokens=tuned.context_tokens))
     winner = decision.winner
-    kernels = kernel_path_task(winner, str(run_dir), weights_bytes(tuned.model, winner.config))
+    kernels = kernel_path_task(winner, str(run_dir), weights_bytes(tuned.model, winner.config),
+                               troubleshooting(request))
     exposure, expose_answers = expose_winner(request, winner, tuned.model.file_bytes, run_dir)
     c_values, control_is_baseline = control_values(tuned.run)
     gain = control_gain(c_values, decision.chosen.values, workload.objective,

@@ -21,6 +21,7 @@ from pathlib import Path
 from prefect import flow, get_run_logger
 from prefect.artifacts import create_markdown_artifact
 
+from blocks.credentials import troubleshooting
 from infopt.cluster.capacity import calibrate, plan, validate
 from infopt.cluster.fleet import replicas, router, router_endpoint
 from infopt.cluster.helm import cluster_values
@@ -150,7 +151,9 @@ class _Run:
         cfg = replica_config(self.stored.winner_config, self.threads)
         log_dir = self.run_dir / f"replicas-{n}"
         with replicas(cfg, n, log_dir, self.stored.model.file_bytes,
-                      gpus_per_replica=self.gpus_each) as running:
+                      gpus_per_replica=self.gpus_each,
+                      troubleshoot=troubleshooting(self.stored_request),
+                      log=get_run_logger()) as running:
             if n == 1:
                 ep = endpoint_for(running[0].engine, running[0].base_url, self.model,
                                   running[0].pid)

@@ -17,6 +17,7 @@ from typing import Any
 
 from prefect import get_run_logger
 
+from blocks.credentials import troubleshooting
 from flows.hub_weights import hub_variants
 from flows.ladder import Incumbent, LadderRun, Progress, run_climb, weight_approvals
 from flows.weights import current_type, weight_variants
@@ -139,7 +140,7 @@ def tune_engine(request: OptimizeRequest, engine: EngineName, model: ModelProfil
     ref_key = quality_key(ref_config, version, ref_digest, request.quality_max_prompts)
     reference, quality_note = quality_reference(
         ref_config, str(run_dir / "quality"), weights_bytes(model, ref_config), ref_key, ref_why,
-        request.quality_max_prompts)
+        request.quality_max_prompts, troubleshooting(request))
     gate = (f"{ref_key}:{request.quality_tolerance}:{request.quality_max_prompts}"
             if reference else "")
     ctx = TrialContext.of_request(request, str(run_dir), model, hw, workload,

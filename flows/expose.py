@@ -14,9 +14,11 @@ from pathlib import Path
 from prefect import get_run_logger
 from pydantic import SecretStr
 
+from blocks.credentials import troubleshooting
 from flows.gate import ask
 from infopt.contract.verify import verify_endpoint
 from infopt.engines import adapter_for, endpoint_for
+from infopt.engines.session import engine_session
 from infopt.runs.rundir import trial_dir
 from infopt.specs.approval import (
     ExposeRequest,
@@ -29,7 +31,6 @@ from infopt.specs.approval import (
 from infopt.specs.request import OptimizeRequest
 from infopt.specs.results import Trial
 from infopt.specs.serving import with_knob
-from tasks.engine import engine_session
 
 KEY_BLOCK = "infopt-engine-api-key"
 
@@ -86,7 +87,8 @@ def expose_winner(request: OptimizeRequest, winner: Trial, weights_bytes: int,
     if request.port is not None:
         config = with_knob(config, "port", request.port)
     with engine_session(config, trial_dir(run_dir, "t-exposed") / "engine.log", weights_bytes,
-                        exposure=grant) as started:
+                        exposure=grant, troubleshoot=troubleshooting(request),
+                        log=get_run_logger()) as started:
         running = started.running
         [auth] = verify_endpoint(endpoint_for(running.engine, running.base_url,
                                               config.served_model_name, running.pid),

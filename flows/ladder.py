@@ -17,6 +17,7 @@ from uuid import UUID
 from prefect import get_run_logger
 from prefect.artifacts import create_progress_artifact, update_progress_artifact
 
+from infopt.engines.session import EnginePool
 from infopt.specs.approval import GateAnswer
 from infopt.specs.fit import MemoryFit
 from infopt.specs.ladder import ClimbProgress
@@ -24,8 +25,7 @@ from infopt.specs.results import Trial
 from infopt.specs.serving import AnyServingConfig
 from infopt.specs.trial import TrialSpec
 from infopt.tuning.climb import ClimbOutcome, ClimbPlan, Incumbent, climb, drive
-from tasks.engine import EnginePool
-from tasks.trial import TrialContext, run_attempts, troubleshooting
+from tasks.trial import TrialContext, run_attempts
 
 __all__ = ["Incumbent", "LadderRun", "Progress", "control_values", "run_climb",
            "weight_approvals"]
@@ -48,7 +48,7 @@ def run_climb(plan: ClimbPlan, ctx: TrialContext, key: Callable[[TrialSpec], str
     # Paired windows alternate between engines kept up: the incumbent's and its candidate's on
     # a CPU host; on a GPU host one at a time (each claims most of the GPU's memory).
     up = min(engines_up, 1) if ctx.hw.gpus else engines_up
-    pool = EnginePool(up, troubleshooting(ctx)) if up else None
+    pool = EnginePool(up, ctx.troubleshoot) if up else None
 
     def run(spec: TrialSpec) -> list[Trial]:
         return run_attempts(spec, key(spec), fit(spec.config), ctx, retries, pool)

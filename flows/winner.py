@@ -10,7 +10,9 @@ from pathlib import Path
 
 from prefect import get_run_logger
 
+from blocks.credentials import troubleshooting
 from flows.ladder import Incumbent
+from infopt.engines.session import engine_session
 from infopt.quality.taskrun import taskset_verdicts
 from infopt.runs.rundir import trial_dir
 from infopt.specs.base import EngineStartError
@@ -21,7 +23,6 @@ from infopt.specs.results import ScenarioResult, Trial
 from infopt.specs.serving import ServingConfig
 from infopt.specs.workload import Workload
 from tasks.benchmark import benchmark_scenarios
-from tasks.engine import engine_session
 from tasks.quality import quality_key, reference_task_sets, task_sets
 
 
@@ -76,9 +77,10 @@ def confirm_winner(history: list[Incumbent], wc: WinnerContext) -> Decision:
         if wc.items and wc.reference_sets is None:  # before the winner starts: one at a time
             wc.reference_sets = reference_task_sets(
                 wc.control, str(wc.run_dir / "quality"), wc.model.file_bytes,
-                wc.reference_key, wc.items)
+                wc.reference_key, wc.items, troubleshooting(wc.request))
         with engine_session(winner.config, trial_dir(wc.run_dir, "t-scenarios") / "engine.log",
-                            wc.model.file_bytes) as started:
+                            wc.model.file_bytes, troubleshoot=troubleshooting(wc.request),
+                            log=get_run_logger()) as started:
             running = started.running
             tasks = _tasks(running, winner, wc, excluded) if wc.items else None
             if tasks is not None and not tasks.passed and inc is not history[0]:

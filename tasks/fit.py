@@ -1,16 +1,15 @@
-"""Fit and ceilings inside the optimize flow: prune candidates that cannot hold the full context,
-label measured levels with their fraction of the ceiling."""
+"""The fit inside the optimize flow: prune candidates that cannot hold the full context. (Each
+trial labels its measured levels with their ceilings itself: tasks/trial.py.)"""
 
 from __future__ import annotations
 
 from prefect import get_run_logger, task
 
-from infopt.specs.fit import CeilingRatio, MemoryFit
+from infopt.specs.fit import MemoryFit
 from infopt.specs.hardware import HardwareInventory
 from infopt.specs.model import ModelProfile
-from infopt.specs.results import BenchmarkResult
 from infopt.specs.serving import AnyServingConfig
-from infopt.tuning.candidates import fit_config, level_ceilings
+from infopt.tuning.candidates import fit_config
 
 
 @task(name="fit-candidates")
@@ -24,15 +23,3 @@ def fit_candidates(model: ModelProfile, hw: HardwareInventory,
             "fits" if f.fits else f"does not fit, {f.gap_bytes / 2**30:.2f} GiB short",
             f.required_kv_bytes_per_gpu / 2**30, f.kv_budget_bytes_per_gpu / 2**30)
     return fits
-
-
-@task(name="label-ceilings")
-def label_ceilings(model: ModelProfile, hw: HardwareInventory,
-                   config: AnyServingConfig, bench: BenchmarkResult,
-                   mean_context_tokens: int) -> list[CeilingRatio]:
-    ratios = level_ceilings(model, hw, config, bench, mean_context_tokens)
-    for r in ratios:
-        if r.flagged:
-            get_run_logger().warning("%s: %.2f of the %s ceiling — %s", r.metric, r.ratio,
-                                     r.envelope.value, r.note)
-    return ratios

@@ -12,15 +12,16 @@ from prefect.cache_policies import NO_CACHE
 
 from infopt.engines import adapter_for
 from infopt.engines.kernel_log import read_kernel_lines, unlogged_notes
+from infopt.engines.session import CATALOG_ONLY, Troubleshooting, engine_session
 from infopt.runs.rundir import trial_dir
 from infopt.specs.base import EngineStartError
 from infopt.specs.results import KernelPath, Trial
 from infopt.specs.serving import with_knob
-from tasks.engine import engine_session
 
 
 @task(name="kernel-path", cache_policy=NO_CACHE)
-def kernel_path_task(winner: Trial, run_dir: str, weights_bytes: int) -> KernelPath:
+def kernel_path_task(winner: Trial, run_dir: str, weights_bytes: int,
+                     troubleshoot: Troubleshooting = CATALOG_ONLY) -> KernelPath:
     engine = winner.config.engine.value
     spec = adapter_for(engine).kernel_log
     if spec is None:
@@ -35,7 +36,8 @@ def kernel_path_task(winner: Trial, run_dir: str, weights_bytes: int) -> KernelP
         log = trial_dir(Path(run_dir), "t-kernel") / "engine.log"
         log.parent.mkdir(parents=True, exist_ok=True)
         try:
-            with engine_session(config, log, weights_bytes):
+            with engine_session(config, log, weights_bytes, troubleshoot=troubleshoot,
+                                log=get_run_logger()):
                 pass  # the start is what writes the kernel lines
         except EngineStartError as exc:
             return KernelPath(engine=engine, log=None, notes=[

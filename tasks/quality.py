@@ -26,6 +26,7 @@ from prefect.exceptions import MissingContextError
 import infopt.quality as quality_pkg
 from infopt.bootstrap import cache_root
 from infopt.engines import adapter_for, endpoint_for, scoring
+from infopt.engines.session import CATALOG_ONLY, Troubleshooting, engine_session
 from infopt.hardware.host import parse_cpuinfo
 from infopt.quality.check import load_reference, save_reference
 from infopt.quality.prompts import PROMPT_POOL, pool_prefix
@@ -51,7 +52,6 @@ from infopt.specs.quality import (
 )
 from infopt.specs.results import RunningEngine
 from infopt.specs.serving import config_identity, with_knob
-from tasks.engine import engine_session
 
 # The gate's default prompt budget (the request's quality_max_prompts): the reference and the
 # floor cover that many prompts of the pool; a candidate is scored on 8, then 16, then 32 until
@@ -136,11 +136,13 @@ def _floor_config(config):
 
 @task(name="quality-reference", cache_policy=NO_CACHE)
 def quality_reference(config, quality_dir: str, weights_bytes: int, key: str,
-                      weights_why: str | None = None, prompts: int = DEFAULT_MAX_PROMPTS
+                      weights_why: str | None = None, prompts: int = DEFAULT_MAX_PROMPTS,
+                      troubleshoot: Troubleshooting = CATALOG_ONLY
                       ) -> tuple[str | None, str]:
     """Build (or find) the reference and its floor. Returns (the reference file, or None when
     the gate cannot run; what the report says about it). `weights_why`: why the reference
-    serves other weights than the checkpoint's own."""
+    serves other weights than the checkpoint's own; `troubleshoot`: the run's, for their
+    engine starts."""
     log, d = get_run_logger(), Path(quality_dir)
     ref_path, floor_path = d / f"reference-{key}.json", d / f"floor-{key}.json"
     weights = (f"the weights of {weights_why}" if weights_why else
@@ -164,9 +166,10 @@ def quality_reference(config, quality_dir: str, weights_bytes: int, key: str,
     try:
         remedy, reference = None, load_reference(ref_path)
         if reference is None:
-            reference, config, remedy = _build(config, d, key, weights_bytes, prompts)
+            reference, config, remedy = _build(config, d, key, weights_bytes, prompts,
+                                               troubleshoot)
         save_reference(reference, ref_path)
-        floor = _floor(config, reference, d, key, weights_bytes)
+        floor = _floor(config, reference, d, key, weights_bytes, troubleshoot)
     except EngineStartError as exc:
         return None, (f"The quality gate was NOT run: the reference configuration did not "
                       f"start ({str(exc).splitlines()[0][:200]}).")
@@ -181,12 +184,14 @@ def quality_reference(config, quality_dir: str, weights_bytes: int, key: str,
     return str(ref_path), what
 
 
-def _build(config, d: Path, key: str, weights_bytes: int, prompts: int):
+def _build(config, d: Path, key: str, weights_bytes: int, prompts: int,
+           troubleshoot: Troubleshooting):
     """(reference, the configuration that ran it, the remedy it needed): when the defaults do
     not start and the catalog knows the failure with a contract-preserving remedy (memory
     knobs such as an explicit CPU KV space: the numerics stay the control's), the session
     applies it once."""
-    with engine_session(config, d / f"reference-{key}.log", weights_bytes) as s:
+    with engine_session(config, d / f"reference-{key}.log", weights_bytes,
+                        troubleshoot=troubleshoot, log=get_run_logger()) as s:
         if s.remedy is not None:
             get_run_logger().warning("quality reference: the defaults did not start (%s); "
                                      "applied %s", s.diagnosis.root_error[:160],
@@ -195,8 +200,10 @@ def _build(config, d: Path, key: str, weights_bytes: int, prompts: int):
                                progress=get_run_logger().info), s.config, s.remedy
 
 
-def _floor(config, reference, d: Path, key: str, weights_bytes: int) -> FidelityResult:
-    with engine_session(_floor_config(config), d / f"floor-{key}.log", weights_bytes) as s:
+def _floor(config, reference, d: Path, key: str, weights_bytes: int,
+           troubleshoot: Troubleshooting) -> FidelityResult:
+    with engine_session(_floor_config(config), d / f"floor-{key}.log", weights_bytes,
+                        troubleshoot=troubleshoot, log=get_run_logger()) as s:
         return score_candidate(_endpoint(s.running, s.config), reference, concurrency=2,
                                label="floor")
 
@@ -317,13 +324,15 @@ def _run_sets(endpoint, out: Path, items_per_set: int) -> list[TaskSetResult]:
 
 @task(name="reference-task-sets", cache_policy=NO_CACHE)
 def reference_task_sets(config, quality_dir: str, weights_bytes: int, key: str,
-                        items_per_set: int) -> list[TaskSetResult]:
+                        items_per_set: int, troubleshoot: Troubleshooting = CATALOG_ONLY
+                        ) -> list[TaskSetResult]:
     """The reference's answers on the generative task sets (its engine started for them
     unless they were kept from an earlier run)."""
     out = _sets_file(quality_dir, key, items_per_set)
     if (kept := _kept_sets(out)) is not None:
         return kept
-    with engine_session(config, Path(quality_dir) / f"tasks-{key}.log", weights_bytes) as s:
+    with engine_session(config, Path(quality_dir) / f"tasks-{key}.log", weights_bytes,
+                        troubleshoot=troubleshoot, log=get_run_logger()) as s:
         return _run_sets(_endpoint(s.running, s.config), out, items_per_set)
 
 

@@ -20,16 +20,25 @@ from prefect import get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 from prefect.exceptions import MissingContextError
 
+from blocks.credentials import troubleshooting
 from infopt.analysis.records import ErrorKind
 from infopt.contract.openai_chat import BASE_REQUIRED
 from infopt.contract.verify import FEATURES, required_for
 from infopt.costmodel.kv_check import kv_check
 from infopt.engines import adapter_for, process
+from infopt.engines.session import (
+    CATALOG_ONLY,
+    EnginePool,
+    Started,
+    StartFailed,
+    Troubleshooting,
+    engine_session,
+)
 from infopt.hardware.gpu_memory import process_group_gpu_memory
 from infopt.model.profile import weights_profile
 from infopt.runs.rundir import load_trial, trial_dir, write_trial
 from infopt.specs.base import InfoptError, InputError
-from infopt.specs.fit import KvCheck, MemoryFit
+from infopt.specs.fit import CeilingRatio, KvCheck, MemoryFit
 from infopt.specs.hardware import HardwareInventory
 from infopt.specs.model import ModelProfile
 from infopt.specs.request import OptimizeRequest
@@ -37,12 +46,11 @@ from infopt.specs.results import RunningEngine, Trial
 from infopt.specs.trial import TrialRole, TrialSpec
 from infopt.specs.workload import Workload
 from infopt.troubleshoot.diagnose import diagnose_file
+from infopt.tuning.candidates import level_ceilings
 from infopt.tuning.control import objective_value, trial_measures
 from infopt.tuning.level_steps import mean_context
 from tasks.benchmark import benchmark
 from tasks.contract import contract_key, verify_contract
-from tasks.engine import EnginePool, Started, StartFailed, Troubleshooting, engine_session
-from tasks.fit import label_ceilings
 from tasks.quality import judge_quality, quality_key, verdict_origin
 
 
@@ -55,8 +63,9 @@ class TrialContext:
     hw: HardwareInventory
     workload: Workload
     tokenizer_path: str | None
-    github_search: bool
-    github_url: str | None
+    # The run's issue-first troubleshooting (the request's github_* settings and credentials
+    # block): every engine session of the run uses it.
+    troubleshoot: Troubleshooting = CATALOG_ONLY
     # Contract features the request requires beyond what the load generator needs.
     contract_required: tuple[str, ...] = ()
     # Probe every trial (results reused per API surface, tasks.contract); False: only the
@@ -68,9 +77,7 @@ class TrialContext:
     quality_max_prompts: int = 32  # the request's: the most prompts the gate may add to decide
     engine_version: str = ""
     model_digest: str = ""
-    credentials_block: str | None = None  # InfoptCredentials: the GitHub token of issue search
     stall_timeout_s: float = 600.0  # the request's budgets.stall_timeout_s
-    github_token_to_url: bool = False  # the request's: send that token to github_url too
     # The context the run serves when shorter than the model's native one (the request's
     # min_context_tokens, infopt.tuning.start_shape); None: the native context.
     context_tokens: int | None = None
@@ -85,19 +92,19 @@ class TrialContext:
                    model_digest: str, quality_reference: str | None,
                    context_tokens: int | None = None) -> TrialContext:
         """The one place a run's request becomes its trials' context (the optimize flow's
-        engines and reoptimize's re-measurement alike), so no setting is dropped on the way."""
+        engines and reoptimize's re-measurement alike), so no setting is dropped on the way.
+        Issue search reads its token from the request's credentials block when it runs."""
         return cls(run_dir=run_dir, model=model, hw=hw, workload=workload,
                    contract_required=required_for([str(r) for r in request.api.routes],
                                                   request.api.features),
-                   tokenizer_path=tokenizer_path(model), github_search=request.github_search,
-                   github_url=request.github_url, contract_every_trial=True,
+                   tokenizer_path=tokenizer_path(model),
+                   troubleshoot=troubleshooting(request),
+                   contract_every_trial=True,
                    quality_reference=quality_reference,
                    quality_tolerance=request.quality_tolerance,
                    quality_max_prompts=request.quality_max_prompts,
                    engine_version=engine_version, model_digest=model_digest,
-                   credentials_block=request.credentials_block,
                    stall_timeout_s=request.budgets.stall_timeout_s,
-                   github_token_to_url=request.github_token_to_url,
                    context_tokens=context_tokens)
 
 
@@ -250,7 +257,7 @@ def run_trial(spec: TrialSpec, key: str, fit: MemoryFit | None, ctx: TrialContex
                       failed=f"{why}; root error: {d.root_error[:200] or 'none in the log'}; "
                              f"last log lines: {last[-300:]}")
     else:
-        ceilings = label_ceilings(weights, ctx.hw, config, bench, mean_context(bench))
+        ceilings = _ceilings(weights, ctx.hw, config, bench)
         if bench.validation_passed is False:  # measured, but the records failed their checks
             trial = Trial(**common, objective_value=None, ceilings=ceilings,
                           failed="record validation: " + "; ".join(
@@ -266,9 +273,11 @@ def _session(spec: TrialSpec, log: Path, weights_bytes: int, fit: MemoryFit | No
              ctx: TrialContext, pool: EnginePool | None):
     """The trial's engine: the pool's (kept up for the next round) or its own."""
     if pool is None:
-        return engine_session(spec.config, log, weights_bytes, troubleshoot=troubleshooting(ctx))
+        return engine_session(spec.config, log, weights_bytes, troubleshoot=ctx.troubleshoot,
+                              log=_log())
     return _own_log_slice(pool.session(spec.config, log, weights_bytes,
-                                       fits_beside=fits_beside(fit, weights_bytes)), log)
+                                       fits_beside=fits_beside(fit, weights_bytes), log=_log()),
+                          log)
 
 
 @contextmanager
@@ -297,6 +306,17 @@ def _own_log_slice(session, log: Path) -> Iterator[Started]:
 
 
 SLICE_HEAD_LINES = 3  # the command line and the engine's first lines of its own (its banner)
+
+
+def _ceilings(model: ModelProfile, hw: HardwareInventory, config, bench) -> list[CeilingRatio]:
+    """Each measured level as a fraction of its ceiling (computed inside the trial, not a task
+    of its own); one far below or above it is said in the run's log."""
+    ratios = level_ceilings(model, hw, config, bench, mean_context(bench))
+    for r in ratios:
+        if r.flagged:
+            _log().warning("%s: %.2f of the %s ceiling — %s", r.metric, r.ratio,
+                           r.envelope.value, r.note)
+    return ratios
 
 
 def fits_beside(fit: MemoryFit | None, weights_bytes: int) -> bool:
@@ -336,10 +356,3 @@ def run_attempts(spec: TrialSpec, key: str, fit: MemoryFit | None, ctx: TrialCon
         again = spec.model_copy(update={"trial_id": f"{spec.trial_id}-retry{n}"})
         attempts.append(run_trial(again, f"{key}-retry{n}", fit, ctx, pool))
     return attempts
-
-
-def troubleshooting(ctx: TrialContext) -> Troubleshooting:
-    """The run's issue-search settings, for every engine session of its trials."""
-    return Troubleshooting(search=ctx.github_search, github_url=ctx.github_url,
-                           credentials_block=ctx.credentials_block,
-                           token_to_url=ctx.github_token_to_url)

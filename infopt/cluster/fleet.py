@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -16,6 +16,7 @@ import httpx
 from infopt.cluster.evidence import replica_evidence
 from infopt.cluster.routers import Policy, RouterKind, router_argv
 from infopt.engines import adapter_for, endpoint_for, process
+from infopt.engines.session import CATALOG_ONLY, LOG, Logger, Troubleshooting, engine_session
 from infopt.loadgen.measure import measure
 from infopt.loadgen.tokens import prompt_counter
 from infopt.specs.cluster import ReplicaEvidence
@@ -40,29 +41,29 @@ class RunningRouter:
 
 @contextmanager
 def replicas(config: AnyServingConfig, count: int, log_dir: Path, weights_bytes: int,
-             executable: str | None = None, gpus_per_replica: int = 0
-             ) -> Iterator[list[RunningEngine]]:
+             executable: str | None = None, gpus_per_replica: int = 0, *,
+             troubleshoot: Troubleshooting = CATALOG_ONLY,
+             log: Logger = LOG) -> Iterator[list[RunningEngine]]:
     """`count` copies of `config`, each on its own free loopback port and, on a GPU host, its
-    own `gpus_per_replica` GPUs (CUDA_VISIBLE_DEVICES, consecutive); all stopped after."""
+    own `gpus_per_replica` GPUs (CUDA_VISIBLE_DEVICES, consecutive); all stopped after. Each
+    is an engine session (infopt.engines.session): a replica that fails to start is diagnosed
+    and given its contract-preserving remedy like any trial's engine."""
     if count < 1:
         raise ValueError("replicas: count must be >= 1")
-    adapter = adapter_for(config.engine)
-    executable = executable or adapter.locate()
-    started: list[RunningEngine] = []
-    try:
+    executable = executable or adapter_for(config.engine).locate()
+    with ExitStack() as stack:
+        started = []
         for i in range(count):
             env = dict(config.env)
             if gpus_per_replica:
                 first = i * gpus_per_replica
                 env["CUDA_VISIBLE_DEVICES"] = ",".join(
                     str(g) for g in range(first, first + gpus_per_replica))
-            started.append(process.start(adapter, config.model_copy(
-                update={"port": None, "env": env}), executable, log_dir / f"replica-{i}.log",
-                weights_bytes))
+            one = config.model_copy(update={"port": None, "env": env})
+            started.append(stack.enter_context(engine_session(
+                one, log_dir / f"replica-{i}.log", weights_bytes, troubleshoot=troubleshoot,
+                executable=executable, log=log)).running)
         yield started
-    finally:
-        for r in started:
-            process.stop(r.pid)
 
 
 @contextmanager

@@ -20,8 +20,8 @@ def test_the_tasks_that_need_tokens_take_them_from_the_named_block(prefect_api, 
     environment's; the secret is never a task parameter."""
     from prefect import flow
 
+    from infopt.engines.session import Troubleshooting, diagnose_start
     from infopt.hardware.host import inventory
-    from tasks.engine import diagnose_start
     from tasks.target import shortlist_task
     from tests.fixture_data import FIXTURES
     from tests.githubserver import FakeGitHub
@@ -38,8 +38,10 @@ def test_the_tasks_that_need_tokens_take_them_from_the_named_block(prefect_api, 
     def both(hub_url: str, gh_url: str):
         shortlist_task("HuggingFaceTB/SmolLM2-135M-Instruct", hw, hub_url,
                        credentials_block="task-creds")
-        return diagnose_start(str(log), "llamacpp", True, gh_url, "task-creds",
-                              github_token_to_url=True)  # the fake GitHub: trusted here
+        return diagnose_start(str(log), "llamacpp", Troubleshooting(
+            search=True, github_url=gh_url, credentials_block="task-creds",
+            token_to_url=True,  # the fake GitHub: trusted here
+            token_source="blocks.credentials:github_token"))
 
     with FakeHub() as hub, FakeGitHub(token="ghp_from_block") as gh:
         diag = both(hub.endpoint, gh.url)

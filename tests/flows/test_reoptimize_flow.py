@@ -311,8 +311,7 @@ def test_trials_fan_out_over_a_pool_with_two_workers(prefect_server, prefect_api
     _deploy(env, "infopt-trials", "trial")
     winner = next(t for t in stored.trials if t.trial_id == stored.winner_trial_id)
     ctx = TrialContext(run_dir=str(tmp_path / "fan-run"), model=stored.model,
-                       hw=stored.hardware, workload=stored.workload, tokenizer_path=None,
-                       github_search=False, github_url=None)
+                       hw=stored.hardware, workload=stored.workload, tokenizer_path=None)
     # One thread each: two llama-servers of 2 threads on these 2 cores spin against each other
     # (measured: 128 s for a 10 s benchmark).
     config = with_knob(winner.config, "threads", 1)

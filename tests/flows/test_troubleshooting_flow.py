@@ -86,7 +86,7 @@ def test_failure_without_remedy_is_recorded_not_raised(prefect_api, gguf, tmp_pa
                      config=LlamaCppConfig(model_path=str(bogus), ctx_per_slot_tokens=512))
     ctx = TrialContext(run_dir=str(tmp_path), model=profile_model(str(gguf)),
                        hw=inventory(measure_bandwidth=False), workload=OptimizeRequest().tuning_workload(),
-                       tokenizer_path=None, github_search=False, github_url=None)
+                       tokenizer_path=None)
 
     @flow
     def one_trial():
@@ -135,7 +135,7 @@ exec "{real}" "$@"
     wl = fixed_levels(input_tokens=16, output_tokens=4, levels=[1], target=1, requests=2)
     ctx = TrialContext(run_dir=str(tmp_path), model=profile_model(str(gguf)),
                        hw=inventory(measure_bandwidth=False), workload=wl,
-                       tokenizer_path=None, github_search=False, github_url=None)
+                       tokenizer_path=None)
     control = LlamaCppConfig(model_path=str(gguf), ctx_per_slot_tokens=512)
 
     @flow

@@ -1,4 +1,4 @@
-"""The engine pool (tasks.engine.EnginePool): paired windows alternate between engines kept up.
+"""The engine pool (infopt.engines.session.EnginePool): paired windows alternate between engines kept up.
 The engine sessions are stand-ins that record starts and stops; the pool's policy is what is
 tested: reuse while alive, at most `capacity` up, the least recently used stopped for room, a
 dead or discarded engine started afresh, everything stopped on close."""
@@ -9,12 +9,12 @@ from contextlib import contextmanager
 
 import pytest
 
-import tasks.engine as engine_mod
+import infopt.engines.session as engine_mod
 from infopt.engines import llamacpp
 from infopt.engines.base import ServingTarget
+from infopt.engines.session import EnginePool, Started
 from infopt.specs.results import RunningEngine
 from infopt.specs.serving import with_knob
-from tasks.engine import EnginePool, Started
 
 T = ServingTarget(model_path="/m/q4_1.gguf", served_model_name="m", native_context_tokens=8192,
                   usable_cpus=2)
@@ -28,7 +28,7 @@ def events(monkeypatch):
     log, dead = [], set()
 
     @contextmanager
-    def session(config, log_path, weights_bytes, *, troubleshoot=None, exposure=None):
+    def session(config, log_path, weights_bytes, *, troubleshoot=None, exposure=None, **_):
         pid = 1000 + len(log)
         log.append(("start", config.parallel_slots, pid))
         running = RunningEngine(engine="llamacpp", pid=pid, base_url="http://127.0.0.1:1",

@@ -43,13 +43,13 @@ def world(monkeypatch):
     started: list[int] = []
 
     @contextmanager
-    def session(cfg, log, weights_bytes):  # the "engine" is its config: nothing runs
+    def session(cfg, log_path, weights_bytes, **_):  # the "engine" is its config: nothing runs
         started.append(cfg.parallel_slots)
         yield SimpleNamespace(running=cfg, config=cfg)
 
     monkeypatch.setattr(winner_mod, "engine_session", session)
     monkeypatch.setattr(winner_mod, "get_run_logger", lambda: logging.getLogger("winner"))
-    monkeypatch.setattr(winner_mod, "reference_task_sets", lambda *a: _sets(12))
+    monkeypatch.setattr(winner_mod, "reference_task_sets", lambda *a, **k: _sets(12))
     monkeypatch.setattr(winner_mod, "task_sets",
                         lambda running, cfg, d, key, n: _sets(right[cfg.parallel_slots]))
     monkeypatch.setattr(winner_mod, "quality_key", lambda cfg, v, d: str(cfg.parallel_slots))
