@@ -9,7 +9,6 @@ are written from the cache into its own folder."""
 from __future__ import annotations
 
 import json
-import os
 from functools import cache
 from pathlib import Path
 
@@ -18,11 +17,11 @@ from prefect.cache_policies import NO_CACHE
 from pydantic import TypeAdapter
 
 import infopt.contract as contract_pkg
-from infopt.bootstrap import cache_root
 from infopt.contract.openai_chat import BASE_REQUIRED
 from infopt.contract.verify import verify_endpoint
 from infopt.engines import adapter_for, endpoint_for
 from infopt.runs.keys import code_digest, content_key
+from infopt.runs.memo import CONTRACT
 from infopt.runs.rundir import atomic_write
 from infopt.specs.contract import ContractCheck
 from infopt.specs.results import RunningEngine
@@ -52,19 +51,19 @@ def contract_key(config, engine_version: str, model_digest: str,
 
 
 def contract_cache() -> Path:
-    """The machine's kept contract results; INFOPT_CONTRACT_CACHE_DIR moves it (tests point it
-    at their own folder, so every test session probes the engines it starts)."""
-    where = os.environ.get("INFOPT_CONTRACT_CACHE_DIR")
-    return Path(where).expanduser() if where else cache_root() / "contract"
+    """The machine's kept contract results (infopt.runs.memo.CONTRACT): INFOPT_CONTRACT_CACHE_DIR
+    moves it (tests point it at their own folder, so every test session probes the engines it
+    starts)."""
+    return CONTRACT.root
 
 
 def _cached(key: str, evidence_dir: Path, required: tuple[str, ...]
             ) -> list[ContractCheck] | None:
-    path = contract_cache() / f"{key}.json"
-    if not path.is_file():
+    text = CONTRACT.recall(f"{key}.json")
+    if text is None:
         return None
     try:
-        saved = json.loads(path.read_text(encoding="utf-8"))
+        saved = json.loads(text)
         checks = _CHECKS.validate_python(saved["checks"])
     except (ValueError, KeyError):
         return None  # a damaged entry is probed again
@@ -79,12 +78,10 @@ def _cached(key: str, evidence_dir: Path, required: tuple[str, ...]
 
 
 def _store(key: str, checks: list[ContractCheck]) -> None:
-    path = contract_cache() / f"{key}.json"
-    path.parent.mkdir(parents=True, exist_ok=True)
     evidence = {c.feature: Path(c.evidence).read_text(encoding="utf-8")
                 for c in checks if c.evidence and Path(c.evidence).is_file()}
-    atomic_write(path, json.dumps({"checks": _CHECKS.dump_python(checks, mode="json"),
-                                   "evidence": evidence}))
+    CONTRACT.keep(f"{key}.json", json.dumps({"checks": _CHECKS.dump_python(checks, mode="json"),
+                                             "evidence": evidence}))
 
 
 @task(name="verify-contract", cache_policy=NO_CACHE)

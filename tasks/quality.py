@@ -13,8 +13,6 @@ from __future__ import annotations
 import glob
 import json
 import logging
-import os
-import shutil
 from datetime import UTC, datetime
 from functools import cache
 from pathlib import Path
@@ -24,7 +22,6 @@ from prefect.cache_policies import NO_CACHE
 from prefect.exceptions import MissingContextError
 
 import infopt.quality as quality_pkg
-from infopt.bootstrap import cache_root
 from infopt.engines import adapter_for, endpoint_for, scoring
 from infopt.engines.session import CATALOG_ONLY, Troubleshooting, engine_session
 from infopt.hardware.host import parse_cpuinfo
@@ -41,6 +38,7 @@ from infopt.quality.teacher import (
     score_sequences,
 )
 from infopt.runs.keys import code_digest, content_key
+from infopt.runs.memo import QUALITY
 from infopt.runs.rundir import atomic_write
 from infopt.specs.base import EngineStartError
 from infopt.specs.quality import (
@@ -97,28 +95,11 @@ def quality_key(config, engine_version: str, model_digest: str,
 
 
 def quality_cache() -> Path:
-    """The machine's kept references, floors, scores and verdicts; INFOPT_QUALITY_CACHE_DIR
-    moves it (tests point it at their own folder, so no verdict comes from an earlier run)."""
-    where = os.environ.get("INFOPT_QUALITY_CACHE_DIR")
-    return Path(where).expanduser() if where else cache_root() / "quality"
+    """The machine's kept references, floors, scores and verdicts (infopt.runs.memo.QUALITY):
+    INFOPT_QUALITY_CACHE_DIR moves it (tests point it at their own folder, so no verdict comes
+    from an earlier run)."""
+    return QUALITY.root
 
-
-def _recall(path: Path) -> bool:
-    """Whether `path` is there, copying it from the machine's cache when only that has it."""
-    if path.is_file():
-        return True
-    kept = quality_cache() / path.name
-    if not kept.is_file():
-        return False
-    path.parent.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(kept, path)
-    return True
-
-
-def _keep(path: Path) -> None:
-    kept = quality_cache() / path.name
-    kept.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write(kept, path.read_text(encoding="utf-8"))
 
 
 def _log():
@@ -152,7 +133,7 @@ def quality_reference(config, quality_dir: str, weights_bytes: int, key: str,
             f"={getattr(_floor_config(config), adapter_for(config.engine).concurrency_knob)} "
             f"scoring two sequences at once; {prompts} prompts of the pool, a candidate scored on "
             "8, 16, ... of them until its verdict is decided. Files: quality/.")
-    if _recall(ref_path) and _recall(floor_path):
+    if QUALITY.recall_into(ref_path) and QUALITY.recall_into(floor_path):
         log.info("quality reference %s: built earlier, reused", ref_path.name)
         return str(ref_path), what
     adapter = adapter_for(config.engine)
@@ -177,8 +158,8 @@ def quality_reference(config, quality_dir: str, weights_bytes: int, key: str,
         what += (f" The engine's defaults did not start here; the reference runs them with "
                  f"the known failure's contract-preserving remedy: {remedy.change}")
     atomic_write(floor_path, floor.model_dump_json(indent=2))
-    _keep(ref_path)
-    _keep(floor_path)
+    QUALITY.keep_from(ref_path)
+    QUALITY.keep_from(floor_path)
     log.info("quality floor: top-1 agreement %.1f%% over %d tokens",
              100 * floor.top1_agreement, floor.positions)
     return str(ref_path), what
@@ -218,14 +199,14 @@ def _scores_file(reference_path: Path, key: str) -> Path:
 
 
 def _load_scores(path: Path) -> list[ScoredSequence]:
-    if not _recall(path):
+    if not QUALITY.recall_into(path):
         return []
     return [ScoredSequence.model_validate(r) for r in json.loads(path.read_text("utf-8"))]
 
 
 def _save_scores(path: Path, scores: list[ScoredSequence]) -> None:
     atomic_write(path, json.dumps([s.model_dump(mode="json") for s in scores]))
-    _keep(path)
+    QUALITY.keep_from(path)
 
 
 def verdict_key(reference_path: Path, key: str, incumbent_key: str | None,
@@ -242,7 +223,7 @@ def _recalled_verdict(out: Path, origin: VerdictOrigin | None) -> QualityVerdict
     """A verdict made earlier: by this run (kept as it is), or by another run on this machine
     (then it says which run and trial made it)."""
     here = out.is_file()
-    if not _recall(out):
+    if not QUALITY.recall_into(out):
         return None
     verdict = QualityVerdict.model_validate_json(out.read_text(encoding="utf-8"))
     made = verdict.made_by
@@ -290,7 +271,7 @@ def judge_quality(running: RunningEngine, config, reference_path: str, key: str,
     if origin is not None:
         verdict = verdict.model_copy(update={"made_by": origin})
     atomic_write(out, verdict.model_dump_json(indent=2))
-    _keep(out)
+    QUALITY.keep_from(out)
     get_run_logger().info("quality %s: %s (prompts scored per look: %s)", key, verdict.summary,
                           verdict.looks)
     return verdict
@@ -306,7 +287,7 @@ def _sets_file(quality_dir: str, key: str, items_per_set: int) -> Path:
 
 
 def _kept_sets(out: Path) -> list[TaskSetResult] | None:
-    if not _recall(out):
+    if not QUALITY.recall_into(out):
         return None
     rows = json.loads(out.read_text(encoding="utf-8"))
     return [TaskSetResult.model_validate(r) for r in rows]
@@ -318,7 +299,7 @@ def _run_sets(endpoint, out: Path, items_per_set: int) -> list[TaskSetResult]:
     results = run_tasksets(endpoint, items)
     out.parent.mkdir(parents=True, exist_ok=True)
     atomic_write(out, json.dumps([r.model_dump(mode="json") for r in results], indent=2))
-    _keep(out)
+    QUALITY.keep_from(out)
     return results
 
 
