@@ -173,7 +173,8 @@ def finalist_rounds(sp: SearchSpace, medians: dict[str, float], control: Any,
 
 @flow(name="tuner-bench")
 def bench(setting: Setting, out_dir: str) -> dict:
-    from tasks.trial import TrialContext, run_attempts
+    from infopt.runs.engine_run import EngineRun
+    from tasks.trial import run_attempts
     from tasks.weights import requantize_task
 
     gguf = str(default_paths().gguf)
@@ -187,7 +188,7 @@ def bench(setting: Setting, out_dir: str) -> dict:
     sp = space(base, q8, setting.smoke)
 
     def runner(name: str):
-        ctx = TrialContext(run_dir=str(Path(out_dir) / name), model=model, hw=hw, workload=wl,
+        ctx = EngineRun(run_dir=str(Path(out_dir) / name), model=model, hw=hw, workload=wl,
                            tokenizer_path=None)
 
         def run(spec: TrialSpec) -> list[Trial]:

@@ -31,7 +31,6 @@ from infopt.tuning.control import control_gain, control_recommendation
 from infopt.tuning.pareto import closest_to_ceiling, config_label
 from infopt.tuning.pareto import points as pareto_points
 from tasks.kernel import kernel_path_task
-from tasks.trial import tokenizer_path
 
 if TYPE_CHECKING:
     from flows.optimize import Target
@@ -66,10 +65,8 @@ def finish_winner(request: OptimizeRequest, workload: Workload, tuned: EngineTun
     # are; the ladder's winner: confirmed, falling back through the incumbents before it.
     chosen = [tuned.chosen] if tuned.chosen.role == "control" else tuned.history
     decision = confirm_winner(chosen, WinnerContext(
-        request=request, workload=workload, model=tuned.model, run_dir=run_dir,
-        control=tuned.control, reference_key=tuned.ref_key, engine_version=tuned.version,
-        model_digest=tuned.digest, tokenizer_path=tokenizer_path(tuned.model),
-        context_tokens=tuned.context_tokens))
+        request=request, run=tuned.engine_run, control=tuned.control,
+        reference_key=tuned.ref_key))
     winner = decision.winner
     kernels = kernel_path_task(winner, str(run_dir), weights_bytes(tuned.model, winner.config),
                                troubleshooting(request))

@@ -26,6 +26,8 @@ from infopt.engines import adapter_for
 from infopt.engines.ladder import Drafter, WeightVariant
 from infopt.model.digest import model_digest
 from infopt.model.profile import weights_profile
+from infopt.quality.keys import quality_key
+from infopt.runs.engine_run import EngineRun
 from infopt.runs.rundir import atomic_write, trial_dir
 from infopt.specs.approval import GateAnswer
 from infopt.specs.base import EngineStartError, InfoptError
@@ -60,8 +62,7 @@ from infopt.tuning.ladder import climbs, ladder_facts, rules_for
 from infopt.tuning.start_shape import StartShape
 from infopt.tuning.weights import BITS_PER_WEIGHT
 from tasks.fit import fit_candidates
-from tasks.quality import quality_key, quality_reference
-from tasks.trial import TrialContext
+from tasks.quality import quality_reference
 
 
 @dataclass
@@ -82,6 +83,8 @@ class EngineTuning:
     # What the run recommends of this engine: the ladder's winner, or the control when nothing
     # beat it (infopt.tuning.final.recommend).
     chosen: Incumbent
+    # The engine's run context, as its trials had it (the winner's confirmation reads it).
+    engine_run: EngineRun
     applied: ContractRemedy | None = None
     first_gaps: list = field(default_factory=list)
     superseded: list[Trial] = field(default_factory=list)
@@ -143,10 +146,10 @@ def tune_engine(request: OptimizeRequest, engine: EngineName, model: ModelProfil
         request.quality_max_prompts, troubleshooting(request))
     gate = (f"{ref_key}:{request.quality_tolerance}:{request.quality_max_prompts}"
             if reference else "")
-    ctx = TrialContext.of_request(request, str(run_dir), model, hw, workload,
-                                  engine_version=version, model_digest=digest,
-                                  quality_reference=reference,
-                                  context_tokens=shape.context_tokens if shape else None)
+    ctx = EngineRun.of(request, str(run_dir), model, hw, workload, engine_version=version,
+                       model_digest=digest, quality_reference=reference,
+                       troubleshoot=troubleshooting(request),
+                       context_tokens=shape.context_tokens if shape else None)
     def fit(c):
         return fit_of(model, hw, c, workload.target_concurrency)
 
@@ -185,7 +188,8 @@ def tune_engine(request: OptimizeRequest, engine: EngineName, model: ModelProfil
         chosen=outcome.chosen or history[-1],
         applied=outcome.remedy, first_gaps=outcome.first_gaps,
         superseded=_superseded(before, trials), weight_notes=weights.notes,
-        weight_answers=weights.answers, context_tokens=shape.context_tokens if shape else None)
+        weight_answers=weights.answers, context_tokens=shape.context_tokens if shape else None,
+        engine_run=ctx)
 
 
 @dataclass

@@ -22,17 +22,18 @@ from prefect.client.orchestration import get_client
 from prefect.deployments import run_deployment
 
 from flows.store import open_results_store, restore_run
+from infopt.runs.engine_run import EngineRun
 from infopt.runs.rundir import load_trial
 from infopt.specs.fit import MemoryFit
 from infopt.specs.results import Trial
 from infopt.specs.trial import TrialSpec
-from tasks.trial import TrialContext, run_trial
+from tasks.trial import run_trial
 
 POLL_S = 2.0
 
 
 @flow(name="trial")
-def trial(spec: TrialSpec, key: str, ctx: TrialContext, fit: MemoryFit | None = None,
+def trial(spec: TrialSpec, key: str, ctx: EngineRun, fit: MemoryFit | None = None,
           results_store: str | None = None) -> str:
     """One trial on the worker that picked this run up; returns its key."""
     open_results_store(results_store, Path(ctx.run_dir))
@@ -40,7 +41,7 @@ def trial(spec: TrialSpec, key: str, ctx: TrialContext, fit: MemoryFit | None = 
     return f"{key}: {t.failed or f'objective {t.objective_value:.4g}'}"
 
 
-def fan_out(items: list[tuple[TrialSpec, str, MemoryFit | None]], ctx: TrialContext,
+def fan_out(items: list[tuple[TrialSpec, str, MemoryFit | None]], ctx: EngineRun,
             deployment: str, results_store: str | None = None,
             job_variables: dict | None = None) -> list[Trial]:
     """Run each (spec, key, fit) as its own run of `deployment`, all at once; the trials in
@@ -66,10 +67,10 @@ def fan_out(items: list[tuple[TrialSpec, str, MemoryFit | None]], ctx: TrialCont
             for spec, key, _ in items]
 
 
-def _ctx_json(ctx: TrialContext) -> dict:
+def _ctx_json(ctx: EngineRun) -> dict:
     from pydantic import TypeAdapter
 
-    return TypeAdapter(TrialContext).dump_python(ctx, mode="json")
+    return TypeAdapter(EngineRun).dump_python(ctx, mode="json")
 
 
 def _wait(ids: dict) -> dict:

@@ -18,6 +18,7 @@ from prefect import get_run_logger
 from prefect.artifacts import create_progress_artifact, update_progress_artifact
 
 from infopt.engines.session import EnginePool
+from infopt.runs.engine_run import EngineRun
 from infopt.specs.approval import GateAnswer
 from infopt.specs.fit import MemoryFit
 from infopt.specs.ladder import ClimbProgress
@@ -25,7 +26,7 @@ from infopt.specs.results import Trial
 from infopt.specs.serving import AnyServingConfig
 from infopt.specs.trial import TrialSpec
 from infopt.tuning.climb import ClimbOutcome, ClimbPlan, Incumbent, climb, drive
-from tasks.trial import TrialContext, run_attempts
+from tasks.trial import run_attempts
 
 __all__ = ["Incumbent", "LadderRun", "Progress", "control_values", "run_climb",
            "weight_approvals"]
@@ -40,7 +41,7 @@ class LadderRun:
     pruned: list[str] = field(default_factory=list)
 
 
-def run_climb(plan: ClimbPlan, ctx: TrialContext, key: Callable[[TrialSpec], str],
+def run_climb(plan: ClimbPlan, ctx: EngineRun, key: Callable[[TrialSpec], str],
               fit: Callable[[AnyServingConfig], MemoryFit], retries: int, engines_up: int = 2
               ) -> tuple[ClimbOutcome, list[Trial]]:
     """The climb, each yielded trial run as a task under its persistence key `key(spec)`;

@@ -11,10 +11,13 @@ from pathlib import Path
 
 from prefect import get_run_logger
 
+from blocks.credentials import troubleshooting
 from flows.engine_tuning import fit_of
 from flows.fanout import fan_out
 from flows.store import load_cluster_target
 from infopt.model.digest import model_digest
+from infopt.quality.keys import quality_key
+from infopt.runs.engine_run import EngineRun
 from infopt.specs.reoptimize import RegressionCheck, ReoptimizeRequest, ReoptimizeRound
 from infopt.specs.request import OptimizeRequest
 from infopt.specs.results import OptimizationReport, Trial
@@ -22,8 +25,7 @@ from infopt.specs.trial import TrialRole, TrialSpec, changes_from, trial_key
 from infopt.tuning.control import higher_is_better
 from infopt.tuning.regression import judge, needs_another_round
 from infopt.tuning.remeasure import Pick, as_stored, stored_spread_groups
-from tasks.quality import quality_key
-from tasks.trial import TrialContext, run_trial
+from tasks.trial import run_trial
 
 
 @dataclass
@@ -60,21 +62,21 @@ def _reference(m: Remeasure, digest: str) -> tuple[str | None, str]:
                                  f"the accepted run's reference ({ref.name}) and its floor")
 
 
-def context(m: Remeasure) -> tuple[TrialContext, str, str]:
+def context(m: Remeasure) -> tuple[EngineRun, str, str]:
     """(what every re-measured trial shares, the model digest, the quality gate's key)."""
     digest = model_digest(m.report.model.path)
     reference, note = _reference(m, digest)
     m.notes.append(note)
     req = m.request
-    ctx = TrialContext.of_request(req, str(m.run_dir), m.report.model, m.report.hardware,
-                                  m.report.workload, engine_version=m.version,
-                                  model_digest=digest, quality_reference=reference)
+    ctx = EngineRun.of(req, str(m.run_dir), m.report.model, m.report.hardware,
+                       m.report.workload, engine_version=m.version, model_digest=digest,
+                       quality_reference=reference, troubleshoot=troubleshooting(req))
     gate = f"{Path(reference).stem.removeprefix('reference-')}:{req.quality_tolerance}" \
         if reference else ""
     return ctx, digest, gate
 
 
-def _round(m: Remeasure, ctx: TrialContext, digest: str, gate: str, rnd: int,
+def _round(m: Remeasure, ctx: EngineRun, digest: str, gate: str, rnd: int,
            req: ReoptimizeRequest) -> dict[str, list[Trial]]:
     """`repeats` fresh starts of each pick, interleaved (winner, runner-up, winner, ...), so a
     drift of the machine during the round touches both alike; with `fan_out`, all at once,

@@ -10,20 +10,18 @@ from pathlib import Path
 
 from prefect import get_run_logger
 
-from blocks.credentials import troubleshooting
 from flows.ladder import Incumbent
 from infopt.engines.session import engine_session
 from infopt.quality.taskrun import taskset_verdicts
+from infopt.runs.engine_run import EngineRun
 from infopt.runs.rundir import trial_dir
 from infopt.specs.base import EngineStartError
-from infopt.specs.model import ModelProfile
 from infopt.specs.quality import TaskSetOutcome, TaskSetResult
 from infopt.specs.request import OptimizeRequest
 from infopt.specs.results import ScenarioResult, Trial
 from infopt.specs.serving import ServingConfig
-from infopt.specs.workload import Workload
 from tasks.benchmark import benchmark_scenarios
-from tasks.quality import quality_key, reference_task_sets, task_sets
+from tasks.quality import reference_task_sets, task_sets
 
 
 def median_trial(trials: list[Trial]) -> Trial:
@@ -38,23 +36,22 @@ def median_trial(trials: list[Trial]) -> Trial:
 
 @dataclass
 class WinnerContext:
-    """What confirming a winner needs from the run (the flow builds it once)."""
+    """What confirming a winner needs: the engine's run context (its keys and weights sizes,
+    the same the trials used), the control and the quality reference's key."""
 
     request: OptimizeRequest
-    workload: Workload
-    model: ModelProfile
-    run_dir: Path
+    run: EngineRun
     control: ServingConfig  # the reference configuration (the control)
     reference_key: str | None  # None: no quality reference, so no task sets
-    engine_version: str
-    model_digest: str
-    tokenizer_path: str | None = None
-    context_tokens: int | None = None  # served when shorter than native (StartShape)
     reference_sets: list[TaskSetResult] | None = field(default=None, init=False)
 
     @property
     def items(self) -> int:
         return self.request.quality_task_items if self.reference_key else 0
+
+    @property
+    def run_dir(self) -> Path:
+        return Path(self.run.run_dir)
 
 
 @dataclass
@@ -76,10 +73,11 @@ def confirm_winner(history: list[Incumbent], wc: WinnerContext) -> Decision:
             return Decision(inc, winner, None, [])
         if wc.items and wc.reference_sets is None:  # before the winner starts: one at a time
             wc.reference_sets = reference_task_sets(
-                wc.control, str(wc.run_dir / "quality"), wc.model.file_bytes,
-                wc.reference_key, wc.items, troubleshooting(wc.request))
+                wc.control, str(wc.run_dir / "quality"), wc.run.weights_bytes(wc.control),
+                wc.reference_key, wc.items, wc.run.troubleshoot)
         with engine_session(winner.config, trial_dir(wc.run_dir, "t-scenarios") / "engine.log",
-                            wc.model.file_bytes, troubleshoot=troubleshooting(wc.request),
+                            wc.run.weights_bytes(winner.config),
+                            troubleshoot=wc.run.troubleshoot,
                             log=get_run_logger()) as started:
             running = started.running
             tasks = _tasks(running, winner, wc, excluded) if wc.items else None
@@ -94,7 +92,7 @@ def confirm_winner(history: list[Incumbent], wc: WinnerContext) -> Decision:
 
 
 def _tasks(running, winner: Trial, wc: WinnerContext, excluded: list[str]) -> TaskSetOutcome:
-    key = quality_key(winner.config, wc.engine_version, wc.model_digest)
+    key = wc.run.quality_key(winner.config)
     sets = (wc.reference_sets if key == wc.reference_key else
             task_sets(running, winner.config, str(wc.run_dir / "quality"), key, wc.items))
     return TaskSetOutcome(
@@ -111,7 +109,7 @@ def _scenarios(running, winner: Trial, wc: WinnerContext) -> list[ScenarioResult
                           winner.trial_id)
     return benchmark_scenarios(
         running, winner.config.served_model_name,
-        wc.context_tokens or wc.model.native_context_tokens,
+        wc.run.served_context_tokens,
         wc.request.workload.peak_active_generations, wc.request.scenario_requests,
         wc.request.seed, str(wc.run_dir), "t-scenarios", None if "all" in names else names,
-        tokenizer_path=wc.tokenizer_path)
+        tokenizer_path=wc.run.tokenizer_path)

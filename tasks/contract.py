@@ -9,45 +9,21 @@ are written from the cache into its own folder."""
 from __future__ import annotations
 
 import json
-from functools import cache
 from pathlib import Path
 
 from prefect import get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 from pydantic import TypeAdapter
 
-import infopt.contract as contract_pkg
 from infopt.contract.openai_chat import BASE_REQUIRED
 from infopt.contract.verify import verify_endpoint
-from infopt.engines import adapter_for, endpoint_for
-from infopt.runs.keys import code_digest, content_key
+from infopt.engines import endpoint_for
 from infopt.runs.memo import CONTRACT
 from infopt.runs.rundir import atomic_write
 from infopt.specs.contract import ContractCheck
 from infopt.specs.results import RunningEngine
-from infopt.specs.serving import config_identity
 
 _CHECKS = TypeAdapter(list[ContractCheck])
-
-
-@cache
-def probes_digest() -> str:
-    """The probes' own code: a change to any probe invalidates every kept result."""
-    files = sorted(Path(contract_pkg.__file__).parent.glob("*.py"))
-    return code_digest(files)
-
-
-def contract_key(config, engine_version: str, model_digest: str,
-                 features: tuple[str, ...]) -> str:
-    """What the API surface depends on: engine, version, model, the knobs that can change it
-    (an adapter that names none: every knob but where it listens), and the probes asked."""
-    knobs = adapter_for(config.engine).api_surface_knobs
-    dump = config_identity(config, {"port", "host", "served_model_name"})
-    surface = dump if knobs is None else {k: dump[k] for k in knobs}
-    payload = {"engine": str(config.engine), "engine_version": engine_version,
-               "model": model_digest, "surface": surface, "features": list(features),
-               "probes": probes_digest()}
-    return content_key(payload)
 
 
 def contract_cache() -> Path:

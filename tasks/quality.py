@@ -10,34 +10,29 @@ resumed run or a later run of the same model re-measures nothing, and says so.""
 
 from __future__ import annotations
 
-import glob
 import json
 import logging
 from datetime import UTC, datetime
-from functools import cache
 from pathlib import Path
 
 from prefect import get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 from prefect.exceptions import MissingContextError
 
-import infopt.quality as quality_pkg
-from infopt.engines import adapter_for, endpoint_for, scoring
+from infopt.engines import adapter_for, endpoint_for
 from infopt.engines.session import CATALOG_ONLY, Troubleshooting, engine_session
-from infopt.hardware.host import parse_cpuinfo
 from infopt.quality.check import load_reference, save_reference
-from infopt.quality.prompts import PROMPT_POOL, pool_prefix
+from infopt.quality.keys import DEFAULT_MAX_PROMPTS
+from infopt.quality.prompts import pool_prefix
 from infopt.quality.sequential import GateSettings, sequential_verdict
 from infopt.quality.taskrun import run_tasksets
 from infopt.quality.tasksets import all_items
 from infopt.quality.teacher import (
-    DEFAULT_TOKENS,
-    DEFAULT_TOP_K,
     build_reference,
     score_candidate,
     score_sequences,
 )
-from infopt.runs.keys import code_digest, content_key
+from infopt.runs.keys import content_key
 from infopt.runs.memo import QUALITY
 from infopt.runs.rundir import atomic_write
 from infopt.specs.base import EngineStartError
@@ -49,49 +44,7 @@ from infopt.specs.quality import (
     VerdictOrigin,
 )
 from infopt.specs.results import RunningEngine
-from infopt.specs.serving import config_identity, with_knob
-
-# The gate's default prompt budget (the request's quality_max_prompts): the reference and the
-# floor cover that many prompts of the pool; a candidate is scored on 8, then 16, then 32 until
-# its verdict is decided.
-DEFAULT_MAX_PROMPTS = 32
-
-
-@cache
-def scoring_digest() -> str:
-    """The scoring's own code (teacher forcing, measures, verdict, the engines' scoring): a
-    change invalidates every kept reference, floor and verdict."""
-    files = [Path(scoring.__file__)] + sorted(Path(quality_pkg.__file__).parent.glob("*.py"))
-    return code_digest(files)
-
-
-@cache
-def machine_numerics() -> str:
-    """What decides a kernel's rounding on this machine: the CPU model and the ISA flags the
-    engines dispatch on (an AVX-512 and an AVX2 build of the same weights differ at near-tie
-    positions), and the GPU models. Part of every quality key: a verdict is not carried to a
-    machine that computes differently."""
-    try:
-        model, isa, _ = parse_cpuinfo(Path("/proc/cpuinfo").read_text(encoding="utf-8"))
-    except OSError:
-        model, isa = "unknown", []
-    gpus = []
-    for info in sorted(glob.glob("/proc/driver/nvidia/gpus/*/information")):
-        text = Path(info).read_text(encoding="utf-8", errors="replace")
-        gpus += [ln.split(":", 1)[1].strip() for ln in text.splitlines()
-                 if ln.startswith("Model:")]
-    return json.dumps({"cpu": model, "isa": isa, "gpus": gpus})
-
-
-def quality_key(config, engine_version: str, model_digest: str,
-                prompts: int = DEFAULT_MAX_PROMPTS) -> str:
-    """What a configuration's scores depend on; the port and the served name do not. For a
-    reference, `prompts` is how many prompts of the pool it covers."""
-    payload = {"config": config_identity(config, {"port", "served_model_name"}),
-               "engine_version": engine_version, "model": model_digest,
-               "prompts": pool_prefix(min(prompts, len(PROMPT_POOL))), "tokens": DEFAULT_TOKENS,
-               "top_k": DEFAULT_TOP_K, "code": scoring_digest(), "machine": machine_numerics()}
-    return content_key(payload)
+from infopt.specs.serving import with_knob
 
 
 def quality_cache() -> Path:

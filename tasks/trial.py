@@ -11,7 +11,6 @@ import logging
 import shutil
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
@@ -20,98 +19,34 @@ from prefect import get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 from prefect.exceptions import MissingContextError
 
-from blocks.credentials import troubleshooting
 from infopt.analysis.records import ErrorKind
 from infopt.contract.openai_chat import BASE_REQUIRED
-from infopt.contract.verify import FEATURES, required_for
+from infopt.contract.verify import FEATURES
 from infopt.costmodel.kv_check import kv_check
 from infopt.engines import adapter_for, process
 from infopt.engines.session import (
-    CATALOG_ONLY,
     EnginePool,
     Started,
     StartFailed,
-    Troubleshooting,
     engine_session,
 )
 from infopt.hardware.gpu_memory import process_group_gpu_memory
 from infopt.model.profile import weights_profile
+from infopt.runs.engine_run import EngineRun
 from infopt.runs.rundir import load_trial, trial_dir, write_trial
 from infopt.specs.base import InfoptError, InputError
 from infopt.specs.fit import CeilingRatio, KvCheck, MemoryFit
 from infopt.specs.hardware import HardwareInventory
 from infopt.specs.model import ModelProfile
-from infopt.specs.request import OptimizeRequest
 from infopt.specs.results import RunningEngine, Trial
 from infopt.specs.trial import TrialRole, TrialSpec
-from infopt.specs.workload import Workload
 from infopt.troubleshoot.diagnose import diagnose_file
 from infopt.tuning.candidates import level_ceilings
 from infopt.tuning.control import objective_value, trial_measures
 from infopt.tuning.level_steps import mean_context
 from tasks.benchmark import benchmark
-from tasks.contract import contract_key, verify_contract
-from tasks.quality import judge_quality, quality_key, verdict_origin
-
-
-@dataclass(frozen=True)
-class TrialContext:
-    """What every trial of a run shares."""
-
-    run_dir: str
-    model: ModelProfile
-    hw: HardwareInventory
-    workload: Workload
-    tokenizer_path: str | None
-    # The run's issue-first troubleshooting (the request's github_* settings and credentials
-    # block): every engine session of the run uses it.
-    troubleshoot: Troubleshooting = CATALOG_ONLY
-    # Contract features the request requires beyond what the load generator needs.
-    contract_required: tuple[str, ...] = ()
-    # Probe every trial (results reused per API surface, tasks.contract); False: only the
-    # trials marked with_contract.
-    contract_every_trial: bool = False
-    # The quality gate (tasks.quality): the reference file, None when the gate cannot run.
-    quality_reference: str | None = None
-    quality_tolerance: float = 0.02
-    quality_max_prompts: int = 32  # the request's: the most prompts the gate may add to decide
-    engine_version: str = ""
-    model_digest: str = ""
-    stall_timeout_s: float = 600.0  # the request's budgets.stall_timeout_s
-    # The context the run serves when shorter than the model's native one (the request's
-    # min_context_tokens, infopt.tuning.start_shape); None: the native context.
-    context_tokens: int | None = None
-
-    @property
-    def served_context_tokens(self) -> int:
-        return self.context_tokens or self.model.native_context_tokens
-
-    @classmethod
-    def of_request(cls, request: OptimizeRequest, run_dir: str, model: ModelProfile,
-                   hw: HardwareInventory, workload: Workload, *, engine_version: str,
-                   model_digest: str, quality_reference: str | None,
-                   context_tokens: int | None = None) -> TrialContext:
-        """The one place a run's request becomes its trials' context (the optimize flow's
-        engines and reoptimize's re-measurement alike), so no setting is dropped on the way.
-        Issue search reads its token from the request's credentials block when it runs."""
-        return cls(run_dir=run_dir, model=model, hw=hw, workload=workload,
-                   contract_required=required_for([str(r) for r in request.api.routes],
-                                                  request.api.features),
-                   tokenizer_path=tokenizer_path(model),
-                   troubleshoot=troubleshooting(request),
-                   contract_every_trial=True,
-                   quality_reference=quality_reference,
-                   quality_tolerance=request.quality_tolerance,
-                   quality_max_prompts=request.quality_max_prompts,
-                   engine_version=engine_version, model_digest=model_digest,
-                   stall_timeout_s=request.budgets.stall_timeout_s,
-                   context_tokens=context_tokens)
-
-
-def tokenizer_path(model: ModelProfile) -> str | None:
-    """The checkpoint's tokenizer.json, for exact prompts on engines without a tokenize route."""
-    p = Path(model.path)
-    return str(p / "tokenizer.json") if (p / "tokenizer.json").is_file() else None
+from tasks.contract import verify_contract
+from tasks.quality import judge_quality, verdict_origin
 
 
 def _log() -> logging.Logger | logging.LoggerAdapter:
@@ -131,7 +66,7 @@ def _died(running: RunningEngine) -> tuple[str, int | None] | None:
     return f"the engine {how} during the trial", (-code if code < 0 else None)
 
 
-def _hung(running: RunningEngine, bench, ctx: TrialContext) -> str | None:
+def _hung(running: RunningEngine, bench, ctx: EngineRun) -> str | None:
     """Why the trial is void when a request got nothing from a live engine for the stall
     timeout (the engine is ended when its session ends), else None."""
     stalled = sum(s.errors_by_kind.get(ErrorKind.TIMEOUT.value, 0)
@@ -144,23 +79,22 @@ def _hung(running: RunningEngine, bench, ctx: TrialContext) -> str | None:
             f"{state}; infopt ended it. Engine log: {running.log_path}")
 
 
-def _judge(running: RunningEngine, spec: TrialSpec, config, ctx: TrialContext):
+def _judge(running: RunningEngine, spec: TrialSpec, config, ctx: EngineRun):
     """(verdict | None, why it could not be scored | None); no reference: no gate. A candidate
     is paired against the incumbent it modifies (spec.incumbent)."""
     if ctx.quality_reference is None:
         return None, None
-    inc = (quality_key(spec.incumbent, ctx.engine_version, ctx.model_digest)
-           if spec.incumbent is not None else None)
+    inc = ctx.quality_key(spec.incumbent) if spec.incumbent is not None else None
     try:
-        return judge_quality(running, config, ctx.quality_reference, quality_key(
-            config, ctx.engine_version, ctx.model_digest), ctx.quality_tolerance,
-            incumbent_key=inc, max_prompts=ctx.quality_max_prompts,
-            origin=verdict_origin(ctx.run_dir, spec.trial_id)), None
+        return judge_quality(running, config, ctx.quality_reference, ctx.quality_key(config),
+                             ctx.quality_tolerance, incumbent_key=inc,
+                             max_prompts=ctx.quality_max_prompts,
+                             origin=verdict_origin(ctx.run_dir, spec.trial_id)), None
     except InfoptError as exc:  # the server did not score what was asked: not judged, not kept
         return None, f"its tokens could not be scored ({exc})"
 
 
-def _gates(running: RunningEngine, spec: TrialSpec, config, ctx: TrialContext,
+def _gates(running: RunningEngine, spec: TrialSpec, config, ctx: EngineRun,
            trial_key: str):
     """The contract, then the quality gate, before the measurement counts.
     Returns (contract checks, quality verdict | None, why the trial is rejected | None)."""
@@ -171,8 +105,7 @@ def _gates(running: RunningEngine, spec: TrialSpec, config, ctx: TrialContext,
         full = spec.role in (TrialRole.CONTROL, TrialRole.BASELINE) or spec.with_contract
         features = FEATURES if full else tuple(dict.fromkeys(
             (*BASE_REQUIRED, *ctx.contract_required)))
-        key = contract_key(config, ctx.engine_version, ctx.model_digest, features) \
-            if ctx.contract_every_trial else None
+        key = ctx.contract_key(config, features) if ctx.contract_every_trial else None
         checks = verify_contract(running, config.served_model_name, ctx.contract_required,
                                  str(trial_dir(Path(ctx.run_dir), trial_key) / "contract"),
                                  features, key)
@@ -190,7 +123,7 @@ def _gates(running: RunningEngine, spec: TrialSpec, config, ctx: TrialContext,
 
 
 @task(name="run-trial", cache_policy=NO_CACHE)
-def run_trial(spec: TrialSpec, key: str, fit: MemoryFit | None, ctx: TrialContext,
+def run_trial(spec: TrialSpec, key: str, fit: MemoryFit | None, ctx: EngineRun,
               pool: EnginePool | None = None) -> Trial:
     """`pool`: engines kept up between trials (flows/ladder.run_climb); None: the trial starts
     and stops its own."""
@@ -270,7 +203,7 @@ def run_trial(spec: TrialSpec, key: str, fit: MemoryFit | None, ctx: TrialContex
 
 
 def _session(spec: TrialSpec, log: Path, weights_bytes: int, fit: MemoryFit | None,
-             ctx: TrialContext, pool: EnginePool | None):
+             ctx: EngineRun, pool: EnginePool | None):
     """The trial's engine: the pool's (kept up for the next round) or its own."""
     if pool is None:
         return engine_session(spec.config, log, weights_bytes, troubleshoot=ctx.troubleshoot,
@@ -342,7 +275,7 @@ def logged_kv(running: RunningEngine, fit: MemoryFit | None) -> KvCheck | None:
     return check
 
 
-def run_attempts(spec: TrialSpec, key: str, fit: MemoryFit | None, ctx: TrialContext,
+def run_attempts(spec: TrialSpec, key: str, fit: MemoryFit | None, ctx: EngineRun,
                  retries: int, pool: EnginePool | None = None) -> list[Trial]:
     """The trial, started afresh up to `retries` times while its engine is killed by a signal
     mid-trial (a fault of the machine, not of the configuration). Attempt n > 1 has its own

@@ -2,8 +2,8 @@
 and the quality gate's references, floors, scores and verdicts. Each kind of result is a folder
 of files named by a content key under the machine's cache ($INFOPT_CACHE_DIR/<kind>, or where
 its own variable points: tests give every session a folder of its own, so no verdict comes from
-an earlier session). What a key covers is each domain's (tasks.contract.contract_key,
-tasks.quality.quality_key): a memo only stores and recalls by it."""
+an earlier session). What a key covers is each domain's (infopt.contract.keys.contract_key,
+infopt.quality.keys.quality_key): a memo only stores and recalls by it."""
 
 from __future__ import annotations
 

@@ -301,16 +301,16 @@ def test_trials_fan_out_over_a_pool_with_two_workers(prefect_server, prefect_api
     from blocks.cluster import ClusterTarget
     from flows.fanout import fan_out
     from flows.store import load_cluster_target
+    from infopt.runs.engine_run import EngineRun
     from infopt.specs.serving import with_knob
     from infopt.specs.trial import TrialRole, TrialSpec, changes_from, trial_key
-    from tasks.trial import TrialContext
 
     stored, root = accepted
     env = {**prefect_server, "INFOPT_CHECKOUT": str(ROOT), "PREFECT_LOGGING_LEVEL": "INFO",
            "PREFECT_WORKER_QUERY_SECONDS": "1", "PREFECT_WORKER_PREFETCH_SECONDS": "1"}
     _deploy(env, "infopt-trials", "trial")
     winner = next(t for t in stored.trials if t.trial_id == stored.winner_trial_id)
-    ctx = TrialContext(run_dir=str(tmp_path / "fan-run"), model=stored.model,
+    ctx = EngineRun(run_dir=str(tmp_path / "fan-run"), model=stored.model,
                        hw=stored.hardware, workload=stored.workload, tokenizer_path=None)
     # One thread each: two llama-servers of 2 threads on these 2 cores spin against each other
     # (measured: 128 s for a 10 s benchmark).

@@ -77,14 +77,15 @@ def test_failure_without_remedy_is_recorded_not_raised(prefect_api, gguf, tmp_pa
 
     from infopt.hardware.host import inventory
     from infopt.model.profile import profile_model
+    from infopt.runs.engine_run import EngineRun
     from infopt.specs.trial import TrialRole, TrialSpec
-    from tasks.trial import TrialContext, run_trial
+    from tasks.trial import run_trial
 
     bogus = tmp_path / "bogus.gguf"
     bogus.write_bytes(b"not a model" * 100)
     spec = TrialSpec(trial_id="t99-bogus", role=TrialRole.TUNING, changes=[],
                      config=LlamaCppConfig(model_path=str(bogus), ctx_per_slot_tokens=512))
-    ctx = TrialContext(run_dir=str(tmp_path), model=profile_model(str(gguf)),
+    ctx = EngineRun(run_dir=str(tmp_path), model=profile_model(str(gguf)),
                        hw=inventory(measure_bandwidth=False), workload=OptimizeRequest().tuning_workload(),
                        tokenizer_path=None)
 
@@ -114,9 +115,10 @@ def test_an_env_only_remedy_is_carried_into_later_trials_and_the_manifests(
     from infopt.engines.render import render_deployment
     from infopt.hardware.host import inventory
     from infopt.model.profile import profile_model
+    from infopt.runs.engine_run import EngineRun
     from infopt.specs.serving import with_knob
     from infopt.specs.trial import TrialRole, TrialSpec, changes_from
-    from tasks.trial import TrialContext, run_trial
+    from tasks.trial import run_trial
 
     real = adapter_for("llamacpp").locate()
     wrapper = tmp_path / "bin" / "llama-server"
@@ -133,7 +135,7 @@ exec "{real}" "$@"
     monkeypatch.setenv(llamacpp.ENV_OVERRIDE, str(wrapper))
     monkeypatch.delenv("PYTORCH_CUDA_ALLOC_CONF", raising=False)
     wl = fixed_levels(input_tokens=16, output_tokens=4, levels=[1], target=1, requests=2)
-    ctx = TrialContext(run_dir=str(tmp_path), model=profile_model(str(gguf)),
+    ctx = EngineRun(run_dir=str(tmp_path), model=profile_model(str(gguf)),
                        hw=inventory(measure_bandwidth=False), workload=wl,
                        tokenizer_path=None)
     control = LlamaCppConfig(model_path=str(gguf), ctx_per_slot_tokens=512)

@@ -209,7 +209,7 @@ def test_canary_credentials_go_only_where_they_should(prefect_server, gguf_model
     assert gh.requests, console[-3000:].decode(errors="replace")
     assert {r["auth"] for r in gh.requests} == {f"Bearer {block_canaries['github_token']}"}, (
         "the request's github_token_to_url did not reach the trial's issue search "
-        "(TrialContext.github_token_to_url, set where the flow builds it)")
+        "(EngineRun.troubleshoot, set where the flow builds it)")
     assert b"error line leave this machine" in console  # said before sending
 
     run_dirs = [d for d in runs.iterdir() if d.is_dir()]

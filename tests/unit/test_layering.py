@@ -9,7 +9,8 @@ import sys
 
 MODULES = ("infopt.loadgen.runner", "infopt.loadgen.summary", "infopt.loadgen.bench_command",
            "infopt.loadgen.measure", "infopt.analysis.slo", "infopt.costmodel.allocation",
-           "infopt.loadgen.tokens", "infopt.contract.openai_chat", "infopt.costmodel.fit",
+           "infopt.loadgen.tokens", "infopt.contract.openai_chat", "infopt.contract.keys",
+           "infopt.costmodel.fit",
            "infopt.costmodel.plan", "infopt.costmodel.roofline", "infopt.costmodel.attainable",
            "infopt.costmodel.attainable_fit")
 

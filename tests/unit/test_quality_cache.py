@@ -1,10 +1,11 @@
-"""The quality gate's keys and kept verdicts (tasks.quality): a key changes with everything that
+"""The quality gate's keys (infopt.quality.keys) and kept verdicts (tasks.quality): a key changes with everything that
 decides a verdict, and a verdict recalled from the machine's cache says which run made it."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+from infopt.quality import keys as qk
 from infopt.quality.sequential import GateSettings
 from infopt.specs.quality import QualityVerdict, VerdictOrigin
 from infopt.specs.serving import LlamaCppConfig
@@ -17,17 +18,17 @@ def _cfg(**kw) -> LlamaCppConfig:
 
 
 def test_the_quality_key_covers_config_build_model_prompts_and_machine(monkeypatch):
-    base = q.quality_key(_cfg(), "v1", "d1")
-    assert base == q.quality_key(_cfg(port=9999), "v1", "d1")  # the port decides nothing
-    others = {q.quality_key(_cfg(parallel_slots=2), "v1", "d1"), q.quality_key(_cfg(), "v2", "d1"),
-              q.quality_key(_cfg(), "v1", "d2"), q.quality_key(_cfg(), "v1", "d1", prompts=16)}
+    base = qk.quality_key(_cfg(), "v1", "d1")
+    assert base == qk.quality_key(_cfg(port=9999), "v1", "d1")  # the port decides nothing
+    others = {qk.quality_key(_cfg(parallel_slots=2), "v1", "d1"), qk.quality_key(_cfg(), "v2", "d1"),
+              qk.quality_key(_cfg(), "v1", "d2"), qk.quality_key(_cfg(), "v1", "d1", prompts=16)}
     assert base not in others and len(others) == 4
-    q.machine_numerics.cache_clear()
-    monkeypatch.setattr(q, "parse_cpuinfo", lambda text: ("Other CPU", ["avx2"], 2))
+    qk.machine_numerics.cache_clear()
+    monkeypatch.setattr(qk, "parse_cpuinfo", lambda text: ("Other CPU", ["avx2"], 2))
     try:
-        assert q.quality_key(_cfg(), "v1", "d1") != base  # another machine rounds otherwise
+        assert qk.quality_key(_cfg(), "v1", "d1") != base  # another machine rounds otherwise
     finally:
-        q.machine_numerics.cache_clear()
+        qk.machine_numerics.cache_clear()
 
 
 def test_the_verdict_key_covers_reference_incumbent_tolerance_and_budget():

@@ -14,6 +14,7 @@ import pytest
 
 import flows.winner as winner_mod
 from flows.ladder import Incumbent
+from infopt.runs.engine_run import EngineRun
 from infopt.specs.quality import Interval, TaskSetResult
 from infopt.specs.request import OptimizeRequest
 from infopt.specs.results import Trial
@@ -52,17 +53,17 @@ def world(monkeypatch):
     monkeypatch.setattr(winner_mod, "reference_task_sets", lambda *a, **k: _sets(12))
     monkeypatch.setattr(winner_mod, "task_sets",
                         lambda running, cfg, d, key, n: _sets(right[cfg.parallel_slots]))
-    monkeypatch.setattr(winner_mod, "quality_key", lambda cfg, v, d: str(cfg.parallel_slots))
+    monkeypatch.setattr(EngineRun, "quality_key", lambda self, cfg: str(cfg.parallel_slots))
+    monkeypatch.setattr(EngineRun, "weights_bytes", lambda self, cfg: 1)
     return right, started
 
 
 def _ctx(tmp_path: Path) -> winner_mod.WinnerContext:
     request = OptimizeRequest(scenarios=[], quality_task_items=12, objective="throughput")
-    return winner_mod.WinnerContext(
-        request=request, workload=request.tuning_workload(),
-        model=type("M", (), {"file_bytes": 1})(),
-        run_dir=tmp_path, control=CFG, reference_key="ref", engine_version="v",
-        model_digest="d")
+    run = EngineRun(run_dir=str(tmp_path), model=type("M", (), {"file_bytes": 1})(), hw=None,
+                    workload=request.tuning_workload(), tokenizer_path=None,
+                    engine_version="v", model_digest="d")
+    return winner_mod.WinnerContext(request=request, run=run, control=CFG, reference_key="ref")
 
 
 def _inc(slots: int, values, chain):
