@@ -13,9 +13,12 @@ PROBE_WARMUP = 4  # requests before each probe's measured ones (discarded)
 
 def probe_traffic(base: TrafficSpec, rate_per_s: float, requests: int, slos: list[Slo],
                   seed: int) -> TrafficSpec:
-    """The base traffic's lengths, routes and prefixes at a Poisson `rate_per_s`."""
+    """The base traffic's lengths, routes and prefixes at a Poisson `rate_per_s`, sent at that
+    mean rate exactly (PoissonArrival.exact_mean): a probe of 40 requests is labelled with the
+    rate it offered."""
     return _validated(base, {
-        "name": f"rate-{rate_per_s:.4g}", "arrival": PoissonArrival(rate_per_s=rate_per_s),
+        "name": f"rate-{rate_per_s:.4g}",
+        "arrival": PoissonArrival(rate_per_s=rate_per_s, exact_mean=True),
         "measured_requests": requests, "duration_s": None, "warmup_requests": PROBE_WARMUP,
         "slos": slos, "seed": seed, "cooldown_s": 0.0})
 

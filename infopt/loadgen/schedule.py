@@ -113,6 +113,9 @@ def build_schedule(spec: TrafficSpec, *, seed: int, max_input_tokens: int) -> li
 
     n_warm = spec.warmup_count()
     offsets, n_measured = _arrivals(spec, n_warm, seeds[_ARRIVALS])
+    if offsets is not None and isinstance(spec.arrival, PoissonArrival) \
+            and spec.arrival.exact_mean:
+        offsets = exact_mean_offsets(offsets, n_warm, spec.arrival.rate_per_s)
     n = n_warm + n_measured
     own_in, out = _lengths(spec, n, rng[_INPUTS], rng[_OUTPUTS])
 
@@ -194,6 +197,19 @@ def _offsets(a: PoissonArrival | ConstantArrival | BurstArrival, n: int,
     # Poisson process: independent exponential gaps with mean 1 / rate.
     gaps = np.random.default_rng(seed).exponential(1.0 / a.rate_per_s, size=n)
     return np.concatenate(([0.0], np.cumsum(gaps[1:]))) if n else gaps
+
+
+def exact_mean_offsets(offsets: np.ndarray, n_warm: int, rate_per_s: float) -> np.ndarray:
+    """The same schedule with the warm-up's gaps and the measured requests' gaps each rescaled
+    to a mean of exactly 1 / rate_per_s (PoissonArrival.exact_mean): the measured requests are
+    sent at the rate the schedule names."""
+    gaps = np.diff(offsets, prepend=0.0)  # gaps[k]: before request k (gaps[0] = 0)
+    # Within the warm-up, then within the measured requests; the one gap between them as drawn.
+    for lo, hi in ((1, n_warm), (n_warm + 1, len(gaps))):
+        part = gaps[lo:hi]
+        if len(part) and part.sum() > 0:
+            gaps[lo:hi] = part * (len(part) / rate_per_s / part.sum())
+    return np.cumsum(gaps)
 
 
 # --- lengths ---------------------------------------------------------------------------------

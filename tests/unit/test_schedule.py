@@ -263,3 +263,40 @@ def test_an_uncapped_lognormal_with_an_extreme_tail_stays_a_token_count():
     d = LognormalLengths(kind="lognormal", p50_tokens=1, p95_tokens=MAX_LENGTH_TOKENS)
     x = sample_lengths(d, 100_000, np.random.default_rng(0))
     assert x.dtype == np.int64 and x.min() >= 1 and x.max() == MAX_LENGTH_TOKENS
+
+
+def test_an_exact_mean_poisson_schedule_offers_the_rate_it_names():
+    """A 40-request boundary probe drawn as plain Poisson averages anywhere within about +-30%
+    of its rate (a probe labelled 7.0 requests/s was sent at 4.3): with exact_mean, the
+    measured requests' gaps (and the warm-up's, apart) are rescaled to mean 1 / rate, and
+    stay random."""
+    def rates(exact: bool) -> list[float]:
+        out = []
+        for seed in range(20):
+            spec = _spec(arrival={"kind": "poisson", "rate_per_s": 7.0, "exact_mean": exact},
+                         measured_requests=40, warmup_requests=4)
+            reqs = build_schedule(spec, seed=seed, max_input_tokens=BIG)
+            measured = [r.send_offset_s for r in _measured(reqs)]
+            warm = [r.send_offset_s for r in reqs if r.phase is Phase.WARMUP]
+            if exact:
+                assert warm[0] == 0.0 and np.diff(warm).mean() == pytest.approx(1 / 7.0)
+                assert measured[0] - warm[-1] >= 0
+            out.append((len(measured) - 1) / (measured[-1] - measured[0]))
+        return out
+
+    plain, exact = rates(False), rates(True)
+    assert max(abs(r / 7.0 - 1) for r in plain) > 0.1  # the draw alone misses the rate
+    assert all(r == pytest.approx(7.0, rel=1e-9) for r in exact)
+    spec = _spec(arrival={"kind": "poisson", "rate_per_s": 7.0, "exact_mean": True},
+                 measured_requests=2000)
+    gaps = np.diff([r.send_offset_s for r in build_schedule(spec, seed=3,
+                                                            max_input_tokens=BIG)])
+    assert gaps.std() == pytest.approx(1 / 7.0, rel=0.1)  # still exponential: std = mean
+
+
+def test_boundary_probes_are_sent_at_their_labelled_rate():
+    from infopt.cluster.workloads import probe_traffic
+
+    base = _spec(arrival={"kind": "closed_loop", "concurrency": 1})
+    probe = probe_traffic(base, 7.04, 40, [], seed=5)
+    assert probe.arrival.kind == "poisson" and probe.arrival.exact_mean
