@@ -13,7 +13,6 @@ from blocks.credentials import troubleshooting
 from flows.engine_tuning import EngineTuning, fit_of, weights_bytes
 from flows.expose import expose_winner
 from flows.ladder import control_values
-from flows.reproduce import reproduction, weights_identity
 from flows.winner import Decision, WinnerContext, confirm_winner
 from infopt.contract.remedies import contract_gaps
 from infopt.contract.verify import PROBES as CONTRACT_PROBES
@@ -21,6 +20,7 @@ from infopt.engines import adapter_for
 from infopt.engines.base import launch_for
 from infopt.engines.layout import deployed_gpus
 from infopt.engines.render import render_deployment
+from infopt.report.reproduce import reproduction, weights_identity
 from infopt.specs.approval import ExposureOutcome, GateAnswer
 from infopt.specs.contract import ContractOutcome
 from infopt.specs.ladder import EngineChoice

@@ -18,9 +18,8 @@ from typing import Any
 from prefect import get_run_logger
 
 from blocks.credentials import troubleshooting
-from flows.hub_weights import hub_variants
 from flows.ladder import Incumbent, LadderRun, Progress, run_climb, weight_approvals
-from flows.weights import current_type, weight_variants
+from flows.weights import current_type, hub_variants, weight_variants
 from infopt.contract.remedies import contract_gaps
 from infopt.engines import adapter_for
 from infopt.engines.ladder import Drafter, WeightVariant

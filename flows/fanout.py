@@ -21,7 +21,7 @@ from prefect import flow, get_run_logger
 from prefect.client.orchestration import get_client
 from prefect.deployments import run_deployment
 
-from flows.store import open_results_store, restore_run
+from blocks.named import open_results_store, restore_run
 from infopt.runs.engine_run import EngineRun
 from infopt.runs.rundir import load_trial
 from infopt.specs.fit import MemoryFit

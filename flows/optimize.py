@@ -19,17 +19,16 @@ from pathlib import Path
 
 from prefect import flow, get_run_logger
 
+from blocks.named import open_results_store
 from flows.assemble import assemble_report, finish_winner
-from flows.download import download_model
-from flows.drafter_downloads import fetch_drafters
 from flows.engine_tuning import (
     EngineTuning,
     check_overrides,
     tune_engine,
 )
 from flows.ladder import control_values
-from flows.store import open_results_store
 from flows.viability import viable_plans
+from flows.weights import download_model, fetch_drafters
 from infopt.bootstrap import default_paths
 from infopt.engines import adapter_for, process, registry, serves
 from infopt.engines.ladder import Drafter

@@ -12,9 +12,9 @@ from pathlib import Path
 from prefect import get_run_logger
 
 from blocks.credentials import troubleshooting
+from blocks.named import load_cluster_target
 from flows.engine_tuning import fit_of
 from flows.fanout import fan_out
-from flows.store import load_cluster_target
 from infopt.model.digest import model_digest
 from infopt.quality.keys import quality_key
 from infopt.runs.engine_run import EngineRun

@@ -24,9 +24,9 @@ from prefect import flow, get_run_logger
 from prefect.artifacts import create_markdown_artifact
 from prefect.states import Completed, Failed
 
+from blocks.named import load_engine_runtime, open_results_store, restore_run
 from flows.gate import ask
 from flows.remeasure import Remeasure, rounds
-from flows.store import load_engine_runtime, open_results_store, restore_run
 from infopt.engines import adapter_for, process, registry
 from infopt.engines.releases import check_release
 from infopt.report.reoptimize_text import render_reoptimize, summary

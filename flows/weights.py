@@ -1,17 +1,133 @@
-"""Weight candidates made here (the request's `requantize`), each behind the quantize gate:
-pre-authorized, approved, or denied/unanswered (skipped, recorded). Only for GGUF models on
-llama.cpp, whose own llama-quantize makes them."""
+"""The weight candidates and downloads of a run, each behind its gate (flows/gate.py):
+- the model's weights from the hub (the request's `model.download` patterns at `model.revision`
+  of `model.hub_id`), only behind the download gate; denied or unanswered, the run stops with the
+  answer (there is no model to serve without them);
+- shortlisted hub checkpoints of the exact model as the ladder's weight candidates
+  (infopt.tuning.hub_weights picks them): denied or unanswered, a checkpoint is skipped and the
+  answer recorded, the run goes on with the others;
+- the drafter search's verified drafters, only with downloads pre-authorized (`authorize:
+  [download]`): a drafter is an optional extra, so a run never stops to ask for one; at most the
+  best EAGLE head and the best draft model are fetched;
+- variants made here (the request's `requantize`, GGUF on llama.cpp, its own llama-quantize),
+  each behind the quantize gate: pre-authorized, approved, or denied/unanswered (skipped,
+  recorded)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+from prefect import get_run_logger, task
+from prefect.cache_policies import NO_CACHE
+
+from blocks.credentials import hf_token
 from flows.gate import ask
 from infopt.engines import adapter_for
+from infopt.engines.ladder import WeightVariant
+from infopt.model.download import download_gate, fetch, select_files
+from infopt.model.drafters import best_drafters
+from infopt.model.hub import default_cache_dir, fetch_model_facts
 from infopt.specs.approval import GateAnswer
+from infopt.specs.base import InputError
+from infopt.specs.checkpoint import Shortlist
+from infopt.specs.drafters import DrafterSearch
 from infopt.specs.request import Authorization, OptimizeRequest
+from infopt.tuning.hub_weights import (
+    checkpoint_files,
+    hf_checkpoint_files,
+    identical_to,
+    pick_checkpoints,
+    spec_of,
+    variant_format,
+    why_tried,
+)
 from infopt.tuning.weights import quantize_gate
 from tasks.weights import requantize_task, variant_path
+
+
+@task(name="download-weights", cache_policy=NO_CACHE)
+def download_task(facts, files, cache_dir: str, credentials_block: str | None = None) -> str:
+    path = fetch(facts, files, Path(cache_dir), hf_token(credentials_block))
+    get_run_logger().info("downloaded %d file(s) of %s to %s", len(files), facts.repo_id, path)
+    return str(path)
+
+
+def download_model(request: OptimizeRequest) -> tuple[str | None, list[GateAnswer]]:
+    """(the downloaded model's local path, the gate's answer); (None, []) when nothing is to
+    be downloaded."""
+    m = request.model
+    if not m.download:
+        return None, []
+    cache = default_cache_dir()
+    facts = fetch_model_facts(m.hub_id, cache_dir=cache, revision=m.revision,
+                              endpoint=m.hub_endpoint, token=hf_token(request.credentials_block),
+                              read_weight_headers=False)
+    files = select_files(facts, m.download)
+    answer = ask(download_gate(facts, files, cache), request.authorize,
+                 request.approval_timeout_s)
+    if not answer.approved:
+        raise InputError(f"the download of {m.hub_id} was not approved ({answer.source.value}: "
+                         f"{answer.reason or 'no reason given'}); approve it, pre-authorize it "
+                         "with --authorize download, or give model.path to a local copy")
+    return download_task(facts, files, str(cache), request.credentials_block), [answer]
+
+
+def hub_variants(request: OptimizeRequest, shortlist: Shortlist | None, engine: str,
+                 local_digest: str) -> tuple[list[WeightVariant], dict[str, GateAnswer],
+                                             list[str]]:
+    """(the downloaded checkpoints as variants, model path -> its gate's answer, notes)."""
+    picked, why_none = pick_checkpoints(request, shortlist, engine)
+    variants, answers, notes = [], {}, [why_none] if why_none else []
+    cache = default_cache_dir()
+    for c in picked:
+        facts = fetch_model_facts(c.repo_id, cache_dir=cache, revision=c.commit_sha,
+                                  endpoint=shortlist.endpoint,
+                                  token=hf_token(request.credentials_block),
+                                  read_weight_headers=False)
+        files = checkpoint_files(c, facts.files)
+        if identical_to(files, local_digest):  # the hub's LFS hash: nothing fetched to know
+            notes.append(f"shortlisted {spec_of(c)}: byte-identical to the served checkpoint "
+                         f"(sha256 {local_digest[7:19]}…), not downloaded")
+            continue
+        answer = ask(download_gate(facts, files, cache), request.authorize,
+                     request.approval_timeout_s)
+        if not answer.approved:
+            notes.append(f"shortlisted {spec_of(c)}: not downloaded (the download gate was "
+                         f"not approved: {answer.source.value})")
+            answers[spec_of(c)] = answer
+            continue
+        path = download_task(facts, files, str(cache), request.credentials_block)
+        fmt, bits = variant_format(c)
+        variants.append(WeightVariant(fmt, path, bits, source=c.repo_id, why=why_tried(c)))
+        answers[path] = answer
+        get_run_logger().info("weight candidate %s from %s: %s", fmt, c.repo_id, Path(path))
+    return variants, answers, notes
+
+
+def fetch_drafters(request: OptimizeRequest, search: DrafterSearch) -> dict[str, str]:
+    """{repository: its downloaded folder} for the drafters the gate let through."""
+    log = get_run_logger()
+    picks = best_drafters(search)
+    if not picks:
+        return {}
+    if Authorization.DOWNLOAD not in request.authorize:
+        log.info("drafters %s: not downloaded (downloads were not authorized; pre-authorize "
+                 "with `authorize: [download]`)", ", ".join(f.repo_id for f in picks))
+        return {}
+    cache, out = default_cache_dir(), {}
+    for f in picks:
+        facts = fetch_model_facts(f.repo_id, cache_dir=cache, revision=f.commit_sha,
+                                  endpoint=search.endpoint,
+                                  token=hf_token(request.credentials_block),
+                                  read_weight_headers=False)
+        files = hf_checkpoint_files(facts.files)
+        answer = ask(download_gate(facts, files, cache), request.authorize,
+                     request.approval_timeout_s)
+        if not answer.approved:
+            log.info("drafter %s: not downloaded (%s)", f.repo_id, answer.source.value)
+            continue
+        out[f.repo_id] = download_task(facts, files, str(cache), request.credentials_block)
+        log.info("drafter %s (%s): %s", f.repo_id, f.kind, out[f.repo_id])
+    return out
 
 
 def requested_types(request: OptimizeRequest, engine: str, current: str | None
@@ -62,5 +178,3 @@ def current_type(model) -> str | None:
     """The GGUF type of the checkpoint ("Q4_1" from "Q4_1 (5 bits/weight ...)")."""
     fmt = getattr(model, "weight_format", None) or ""
     return fmt.split(" ")[0] or None if model.path.endswith(".gguf") else None
-
-

@@ -269,7 +269,7 @@ def optimize(
         _writable_dir(runs_root(runs_dir), "--runs-dir" if runs_dir else
                       "the runs folder ($INFOPT_RUNS_DIR or ./runs)")
         if resume and results_store:  # the run folder may exist only in the store
-            from flows.store import restore_run
+            from blocks.named import restore_run
 
             restore_run(results_store, runs_root(runs_dir) / resume)
         data, source = _request_data(target, resume, runs_dir)
@@ -321,7 +321,7 @@ def optimize(
 
             load_credentials(request.credentials_block)
         if results_store and not resume:  # (a resumed run was restored from it above)
-            from flows.store import load_results_store
+            from blocks.named import load_results_store
 
             load_results_store(results_store)
         # The hardware, measured once for the run (bandwidth, GEMM rate): the flow reuses it.

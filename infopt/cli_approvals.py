@@ -33,7 +33,7 @@ def register(app: typer.Typer, fail) -> None:
         """List the gates waiting for an answer, with exactly what each would do."""
         try:
             _server()
-            from flows.approvals import pending
+            from flows.gate import pending
 
             found = pending(run)
         except InfoptError as exc:
@@ -62,7 +62,7 @@ def register(app: typer.Typer, fail) -> None:
         """Approve (or --deny) one waiting gate; the flow goes on at once."""
         try:
             _server()
-            from flows.approvals import approve as send
+            from flows.gate import approve as send
 
             answered = send(run_id, gate, not deny, reason)
         except InfoptError as exc:

@@ -43,7 +43,7 @@ def _preflight(request, runs_dir: str | None) -> None:
         raise InputError(f"--executable {request.executable}: not an executable file; give "
                          "the upgraded engine's binary (or interpreter)")
     if request.results_store or request.engine_runtime:  # a missing block: one paragraph now
-        from flows.store import load_engine_runtime, load_results_store
+        from blocks.named import load_engine_runtime, load_results_store
 
         if request.results_store:
             load_results_store(request.results_store)

@@ -32,7 +32,7 @@ def _request(hub, **kw) -> OptimizeRequest:
 def _run(request):
     from prefect import flow
 
-    from flows.download import download_model
+    from flows.weights import download_model
     from infopt.specs.base import InfoptError
 
     @flow(name="download-only")

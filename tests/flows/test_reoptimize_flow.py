@@ -299,8 +299,8 @@ def test_trials_fan_out_over_a_pool_with_two_workers(prefect_server, prefect_api
     from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterParentFlowRunId
 
     from blocks.cluster import ClusterTarget
+    from blocks.named import load_cluster_target
     from flows.fanout import fan_out
-    from flows.store import load_cluster_target
     from infopt.runs.engine_run import EngineRun
     from infopt.specs.serving import with_knob
     from infopt.specs.trial import TrialRole, TrialSpec, changes_from, trial_key

@@ -78,7 +78,7 @@ def _answer(out: Path) -> dict:
 def test_bad_answers_are_errors_and_the_run_stays_paused_then_approve_acts(server, gated, tmp_path):
     from prefect.settings import PREFECT_API_URL, temporary_settings
 
-    from flows.approvals import resume
+    from flows.gate import resume
     from infopt.specs.base import InputError
 
     out = tmp_path / "action.txt"

@@ -223,7 +223,7 @@ def test_the_block_is_registered_saved_and_loaded_by_name_on_the_server(
     from prefect.settings import PREFECT_API_URL, temporary_settings
 
     from blocks import ResultsStore
-    from flows.store import open_results_store
+    from blocks.named import open_results_store
     from infopt.specs.base import InputError
 
     # The documented registration command, against the real server.

@@ -40,7 +40,7 @@ def test_without_a_repeat_no_band_is_claimed():
 def test_the_winners_weights_are_named_by_digest_and_origin(tmp_path):
     import hashlib
 
-    from flows.reproduce import weights_identity
+    from infopt.report.reproduce import weights_identity
 
     snap = tmp_path / "hub" / "models--org--m-GGUF" / "snapshots" / ("ab" * 20)
     snap.mkdir(parents=True)

@@ -1,6 +1,6 @@
-"""A run's results store, by `ResultsStore` block name: what the optimize flow (and
-`infopt optimize --results-store`) does at the start of a run so a run whose disk went away
-resumes elsewhere.
+"""Blocks loaded by name (ResultsStore, EngineRuntime, ClusterTarget), and a run's results
+store: what the optimize flow (and `infopt optimize --results-store`) does at the start of a
+run so a run whose disk went away resumes elsewhere.
 
 `open_results_store(name, run_dir)`: load the block, restore what the store holds of this run
 into `run_dir` (files not already here: completed trials are then loaded, not re-run), and
