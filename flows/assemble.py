@@ -9,8 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from blocks.credentials import troubleshooting
-from flows.engine_tuning import EngineTuning, fit_of, weights_bytes
+from flows.engine_tuning import EngineTuning, fit_of
 from flows.expose import expose_winner
 from flows.ladder import control_values
 from flows.winner import Decision, WinnerContext, confirm_winner
@@ -68,9 +67,11 @@ def finish_winner(request: OptimizeRequest, workload: Workload, tuned: EngineTun
         request=request, run=tuned.engine_run, control=tuned.control,
         reference_key=tuned.ref_key))
     winner = decision.winner
-    kernels = kernel_path_task(winner, str(run_dir), weights_bytes(tuned.model, winner.config),
-                               troubleshooting(request))
-    exposure, expose_answers = expose_winner(request, winner, tuned.model.file_bytes, run_dir)
+    run = tuned.engine_run
+    kernels = kernel_path_task(winner, str(run_dir), run.weights_bytes(winner.config),
+                               run.troubleshoot)
+    exposure, expose_answers = expose_winner(request, winner, run.weights_bytes(winner.config),
+                                             run_dir)
     c_values, control_is_baseline = control_values(tuned.run)
     gain = control_gain(c_values, decision.chosen.values, workload.objective,
                         seed=request.seed, control_is_baseline=control_is_baseline,
