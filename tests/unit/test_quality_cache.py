@@ -1,4 +1,4 @@
-"""The quality gate's keys (infopt.quality.keys) and kept verdicts (tasks.quality): a key changes with everything that
+"""The quality gate's keys (infopt.quality.keys) and kept verdicts (infopt.quality.gate_run): a key changes with everything that
 decides a verdict, and a verdict recalled from the machine's cache says which run made it."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from infopt.quality import keys as qk
 from infopt.quality.sequential import GateSettings
 from infopt.specs.quality import QualityVerdict, VerdictOrigin
 from infopt.specs.serving import LlamaCppConfig
-from tasks import quality as q
+from infopt.quality import gate_run as q
 
 
 def _cfg(**kw) -> LlamaCppConfig:
