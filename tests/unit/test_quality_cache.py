@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from infopt.quality import gate_run as q
 from infopt.quality import keys as qk
 from infopt.quality.sequential import GateSettings
 from infopt.specs.quality import QualityVerdict, VerdictOrigin
 from infopt.specs.serving import LlamaCppConfig
-from infopt.quality import gate_run as q
 
 
 def _cfg(**kw) -> LlamaCppConfig:
