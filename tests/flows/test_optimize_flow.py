@@ -565,13 +565,15 @@ def test_re_running_the_winners_command_by_hand_reproduces_its_objective(report_
 
 
 def test_a_rerun_with_the_same_run_id_runs_no_trial_again(report_and_dir, monkeypatch):
+    import infopt.engines.session as session_mod
     from flows.optimize import optimize
-    from tasks import trial as trial_task
+    from infopt.runs import trial_run
 
     report, run_dir = report_and_dir
     started = []
-    monkeypatch.setattr(trial_task, "engine_session",
-                        lambda *a, **k: started.append(a) or pytest.fail("engine started"))
+    for where in (trial_run, session_mod):  # a trial's own session, and the engine pool's
+        monkeypatch.setattr(where, "engine_session",
+                            lambda *a, **k: started.append(a) or pytest.fail("engine started"))
     request = OptimizeRequest.model_validate_json((run_dir / "request.json").read_text())
     offline = request.model.model_copy(update={"hub_id": None, "hub_endpoint": None})
     again = optimize(request=request.model_copy(update={"scenarios": [], "model": offline}),

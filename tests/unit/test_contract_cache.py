@@ -1,4 +1,4 @@
-"""The kept API-contract results (tasks.contract): INFOPT_CONTRACT_CACHE_DIR moves them, and a
+"""The kept API-contract results (infopt.contract.kept): INFOPT_CONTRACT_CACHE_DIR moves them, and a
 test session keeps its own, so a machine that ran the suite before still probes every engine the
 next session starts instead of replaying its tables."""
 
@@ -10,8 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from infopt.contract import kept as contract
 from infopt.specs.contract import CheckStatus, ContractCheck
-from tasks import contract
 
 ROOT = Path(__file__).parents[2]
 
@@ -49,7 +49,7 @@ _FRESH_SESSION = """
 import json, sys
 from pathlib import Path
 import tests.conftest
-from tasks import contract
+from infopt.contract import kept as contract
 replayed = contract._cached("seeded", Path(sys.argv[1]), ()) is not None
 where = contract.contract_cache()
 print(json.dumps({"replayed": replayed, "dir": str(where),

@@ -1,4 +1,5 @@
-"""Verify the API contract of a running engine (infopt.contract.verify). Every trial is
+"""Verify the API contract of a running endpoint, with the results kept per API surface (what
+the run's trials call; engine-free like the probes: the caller gives the Endpoint). Every trial is
 checked before its measurement counts: the control and the baseline on every probe (the
 report's route table), the other candidates on what is required. Results depend only on the
 engine version, the model and the adapter's api_surface_knobs, so they are kept per machine
@@ -9,19 +10,17 @@ are written from the cache into its own folder."""
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 
-from prefect import get_run_logger, task
-from prefect.cache_policies import NO_CACHE
 from pydantic import TypeAdapter
 
 from infopt.contract.openai_chat import BASE_REQUIRED
 from infopt.contract.verify import verify_endpoint
-from infopt.engines import endpoint_for
 from infopt.runs.memo import CONTRACT
 from infopt.runs.rundir import atomic_write
 from infopt.specs.contract import ContractCheck
-from infopt.specs.results import RunningEngine
+from infopt.specs.endpoint import Endpoint
 
 _CHECKS = TypeAdapter(list[ContractCheck])
 
@@ -60,18 +59,18 @@ def _store(key: str, checks: list[ContractCheck]) -> None:
                                              "evidence": evidence}))
 
 
-@task(name="verify-contract", cache_policy=NO_CACHE)
-def verify_contract(running: RunningEngine, served_model_name: str, required: tuple[str, ...],
-                    evidence_dir: str, features: tuple[str, ...], key: str | None = None
-                    ) -> list[ContractCheck]:
-    log, folder = get_run_logger(), Path(evidence_dir)
+def verify_kept(endpoint: Endpoint, required: tuple[str, ...], evidence_dir: str,
+                features: tuple[str, ...], key: str | None, log: logging.Logger |
+                logging.LoggerAdapter) -> list[ContractCheck]:
+    """The endpoint's contract checks: kept ones of the same API surface (`key`, the run's
+    EngineRun.contract_key) written into `evidence_dir`, else probed and kept."""
+    folder = Path(evidence_dir)
     if key is not None and (checks := _cached(key, folder, required)) is not None:
         log.info("contract: this API surface was probed before (contract/%s.json): reused",
                  key)
         return checks
-    checks = verify_endpoint(endpoint_for(running.engine, running.base_url, served_model_name,
-                                          running.pid),
-                             required=required, features=features, evidence_dir=folder)
+    checks = verify_endpoint(endpoint, required=required, features=features,
+                             evidence_dir=folder)
     for c in checks:
         log.info("contract %s %s: %s%s (%s)", c.route, c.feature, c.status.value,
                  " [required]" if c.required else "", c.detail)
