@@ -1,5 +1,6 @@
-"""The quality gate's Prefect tasks: each a thin wrapper over infopt.quality.gate_run with the
-task's run logger (the reference and floor, a trial's verdict, the task sets)."""
+"""The quality gate's Prefect tasks at the run's level: each a thin wrapper over
+infopt.quality.gate_run with the task's run logger (the reference and floor, the task sets; a
+trial's verdict is judged inside its run-trial task)."""
 
 from __future__ import annotations
 
@@ -8,13 +9,9 @@ from prefect.cache_policies import NO_CACHE
 
 from infopt.engines.session import CATALOG_ONLY, Troubleshooting
 from infopt.quality import gate_run
-from infopt.quality.gate_run import quality_cache, verdict_origin
 from infopt.quality.keys import DEFAULT_MAX_PROMPTS
-from infopt.specs.quality import QualityVerdict, TaskSetResult, VerdictOrigin
+from infopt.specs.quality import TaskSetResult
 from infopt.specs.results import RunningEngine
-
-__all__ = ["judge_quality", "quality_cache", "quality_reference", "reference_task_sets",
-           "task_sets", "verdict_origin"]
 
 
 @task(name="quality-reference", cache_policy=NO_CACHE)
@@ -24,16 +21,6 @@ def quality_reference(config, quality_dir: str, weights_bytes: int, key: str,
                       ) -> tuple[str | None, str]:
     return gate_run.quality_reference(config, quality_dir, weights_bytes, key, weights_why,
                                       prompts, troubleshoot, get_run_logger())
-
-
-@task(name="judge-quality", cache_policy=NO_CACHE)
-def judge_quality(running: RunningEngine, config, reference_path: str, key: str,
-                  tolerance: float, *, incumbent_key: str | None = None,
-                  max_prompts: int = DEFAULT_MAX_PROMPTS,
-                  origin: VerdictOrigin | None = None) -> QualityVerdict:
-    return gate_run.judge_quality(running, config, reference_path, key, tolerance,
-                                  incumbent_key=incumbent_key, max_prompts=max_prompts,
-                                  origin=origin, log=get_run_logger())
 
 
 @task(name="reference-task-sets", cache_policy=NO_CACHE)
