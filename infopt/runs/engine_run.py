@@ -35,7 +35,7 @@ class EngineRun:
     troubleshoot: Troubleshooting = CATALOG_ONLY
     # Contract features the request requires beyond what the load generator needs.
     contract_required: tuple[str, ...] = ()
-    # Probe every trial (results reused per API surface, tasks.contract); False: only the
+    # Probe every trial (results reused per API surface, infopt.contract.kept); False: only the
     # trials marked with_contract.
     contract_every_trial: bool = False
     # The quality gate (tasks.quality): the reference file, None when the gate cannot run.

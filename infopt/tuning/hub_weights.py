@@ -1,7 +1,7 @@
 """Shortlisted hub checkpoints as weight candidates of the ladder: which of the shortlist's
 verified checkpoints an engine tries (the request's `model.try_checkpoints`, else, with downloads
 pre-authorized, the best `max_checkpoints` it serves here), which files each needs, and how the
-ladder names it. Pure: the flow downloads each behind the download gate (flows/hub_weights.py)."""
+ladder names it. Pure: the flow downloads each behind the download gate (flows/weights.py)."""
 
 from __future__ import annotations
 

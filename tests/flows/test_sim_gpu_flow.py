@@ -55,7 +55,8 @@ def _stamp_digest(path: str) -> str:
 
 def _sim_host(tmp: Path, gpus: int) -> pytest.MonkeyPatch:
     """The simulated engines' pythons and GPU in the environment, the digest stamped."""
-    from flows import engine_tuning, reproduce
+    from flows import engine_tuning
+    from infopt.report import reproduce
 
     mp = pytest.MonkeyPatch()
     mp.setenv("INFOPT_SIM_GPU", json.dumps(sim_gpu(count=gpus)))
