@@ -362,6 +362,10 @@ class TrafficSpec(Spec):
         elif self.input_lengths is None or self.output_lengths is None:
             raise ValueError("input_lengths and output_lengths are required unless "
                              "lengths_trace gives both")
+        if getattr(self.arrival, "exact_mean", False) and self.duration_s is not None:
+            # The rescaled gaps would move the measured window the duration was cut to.
+            raise ValueError("arrival.exact_mean needs a count (measured_requests), not "
+                             "duration_s: drop one of them")
         if self.measured_requests is None and self.duration_s is None:
             raise ValueError("give measured_requests or duration_s (or both: whichever ends "
                              "first)")

@@ -300,3 +300,9 @@ def test_boundary_probes_are_sent_at_their_labelled_rate():
     base = _spec(arrival={"kind": "closed_loop", "concurrency": 1})
     probe = probe_traffic(base, 7.04, 40, [], seed=5)
     assert probe.arrival.kind == "poisson" and probe.arrival.exact_mean
+
+
+def test_an_exact_mean_schedule_is_counted_not_timed():
+    with pytest.raises(ValidationError, match="exact_mean needs a count"):
+        _spec(arrival={"kind": "poisson", "rate_per_s": 2.0, "exact_mean": True},
+              duration_s=30.0)
