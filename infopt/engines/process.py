@@ -256,12 +256,19 @@ def stop(pid: int, grace_s: float = 15.0) -> int | None:
     return code
 
 
-def exit_status(pid: int) -> int | None:
+def exit_status(pid: int, wait_s: float = 0.0) -> int | None:
     """The exit code of an engine this process started, if it has exited (negative: killed by
-    that signal); None while it runs or when it is not ours."""
+    that signal); None while it runs or when it is not ours. `wait_s`: how long to wait for it
+    to end, for a caller that saw its connection drop: a killed engine's sockets close before
+    its process can be reaped, so a client can see the reset before poll() sees the exit."""
     with _LOCK:
         proc = _LIVE.get(pid)
-    return None if proc is None else proc.poll()
+    if proc is None:
+        return None
+    try:
+        return proc.wait(timeout=wait_s) if wait_s > 0 else proc.poll()
+    except subprocess.TimeoutExpired:
+        return None
 
 
 _STATES = {"R": "running", "S": "sleeping (waiting on something)", "D": "in uninterruptible I/O",

@@ -47,15 +47,30 @@ from infopt.tuning.candidates import level_ceilings
 from infopt.tuning.control import objective_value, trial_measures
 from infopt.tuning.level_steps import mean_context
 
+# How long a trial whose requests failed waits for its engine to be reaped before calling it
+# alive: SIGKILL closes the sockets a moment before the process can be waited for.
+DEATH_GRACE_S = 5.0
 
-def _died(running: RunningEngine) -> tuple[str, int | None] | None:
+
+def _died(running: RunningEngine, dropped: bool) -> tuple[str, int | None] | None:
     """(why the engine is gone, the signal that ended it), if it exited while we were
-    measuring."""
-    code = process.exit_status(running.pid)
+    measuring. `dropped`: a request failed, so a dying engine is given DEATH_GRACE_S to end."""
+    code = process.exit_status(running.pid, DEATH_GRACE_S if dropped else 0.0)
     if code is None:
         return None
     how = f"killed by signal {-code}" if code < 0 else f"exited with status {code}"
     return f"the engine {how} during the trial", (-code if code < 0 else None)
+
+
+# Failures a dying engine gives its clients (a refused or reset connection, a cut stream); a
+# 4xx is the request's fault and a stall is judged by _hung.
+_DROPS = frozenset(ErrorKind) - {ErrorKind.HTTP_4XX, ErrorKind.TIMEOUT}
+
+
+def _dropped(bench) -> bool:
+    """Whether a measured request failed the way a dying engine's requests fail."""
+    return bench is not None and any(s.errors_by_kind.get(k.value, 0)
+                                     for s in bench.scenarios for k in _DROPS)
 
 
 def _hung(running: RunningEngine, bench, ctx: EngineRun) -> str | None:
@@ -153,7 +168,7 @@ def run_trial(spec: TrialSpec, key: str, fit: MemoryFit | None, ctx: EngineRun,
             # InputError); a dead engine makes a failed trial below, a live one re-raises.
             except (httpx.HTTPError, OSError, InputError) as exc:
                 error = exc
-            died = _died(running)
+            died = _died(running, error is not None or _dropped(bench))
             hung = _hung(running, bench, ctx) if died is None else None
     except StartFailed as failed:
         diag = failed.diagnosis
