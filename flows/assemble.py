@@ -100,20 +100,20 @@ def _contract_outcome(tuned: EngineTuning) -> ContractOutcome:
 
 
 def _notes(request: OptimizeRequest, target: Target, tunings: list[EngineTuning],
-           tuned: EngineTuning, fit_notes: list[str]) -> list[str]:
-    return ([f"skipped {s}" for s in target.skipped] + fit_notes + [
+           tuned: EngineTuning) -> list[str]:
+    plan = target.plan
+    return ([f"skipped {s}" for s in plan.skipped] + list(plan.notes) + [
         f"required API feature `{f}`: no contract probe for it yet, so it was NOT checked"
         for f in request.api.features if f not in CONTRACT_PROBES]
         + [n for tn in tunings for n in tn.weight_notes]
-        + ([] if target.has_comparator else
-           [f"no comparator engine: {target.comparator_why}"])
+        + ([] if plan.has_comparator else
+           [f"no comparator engine: {plan.comparator_why}"])
         + [*METHOD_NOTES, f"tuning: {tuned.ladder.rule}"])
 
 
 def assemble_report(run_id: str, run_dir: Path, request: OptimizeRequest, workload: Workload,
                     target: Target, tunings: list[EngineTuning], tuned: EngineTuning,
-                    choice: EngineChoice, finish: Finish,
-                    fit_notes: list[str]) -> OptimizationReport:
+                    choice: EngineChoice, finish: Finish) -> OptimizationReport:
     """The run's report: the chosen engine's winner, every trial of every engine, and where
     each number comes from (labels name their engine when two were tuned)."""
     hw, decision = target.hw, finish.decision
@@ -129,7 +129,7 @@ def assemble_report(run_id: str, run_dir: Path, request: OptimizeRequest, worklo
         run_id=run_id, created_at=time.strftime("%Y-%m-%dT%H:%M:%S%z"), hardware=hw,
         model=tuned.model, workload=workload, engine=tuned.engine.value,
         engine_version=tuned.version,
-        routing=[f"{r.engine.value}: {r.reason}" for r in target.routes],
+        routing=[f"{r.engine.value}: {r.reason}" for r in target.plan.routes],
         shortlist=target.shortlist, drafter_search=target.drafters,
         pruned=[p for tn in tunings for p in tn.run.pruned],
         contract=tuned.base_trial.contract, contract_outcome=_contract_outcome(tuned),
@@ -157,4 +157,4 @@ def assemble_report(run_id: str, run_dir: Path, request: OptimizeRequest, worklo
                                         request.model.revision),
         approvals=target.download_answers + [a for tn in tunings for a in tn.weight_answers]
         + finish.expose_answers, exposure=finish.exposure,
-        notes=_notes(request, target, tunings, tuned, fit_notes))
+        notes=_notes(request, target, tunings, tuned))

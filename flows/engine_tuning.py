@@ -11,9 +11,8 @@ Every trial is persisted under its key; a resumed run re-runs none that complete
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from prefect import get_run_logger
 
@@ -40,25 +39,18 @@ from infopt.specs.results import Trial
 from infopt.specs.serving import (
     AnyServingConfig,
     EngineName,
-    engine_knobs,
-    with_knob,
-    with_knobs,
 )
 from infopt.specs.trial import trial_key
 from infopt.specs.workload import Workload
 from infopt.troubleshoot.diagnose import next_steps
 from infopt.tuning.climb import ClimbPlan
 from infopt.tuning.control import (
-    baseline_config,
-    control_config,
     control_ineligible,
     higher_is_better,
-    serving_target,
     why_pruned,
 )
-from infopt.tuning.hub_weights import reference_weights, served_precision
 from infopt.tuning.ladder import climbs, ladder_facts, rules_for
-from infopt.tuning.start_shape import StartShape
+from infopt.tuning.plan_run import EnginePlan, reference_config, start_configs
 from infopt.tuning.weights import BITS_PER_WEIGHT
 from tasks.fit import fit_candidates
 from tasks.quality import quality_reference
@@ -104,11 +96,6 @@ class EngineTuning:
         return self.superseded + self.run.trials
 
 
-def served_name(model: ModelProfile) -> str:
-    # Clients address the model by its file/directory name, e.g. "smollm2-135m-instruct.q4_1".
-    return Path(model.path).name.removesuffix(".gguf").lower()
-
-
 def weights_bytes(model: ModelProfile, config) -> int:
     """The size of the weights `config` serves: its own file or checkpoint folder when it
     changes the weights (a variant, a downloaded checkpoint), else the profiled model's."""
@@ -121,14 +108,13 @@ def fit_of(model: ModelProfile, hw: HardwareInventory, config, target_concurrenc
                           target_concurrency)[0]
 
 
-def tune_engine(request: OptimizeRequest, engine: EngineName, model: ModelProfile,
-                hw: HardwareInventory, workload: Workload, run_dir: Path, t_start: float,
-                id_prefix: str = "", shortlist: Shortlist | None = None,
-                shape: StartShape | None = None, drafters: tuple[Drafter, ...] = ()
+def tune_engine(request: OptimizeRequest, plan: EnginePlan, hw: HardwareInventory,
+                workload: Workload, run_dir: Path, t_start: float,
+                shortlist: Shortlist | None = None, drafters: tuple[Drafter, ...] = ()
                 ) -> EngineTuning:
-    """Control, baseline and the ladder for `engine` serving `model`; `id_prefix` keeps a
-    comparator's trial ids apart from the routed engine's; `shortlist` holds the hub
-    checkpoints it may try as weights; `shape` the layout and context it must start in."""
+    """Control, baseline and the ladder for the planned engine serving its model, in the shape
+    it must start in; `shortlist` holds the hub checkpoints it may try as weights."""
+    engine, model, shape, id_prefix = plan.engine, plan.model, plan.shape, plan.id_prefix
     adapter = adapter_for(engine)
     control, baseline = start_configs(request, engine, model, hw, shape)
     version = adapter.detect_version(adapter.locate())
@@ -136,8 +122,8 @@ def tune_engine(request: OptimizeRequest, engine: EngineName, model: ModelProfil
     # Weight candidates first: their gates are asked before any trial, so a person answers
     # at the start, and a downloaded checkpoint of higher precision becomes the reference.
     weights = weight_candidates(request, shortlist, model, engine.value, version, digest)
-    ref_config, ref_digest, ref_why = reference_config(control, model, hw, workload, weights,
-                                                       digest)
+    ref_config, ref_digest, ref_why = reference_config(control, model, hw, workload,
+                                                       weights.variants, digest)
     # The quality reference: started once, restarted for the floor.
     ref_key = quality_key(ref_config, version, ref_digest, request.quality_max_prompts)
     reference, quality_note = quality_reference(
@@ -214,64 +200,6 @@ def weight_candidates(request: OptimizeRequest, shortlist: Shortlist | None,
         approvals={**weight_approvals(made, answers),
                    **{k: a for k, a in hub_answers.items() if a.approved}},
         answers=list(hub_answers.values()) + list(answers.values()), notes=notes + made_notes)
-
-
-def reference_config(control, model: ModelProfile, hw: HardwareInventory, workload: Workload,
-                     weights: WeightCandidates, digest: str) -> tuple[AnyServingConfig, str, str | None]:
-    """(the quality reference's configuration, its weights' digest, why when it is not the
-    control): the control, or the control on a downloaded checkpoint of higher precision that
-    fits (infopt.tuning.hub_weights.reference_weights)."""
-    # GGUF types and HF checkpoints alike: an FP8 or 4-bit HF folder's reference may be a
-    # downloaded 16-bit checkpoint of the same model.
-    served_fmt, served = served_precision(model) or (None, None)
-
-    def fits(path: str) -> bool:
-        return fit_of(model, hw, with_knob(control, "model_path", path),
-                      workload.target_concurrency).fits
-
-    better = reference_weights(served, weights.variants, fits)
-    if better is None:
-        return control, digest, None
-    return (with_knob(control, "model_path", better.path), model_digest(better.path),
-            f"the shortlisted {better.fmt} from {better.source} ({better.bits_per_weight} bits "
-            f"per weight, more than the served {served_fmt}'s {served}, and it fits)")
-
-
-def start_configs(request: OptimizeRequest, engine: EngineName, model: ModelProfile,
-                  hw: HardwareInventory, shape: StartShape | None = None
-                  ) -> tuple[AnyServingConfig, AnyServingConfig]:
-    """(the control: the engine's defaults, the baseline plus the request's base_overrides),
-    both in `shape` when the run starts on a layout or a shortened context (viability)."""
-    target = serving_target(model, hw, served_name=served_name(model), port=request.port,
-                            kv_prefix_ram_bytes=request.kv_prefix_budget.ram_bytes)
-    if shape is not None and shape.context_tokens:
-        target = replace(target, native_context_tokens=shape.context_tokens)
-    control, baseline = control_config(engine, target), baseline_config(engine, target)
-    for knob, v in base_overrides(request).items():
-        if knob in type(baseline).model_fields:  # checked against every engine: check_overrides
-            baseline = with_knob(baseline, knob, v)
-    if shape is None:
-        return control, baseline
-    baseline = with_knobs(baseline, shape.changes)
-    return (baseline if shape.control_is_baseline else with_knobs(control, shape.changes),
-            baseline)
-
-
-def base_overrides(request: OptimizeRequest) -> dict[str, Any]:
-    return {**request.base_overrides, **(request.tune.base_overrides if request.tune else {})}
-
-
-def check_overrides(request: OptimizeRequest, engines: list[EngineName]) -> None:
-    """Every base override must be a knob of at least one engine this run tunes (each engine
-    takes the ones it has: a vLLM-only knob does not stop llama.cpp's tuning)."""
-    known = engine_knobs(engines)
-    names = " or ".join(e.value for e in engines)
-    if unknown := sorted(set(base_overrides(request)) - known):
-        raise InfoptError(f"base_overrides {unknown}: not a knob of {names}; their knobs: "
-                          + ", ".join(sorted(known)))
-    if request.tune and request.tune.knob not in known:
-        raise InfoptError(f"tune.knob {request.tune.knob!r}: not a knob of {names}; its knobs: "
-                          + ", ".join(sorted(known)))
 
 
 def _superseded(before: list[Trial], after: list[Trial]) -> list[Trial]:

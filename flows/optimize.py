@@ -21,21 +21,16 @@ from prefect import flow, get_run_logger
 
 from blocks.named import open_results_store
 from flows.assemble import assemble_report, finish_winner
-from flows.engine_tuning import (
-    EngineTuning,
-    check_overrides,
-    tune_engine,
-)
+from flows.engine_tuning import EngineTuning, tune_engine
 from flows.ladder import control_values
-from flows.viability import viable_plans
 from flows.weights import download_model, fetch_drafters
 from infopt.bootstrap import default_paths
-from infopt.engines import adapter_for, process, registry, serves
+from infopt.engines import adapter_for, process, registry
 from infopt.engines.ladder import Drafter
-from infopt.engines.routing import RouteChoice, comparator_for, route, select_available
-from infopt.engines.support import locate_for_host
 from infopt.model.drafters import ladder_drafters, request_drafters
-from infopt.runs.rundir import atomic_write, new_run_id, runs_root
+from infopt.report.nofit_text import nofit_markdown
+from infopt.report.provenance import rules
+from infopt.runs.rundir import atomic_write, new_run_id, runs_root, write_report
 from infopt.specs.approval import GateAnswer
 from infopt.specs.base import EngineUnavailableError, InfoptError
 from infopt.specs.checkpoint import Shortlist
@@ -44,13 +39,15 @@ from infopt.specs.hardware import HardwareInventory
 from infopt.specs.ladder import Dimension, EngineResult
 from infopt.specs.model import ModelProfile
 from infopt.specs.request import OptimizeRequest
-from infopt.specs.results import OptimizationReport
+from infopt.specs.results import NoFitReport, OptimizationReport
 from infopt.specs.serving import EngineName
 from infopt.specs.workload import Workload, check_fits_context
 from infopt.tuning.control import higher_is_better
 from infopt.tuning.hub_weights import check_checkpoints
 from infopt.tuning.ladder import climbs, engine_choice
 from infopt.tuning.ladder import median as lad_median
+from infopt.tuning.nofit import NothingFits, binding, nothing_fits_message, smallest_gap
+from infopt.tuning.plan_run import EnginePlan, RunPlan, other_formats, plan_run
 from tasks.report import write_report_task
 from tasks.target import drafter_task, inventory_host, profile_model_task, shortlist_task
 
@@ -59,29 +56,15 @@ def _stop_engines_hook(flow, flow_run, state) -> None:
     process.stop_all()
 
 
-def _other_formats(request: OptimizeRequest, model: ModelProfile) -> list[ModelProfile]:
-    """The model's other local formats: the request's, or with no path the bundled HF copy."""
-    paths = list(request.model.other_formats)
-    if not paths and request.model.path is None and not request.model.download:
-        hf = default_paths().hf_model
-        paths = [str(hf)] if (hf / "config.json").is_file() else []
-    out = [profile_model_task(p) for p in paths]
-    return [p for p in out if p.format is not model.format]
-
-
 @dataclass(frozen=True)
 class Target:
     """What the run established before any engine starts: the machine, the model, the
-    shortlist, the routed engines and the plans (routed engine, comparator)."""
+    shortlist, the drafters and the plan (the routed engine, its comparator, their starts)."""
 
     hw: HardwareInventory
     model: ModelProfile
     shortlist: Shortlist | None
-    routes: list[RouteChoice]
-    plans: list[tuple[EngineName, ModelProfile, str, str]]  # engine, model, role, why
-    skipped: list[str]
-    has_comparator: bool
-    comparator_why: str  # why this one, or why there is none
+    plan: RunPlan
     download_answers: list[GateAnswer]
     drafters: DrafterSearch | None = None  # the exact hub model's verified drafters
     drafter_paths: dict[str, str] = field(default_factory=dict)  # repo -> downloaded copy
@@ -103,16 +86,16 @@ def optimize(request: OptimizeRequest | None = None, run_id: str | None = None,
     run_id, run_dir = _open_run(request, run_id, runs_dir, results_store)
     t_start = time.monotonic()
     target = establish_target(request, workload, hardware)
-    check_overrides(request, [e for e, *_ in target.plans])
-    plans, fit_notes = viable_plans(request, target.plans, target.hw, workload, run_dir, run_id)
-    tunings, results = _tune_all(request, plans, target.hw, workload, run_dir, t_start,
-                                 target.shortlist, _drafters(request, target))
+    if not target.plan.viable:
+        stop_nothing_fits(target, workload, run_dir, run_id)
+    tunings, results = _tune_all(request, target.plan.viable, target.hw, workload, run_dir,
+                                 t_start, target.shortlist, _drafters(request, target))
     choice = engine_choice(results, higher_is_better(workload.objective), request.seed,
                            request.budgets.min_gain)
     tuned = next(t for t in tunings if t.engine.value == choice.chosen)
     finish = finish_winner(request, workload, tuned, run_dir, target.hw)
     report = assemble_report(run_id, run_dir, request, workload, target, tunings, tuned, choice,
-                             finish, fit_notes)
+                             finish)
     report = write_report_task(report, str(run_dir))
     get_run_logger().info("report: %s", run_dir / "report.md")
     return report
@@ -156,22 +139,27 @@ def establish_target(request: OptimizeRequest, workload: Workload,
                 if request.model.hub_id and hw.gpus and climbs(request, Dimension.SPECULATIVE)
                 else None)
     drafter_paths = fetch_drafters(request, drafters) if drafters else {}
-    routes = route(hw, model, workload.target_concurrency)
-    chosen, skipped = select_available(routes, request.engines,
-                                       lambda n: locate_for_host(n, len(hw.gpus)),
-                                       lambda n: serves(n, model.format))
-    others = _other_formats(request, model)
-    comp, comp_why = comparator_for(
-        chosen, [(model.format, routes)] + [(o.format, route(hw, o, workload.target_concurrency))
-                                           for o in others],
-        request.engines, lambda n: locate_for_host(n, len(hw.gpus)), serves)
-    plans = [(chosen, model, "routed", "; ".join(r.reason for r in routes
-                                                 if r.engine == chosen) or "request.engines")]
-    if comp is not None:
-        plans.append((comp[0], next(o for o in [model, *others] if o.format is comp[1]),
-                      "comparator", comp_why))
-    return Target(hw, model, shortlist, routes, plans, skipped, comp is not None, comp_why,
-                  download_answers, drafters, drafter_paths)
+    plan = plan_run(request, hw, model, other_formats(request, model, profile_model_task),
+                    workload)
+    for p in plan.viable:
+        if p.shape.note:
+            get_run_logger().warning("%s: %s", p.engine.value, p.shape.note)
+    return Target(hw, model, shortlist, plan, download_answers, drafters, drafter_paths)
+
+
+def stop_nothing_fits(target: Target, workload: Workload, run_dir: Path, run_id: str) -> None:
+    """No planned engine's baseline fits: the no-fit report (the binding constraint and the
+    smallest alternatives) is written and the run stops with it."""
+    fits = list(target.plan.fits)
+    report = NoFitReport(
+        run_id=run_id, created_at=time.strftime("%Y-%m-%dT%H:%M:%S%z"), hardware=target.hw,
+        model=target.model, workload=workload, engines=fits,
+        binding=binding(smallest_gap(fits)), provenance=rules(),
+        notes=["fits are estimates (infopt.costmodel.fit) made before any engine started; "
+               "every alternative was checked with the same memory model and none was applied"])
+    md, _ = write_report(run_dir, report, nofit_markdown(report))
+    get_run_logger().error("nothing fits: %s", report.binding)
+    raise NothingFits(nothing_fits_message(fits, str(md)))
 
 
 def _drafters(request: OptimizeRequest, target: Target) -> tuple[Drafter, ...]:
@@ -181,19 +169,20 @@ def _drafters(request: OptimizeRequest, target: Target) -> tuple[Drafter, ...]:
     return request_drafters(request.model.draft_models) + found
 
 
-def _tune_all(request: OptimizeRequest, plans, hw, workload, run_dir: Path, t_start: float,
+def _tune_all(request: OptimizeRequest, plans: tuple[EnginePlan, ...], hw, workload,
+              run_dir: Path, t_start: float,
               shortlist, drafters: tuple[Drafter, ...] = ()
               ) -> tuple[list[EngineTuning], list[EngineResult]]:
     """Each planned engine's tuning; one that fails is recorded, and the run fails only when
     none produced a result (with the routed engine's error)."""
     tunings, results, first_error = [], [], None
-    for engine, model, role, reason, shape in plans:
-        base = dict(engine=engine.value, role=role, reason=reason, model_path=model.path,
-                    model_format=model.format.value)
+    for plan in plans:
+        engine, role = plan.engine, plan.role
+        base = dict(engine=engine.value, role=role, reason=plan.why, model_path=plan.model.path,
+                    model_format=plan.model.format.value)
         try:
-            tn = tune_engine(request, engine, model, hw, workload, run_dir, t_start,
-                             id_prefix="" if role == "routed" else f"{engine.value}-",
-                             shortlist=shortlist, shape=shape, drafters=drafters)
+            tn = tune_engine(request, plan, hw, workload, run_dir, t_start, shortlist=shortlist,
+                             drafters=drafters)
         except InfoptError as exc:  # a baseline that fails its start, contract or quality
             if role == "routed" and _user_named(engine, exc):
                 raise  # the engine the user pointed at is broken: no quiet switch to another

@@ -255,9 +255,7 @@ def optimize(
     try:
         model = _model_once(model_arg, model, "optimize")
         from infopt.bootstrap import default_paths
-        from infopt.engines import adapter_for, serves
         from infopt.engines.process import check_port_free
-        from infopt.engines.routing import route, select_available
         from infopt.hardware.host import inventory
         from infopt.model.drafters import check_draft_models
         from infopt.model.profile import profile_model
@@ -332,16 +330,8 @@ def optimize(
             # clipped to fit, a workload other than the one asked for.
             check_fits_context(request.workload, context_tokens=profile.native_context_tokens,
                                what=profile.name)
-            for other in request.model.other_formats:
-                profile_model(other)  # a bad path is reported here, not mid-run
             check_draft_models(request.model.draft_models, profile)
-            chosen, _ = select_available(route(hw, profile,
-                                               request.workload.peak_active_generations),
-                                         request.engines, lambda n: adapter_for(n).locate(),
-                                         lambda n: serves(n, profile.format))
-            # Its own version report: an executable that hangs or is not the engine is one
-            # paragraph now, not a traceback or a quiet switch to another engine mid-run.
-            adapter_for(chosen).detect_version(adapter_for(chosen).locate())
+            _preflight_plan(request, hw, profile)
         from flows.optimize import optimize as optimize_flow
         from infopt.console import hide_user_error_traces
 
@@ -361,6 +351,23 @@ def optimize(
     typer.echo(f"\nwinner: {report.winner_command}")
     typer.echo(f"report: {run_dir / 'report.md'}\n        {run_dir / 'report.json'}")
     typer.echo(f"run id: {report.run_id} (infopt optimize --resume {report.run_id})")
+
+
+def _preflight_plan(request, hw, profile):
+    """The run's plan as the flow will make it (infopt.tuning.plan_run, the same engines and
+    the same rule for finding them), so a bad path among the other formats, an override no
+    planned engine has, or a missing engine is one paragraph here and not a failed flow run;
+    then the routed engine's own version report: an executable that hangs or is not the
+    engine is reported now, not as a quiet switch to another engine mid-run."""
+    from infopt.engines import adapter_for
+    from infopt.model.profile import profile_model
+    from infopt.tuning.plan_run import host_locate, other_formats, plan_run
+
+    plan = plan_run(request, hw, profile, other_formats(request, profile, profile_model),
+                    request.tuning_workload())
+    routed = plan.engines[0]
+    adapter_for(routed).detect_version(host_locate(hw)(routed.value))
+    return plan
 
 
 @app.command()

@@ -24,8 +24,8 @@ pytestmark = [pytest.mark.integration, pytest.mark.vllm, pytest.mark.e2e, pytest
 
 def test_routed_llamacpp_and_its_vllm_comparator_each_climb_a_short_ladder(
         prefect_api, monkeypatch, tmp_path):
-    from flows import engine_tuning as et
     from flows import optimize as opt
+    from infopt.tuning import plan_run as et  # where the control and baseline are made
 
     paths = default_paths()
     if not (paths.hf_model / "config.json").is_file():

@@ -57,6 +57,7 @@ def _sim_host(tmp: Path, gpus: int) -> pytest.MonkeyPatch:
     """The simulated engines' pythons and GPU in the environment, the digest stamped."""
     from flows import engine_tuning
     from infopt.report import reproduce
+    from infopt.tuning import plan_run
 
     mp = pytest.MonkeyPatch()
     mp.setenv("INFOPT_SIM_GPU", json.dumps(sim_gpu(count=gpus)))
@@ -67,6 +68,7 @@ def _sim_host(tmp: Path, gpus: int) -> pytest.MonkeyPatch:
     mp.setenv("INFOPT_TRTLLM_SERVE", sim_trtllm.write_serve(tmp / "sim-trtllm" / "bin"))
     mp.setattr(engine_tuning, "model_digest", _stamp_digest)
     mp.setattr(reproduce, "model_digest", _stamp_digest)
+    mp.setattr(plan_run, "model_digest", _stamp_digest)  # a shortlisted quality reference's
     # The driver's process list: the simulated engines publish what they hold per GPU.
     table = tmp / "nvml-processes"
     table.mkdir()

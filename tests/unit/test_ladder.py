@@ -257,8 +257,8 @@ def test_the_comparator_is_an_other_engine_serving_a_local_format():
 
 
 def test_base_overrides_must_name_a_knob_of_an_engine_the_run_tunes():
-    from flows.engine_tuning import check_overrides
     from infopt.specs.base import InfoptError
+    from infopt.tuning.plan_run import check_overrides
 
     req = OptimizeRequest(base_overrides={"enforce_eager": True})
     check_overrides(req, [EngineName.LLAMACPP, EngineName.VLLM])  # vLLM's knob: allowed

@@ -123,13 +123,12 @@ def test_every_gpu_engine_escalates_through_its_own_layout_knobs(engine):
 
 
 def test_the_flow_starts_both_configs_in_the_shape_and_says_when_the_defaults_cannot_fit():
-    """flows.viability's use: the request's min_context_tokens and the workload's longest
+    """infopt.tuning.plan_run's use: the request's min_context_tokens and the workload's longest
     request reach the search; llama.cpp's defaults (4 slots sharing -c) at the shortened
     context per slot need 4x its KV, so the baseline stands in for the control."""
-    from flows.engine_tuning import start_configs
-    from flows.viability import _start_shape
     from infopt.specs.request import ModelTarget, OptimizeRequest
     from infopt.specs.workload import fixed_levels
+    from infopt.tuning.plan_run import _start_shape, start_configs
 
     m = _model("meta-llama__Llama-3.1-8B-Instruct", ModelFormat.GGUF, int(4.9 * GIB))
     m = m.model_copy(update={"path": "/m.gguf"})
