@@ -17,7 +17,7 @@ from pathlib import Path
 from prefect import get_run_logger
 
 from blocks.credentials import troubleshooting
-from flows.ladder import Incumbent, LadderRun, Progress, run_climb, weight_approvals
+from flows.ladder import Progress, run_climb, weight_approvals
 from flows.weights import current_type, hub_variants, weight_variants
 from infopt.contract.remedies import contract_gaps
 from infopt.engines import adapter_for
@@ -26,20 +26,17 @@ from infopt.model.digest import model_digest
 from infopt.model.profile import weights_profile
 from infopt.quality.keys import quality_key
 from infopt.runs.engine_run import EngineRun
+from infopt.runs.outcomes import EngineTuning, LadderRun
 from infopt.runs.rundir import atomic_write, trial_dir
 from infopt.specs.approval import GateAnswer
 from infopt.specs.base import EngineStartError, InfoptError
 from infopt.specs.checkpoint import Shortlist
-from infopt.specs.contract import ContractGap, ContractRemedy
+from infopt.specs.contract import ContractGap
 from infopt.specs.hardware import HardwareInventory
-from infopt.specs.ladder import Dimension, LadderOutcome
+from infopt.specs.ladder import Dimension
 from infopt.specs.model import ModelProfile
 from infopt.specs.request import OptimizeRequest
 from infopt.specs.results import Trial
-from infopt.specs.serving import (
-    AnyServingConfig,
-    EngineName,
-)
 from infopt.specs.trial import trial_key
 from infopt.specs.workload import Workload
 from infopt.troubleshoot.diagnose import next_steps
@@ -54,46 +51,6 @@ from infopt.tuning.plan_run import EnginePlan, reference_config, start_configs
 from infopt.tuning.weights import BITS_PER_WEIGHT
 from tasks.fit import fit_candidates
 from tasks.quality import quality_reference
-
-
-@dataclass
-class EngineTuning:
-    """One engine's tuning: what it ran, and the ladder's result."""
-
-    engine: EngineName
-    model: ModelProfile
-    version: str
-    digest: str
-    control: AnyServingConfig
-    baseline: AnyServingConfig
-    ref_key: str | None  # the quality reference's key; None: no gate ran
-    quality_note: str
-    run: LadderRun
-    ladder: LadderOutcome
-    history: list[Incumbent]
-    # What the run recommends of this engine: the ladder's winner, or the control when nothing
-    # beat it (infopt.tuning.final.recommend).
-    chosen: Incumbent
-    # The engine's run context, as its trials had it (the winner's confirmation reads it).
-    engine_run: EngineRun
-    applied: ContractRemedy | None = None
-    first_gaps: list = field(default_factory=list)
-    superseded: list[Trial] = field(default_factory=list)
-    weight_notes: list[str] = field(default_factory=list)
-    weight_answers: list[GateAnswer] = field(default_factory=list)  # quantize and download gates
-    context_tokens: int | None = None  # served when shorter than native (StartShape)
-
-    @property
-    def served_context_tokens(self) -> int:
-        return self.context_tokens or self.model.native_context_tokens
-
-    @property
-    def base_trial(self) -> Trial:
-        return self.history[0].trials[0]
-
-    @property
-    def trials(self) -> list[Trial]:
-        return self.superseded + self.run.trials
 
 
 def weights_bytes(model: ModelProfile, config) -> int:

@@ -10,7 +10,6 @@ candidates from the same loaded measurements and re-runs nothing that completed.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from uuid import UUID
 
@@ -25,20 +24,10 @@ from infopt.specs.ladder import ClimbProgress
 from infopt.specs.results import Trial
 from infopt.specs.serving import AnyServingConfig
 from infopt.specs.trial import TrialSpec
-from infopt.tuning.climb import ClimbOutcome, ClimbPlan, Incumbent, climb, drive
+from infopt.tuning.climb import ClimbOutcome, ClimbPlan, climb, drive
 from tasks.trial import run_attempts
 
-__all__ = ["Incumbent", "LadderRun", "Progress", "control_values", "run_climb",
-           "weight_approvals"]
-
-
-@dataclass
-class LadderRun:
-    """What the driver ran: every attempt in order (the report's trials), and the candidates
-    the climb pruned ("label: why")."""
-
-    trials: list[Trial] = field(default_factory=list)
-    pruned: list[str] = field(default_factory=list)
+__all__ = ["Progress", "run_climb", "weight_approvals"]
 
 
 def run_climb(plan: ClimbPlan, ctx: EngineRun, key: Callable[[TrialSpec], str],
@@ -89,16 +78,6 @@ class Progress:
                 progress=share, key=f"infopt-progress-{self.engine}".lower(), description=text)
         else:
             update_progress_artifact(self.artifact, progress=share, description=text)
-
-
-def control_values(run: LadderRun) -> tuple[list[float], bool]:
-    """The control's measurements, and whether the baseline's stood in for them."""
-    own = [t.objective_value for t in run.trials if t.role == "control"
-           and t.objective_value is not None]
-    if any(t.role == "control" for t in run.trials):
-        return own, False
-    return [t.objective_value for t in run.trials if t.role == "baseline"
-            and t.objective_value is not None], True
 
 
 def weight_approvals(variants: dict[str, Path], answers: dict[str, GateAnswer]

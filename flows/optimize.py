@@ -14,30 +14,26 @@ from __future__ import annotations
 
 import os
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from prefect import flow, get_run_logger
 
 from blocks.named import open_results_store
-from flows.assemble import assemble_report, finish_winner
-from flows.engine_tuning import EngineTuning, tune_engine
-from flows.ladder import control_values
+from flows.engine_tuning import tune_engine
 from flows.weights import download_model, fetch_drafters
+from flows.winner import finish_winner
 from infopt.bootstrap import default_paths
 from infopt.engines import adapter_for, process, registry
 from infopt.engines.ladder import Drafter
 from infopt.model.drafters import ladder_drafters, request_drafters
+from infopt.report.assemble import assemble_report
 from infopt.report.nofit_text import nofit_markdown
 from infopt.report.provenance import rules
+from infopt.runs.outcomes import EngineTuning, Target, control_values
 from infopt.runs.rundir import atomic_write, new_run_id, runs_root, write_report
-from infopt.specs.approval import GateAnswer
 from infopt.specs.base import EngineUnavailableError, InfoptError
-from infopt.specs.checkpoint import Shortlist
-from infopt.specs.drafters import DrafterSearch
 from infopt.specs.hardware import HardwareInventory
 from infopt.specs.ladder import Dimension, EngineResult
-from infopt.specs.model import ModelProfile
 from infopt.specs.request import OptimizeRequest
 from infopt.specs.results import NoFitReport, OptimizationReport
 from infopt.specs.serving import EngineName
@@ -47,27 +43,13 @@ from infopt.tuning.hub_weights import check_checkpoints
 from infopt.tuning.ladder import climbs, engine_choice
 from infopt.tuning.ladder import median as lad_median
 from infopt.tuning.nofit import NothingFits, binding, nothing_fits_message, smallest_gap
-from infopt.tuning.plan_run import EnginePlan, RunPlan, other_formats, plan_run
+from infopt.tuning.plan_run import EnginePlan, other_formats, plan_run
 from tasks.report import write_report_task
 from tasks.target import drafter_task, inventory_host, profile_model_task, shortlist_task
 
 
 def _stop_engines_hook(flow, flow_run, state) -> None:
     process.stop_all()
-
-
-@dataclass(frozen=True)
-class Target:
-    """What the run established before any engine starts: the machine, the model, the
-    shortlist, the drafters and the plan (the routed engine, its comparator, their starts)."""
-
-    hw: HardwareInventory
-    model: ModelProfile
-    shortlist: Shortlist | None
-    plan: RunPlan
-    download_answers: list[GateAnswer]
-    drafters: DrafterSearch | None = None  # the exact hub model's verified drafters
-    drafter_paths: dict[str, str] = field(default_factory=dict)  # repo -> downloaded copy
 
 
 @flow(name="optimize", on_failure=[_stop_engines_hook], on_crashed=[_stop_engines_hook],

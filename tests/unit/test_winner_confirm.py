@@ -13,7 +13,7 @@ from types import SimpleNamespace
 import pytest
 
 import flows.winner as winner_mod
-from flows.ladder import Incumbent
+from infopt.tuning.climb_data import Incumbent
 from infopt.runs.engine_run import EngineRun
 from infopt.specs.quality import Interval, TaskSetResult
 from infopt.specs.request import OptimizeRequest
@@ -58,12 +58,14 @@ def world(monkeypatch):
     return right, started
 
 
-def _ctx(tmp_path: Path) -> winner_mod.WinnerContext:
+def _ctx(tmp_path: Path) -> dict:
+    """confirm_winner's arguments beside the history: the request, the engine's run context,
+    the control and the quality reference's key."""
     request = OptimizeRequest(scenarios=[], quality_task_items=12, objective="throughput")
     run = EngineRun(run_dir=str(tmp_path), model=type("M", (), {"file_bytes": 1})(), hw=None,
                     workload=request.tuning_workload(), tokenizer_path=None,
                     engine_version="v", model_digest="d")
-    return winner_mod.WinnerContext(request=request, run=run, control=CFG, reference_key="ref")
+    return dict(request=request, run=run, control=CFG, reference_key="ref")
 
 
 def _inc(slots: int, values, chain):
@@ -81,7 +83,7 @@ def test_a_fast_winner_that_regresses_is_excluded_and_the_one_before_recommended
                                                                                 tmp_path):
     right, started = world
     right.update({4: 2, 2: 11, 1: 12})  # 4 slots: 2/12 against 12/12, p = 0.001
-    d = winner_mod.confirm_winner(HISTORY, _ctx(tmp_path))
+    d = winner_mod.confirm_winner(HISTORY, **_ctx(tmp_path))
     assert d.chosen.label == "parallel_slots=2" and d.winner.value == "2"
     assert started == [4, 2]
     assert d.tasks.passed and len(d.tasks.excluded) == 1
@@ -92,7 +94,7 @@ def test_a_fast_winner_that_regresses_is_excluded_and_the_one_before_recommended
 def test_the_baseline_is_reported_as_it_is_never_excluded(world, tmp_path):
     right, started = world
     right.update({4: 1, 2: 1, 1: 1})
-    d = winner_mod.confirm_winner(HISTORY, _ctx(tmp_path))
+    d = winner_mod.confirm_winner(HISTORY, **_ctx(tmp_path))
     assert d.chosen.label == "baseline" and started == [4, 2, 1]
     assert not d.tasks.passed and len(d.tasks.excluded) == 2
 
@@ -100,6 +102,34 @@ def test_the_baseline_is_reported_as_it_is_never_excluded(world, tmp_path):
 def test_within_noise_nothing_is_excluded(world, tmp_path):
     right, started = world
     right.update({4: 11, 2: 12, 1: 12})  # one item lost: p = 0.5
-    d = winner_mod.confirm_winner(HISTORY, _ctx(tmp_path))
+    d = winner_mod.confirm_winner(HISTORY, **_ctx(tmp_path))
     assert d.winner.value == "4" and started == [4] and d.tasks.passed
     assert d.winner.objective_value == 152  # the median trial of two: the upper one
+
+
+def test_the_fallback_policy_alone_tries_newest_first_and_keeps_the_baseline():
+    """infopt.tuning.winner.fallback without engines: the outcomes sent back decide."""
+    from infopt.specs.quality import TaskSetOutcome
+    from infopt.tuning.winner import fallback
+
+    def outcome(right: int) -> TaskSetOutcome:
+        from infopt.quality.taskrun import taskset_verdicts
+        return TaskSetOutcome(items_per_set=12, reference=_sets(12), winner_trial_id="t",
+                              winner=_sets(right),
+                              verdicts=taskset_verdicts(_sets(12), _sets(right), 0.0))
+
+    policy = fallback(HISTORY)
+    first = next(policy)
+    assert first.incumbent is HISTORY[2] and first.excluded == []
+    second = policy.send(outcome(1))
+    assert second.incumbent is HISTORY[1] and len(second.excluded) == 1
+    third = policy.send(outcome(1))
+    assert third.incumbent is HISTORY[0] and len(third.excluded) == 2
+    with pytest.raises(StopIteration) as done:
+        policy.send(outcome(1))  # the baseline is reported as it is
+    assert done.value.value is third
+    policy = fallback(HISTORY)
+    next(policy)
+    with pytest.raises(StopIteration) as done:
+        policy.send(None)  # no task sets ran: the newest is accepted
+    assert done.value.value.incumbent is HISTORY[2]

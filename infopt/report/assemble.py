@@ -1,18 +1,13 @@
-"""The optimize flow's last two steps: the chosen engine's winner finished (confirmed on the task
-sets, measured on the standard scenarios, its kernel path read, exposed behind its gate, its gain
-against the engine's defaults) and the report assembled from everything the run established."""
+"""The optimize run's report, assembled from what the run established (a Target), what each
+engine's tuning returned (EngineTuning) and what was measured of the winner after the ladder
+(Finish): the chosen engine's winner, every trial of every engine, and where each number comes
+from. Pure but for rendering the control's command when no control trial started."""
 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-from flows.engine_tuning import EngineTuning, fit_of
-from flows.expose import expose_winner
-from flows.ladder import control_values
-from flows.winner import Decision, WinnerContext, confirm_winner
 from infopt.contract.remedies import contract_gaps
 from infopt.contract.verify import PROBES as CONTRACT_PROBES
 from infopt.engines import adapter_for
@@ -20,19 +15,14 @@ from infopt.engines.base import launch_for
 from infopt.engines.layout import deployed_gpus
 from infopt.engines.render import render_deployment
 from infopt.report.reproduce import reproduction, weights_identity
-from infopt.specs.approval import ExposureOutcome, GateAnswer
+from infopt.runs.outcomes import EngineTuning, Finish, Target
 from infopt.specs.contract import ContractOutcome
 from infopt.specs.ladder import EngineChoice
 from infopt.specs.request import OptimizeRequest
-from infopt.specs.results import ControlGain, KernelPath, OptimizationReport, Trial
+from infopt.specs.results import OptimizationReport, Trial
 from infopt.specs.workload import Workload
-from infopt.tuning.control import control_gain, control_recommendation
 from infopt.tuning.pareto import closest_to_ceiling, config_label
 from infopt.tuning.pareto import points as pareto_points
-from tasks.kernel import kernel_path_task
-
-if TYPE_CHECKING:
-    from flows.optimize import Target
 
 # What every report says of how it measured (the notes after the run's own).
 METHOD_NOTES = (
@@ -42,44 +32,6 @@ METHOD_NOTES = (
     "lengths are exact by the engine's own tokenizer where it has a tokenize route "
     "(usage.prompt_tokens checked per request); output lengths forced with the engine's fields "
     "and checked against usage")
-
-
-@dataclass(frozen=True)
-class Finish:
-    """The winner as the run recommends it, with what was measured of it after the ladder."""
-
-    decision: Decision
-    kernels: KernelPath
-    exposure: ExposureOutcome | None
-    expose_answers: list[GateAnswer]
-    gain: ControlGain
-
-
-def finish_winner(request: OptimizeRequest, workload: Workload, tuned: EngineTuning,
-                  run_dir: Path, hw) -> Finish:
-    """The winner confirmed on the task sets against the reference's answers (the engine
-    started once for them and the standard scenarios), its kernel path, the expose gate, and
-    its gain against the control."""
-    # The defaults recommended: nothing to confirm against the reference, whose answers they
-    # are; the ladder's winner: confirmed, falling back through the incumbents before it.
-    chosen = [tuned.chosen] if tuned.chosen.role == "control" else tuned.history
-    decision = confirm_winner(chosen, WinnerContext(
-        request=request, run=tuned.engine_run, control=tuned.control,
-        reference_key=tuned.ref_key))
-    winner = decision.winner
-    run = tuned.engine_run
-    kernels = kernel_path_task(winner, str(run_dir), run.weights_bytes(winner.config),
-                               run.troubleshoot)
-    exposure, expose_answers = expose_winner(request, winner, run.weights_bytes(winner.config),
-                                             run_dir)
-    c_values, control_is_baseline = control_values(tuned.run)
-    gain = control_gain(c_values, decision.chosen.values, workload.objective,
-                        seed=request.seed, control_is_baseline=control_is_baseline,
-                        decision=tuned.ladder.decision)
-    control_fit = fit_of(tuned.model, hw, tuned.control, workload.target_concurrency)
-    gain.recommendation = control_recommendation(gain, control_fit.context_tokens,
-                                                 tuned.served_context_tokens)
-    return Finish(decision, kernels, exposure, expose_answers, gain)
 
 
 def _control_command(trials: list[Trial], tuned: EngineTuning) -> str:
