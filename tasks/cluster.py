@@ -5,16 +5,22 @@ from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
 
 import httpx
 from prefect import get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
 from infopt.cluster.boundary import probe_from, search_boundary, with_light_probe
+from infopt.cluster.evidence import router_failed, router_head, router_row
 from infopt.cluster.fleet import greedy_identity, measure_through, router, router_endpoint
+from infopt.cluster.interference import interference_sample
 from infopt.cluster.routers import Policy, RouterKind
-from infopt.cluster.workloads import comparison_traffic, probe_traffic
+from infopt.cluster.workloads import (
+    comparison_traffic,
+    long_prompt_tokens,
+    long_prompt_traffic,
+    probe_traffic,
+)
 from infopt.contract.openai_chat import BASE_REQUIRED
 from infopt.contract.verify import verify_endpoint
 from infopt.engines import endpoint_for
@@ -25,12 +31,6 @@ from infopt.specs.cluster import Boundary, InterferenceSample, Probe, RouterRun
 from infopt.specs.endpoint import Endpoint
 from infopt.specs.results import RunningEngine
 from infopt.specs.traffic import Slo, TrafficSpec
-
-# The long prompts mixed in beside the decode load (at most half the served context), and how
-# many: each outlasts the decode phase on a CPU (a 4,096-token prompt took ~40 s on one thread
-# of the AVX2 EPYC), so a few cover it without running on long after it.
-LONG_PROMPT_TOKENS = 2048
-LONG_PROMPTS = 2
 
 
 @task(name="slo-boundary", cache_policy=NO_CACHE)
@@ -67,10 +67,7 @@ def compare_router(kind: RouterKind, policy: Policy, running: list[RunningEngine
                    required: tuple[str, ...] = ()) -> RouterRun:
     """One router and policy in front of the replicas: the API contract through it, then the
     scenario, with each replica's evidence from the router's and the engines' counters."""
-    name = f"{kind.name} {kind.version}"
-    head: dict[str, Any] = dict(router=name, policy=policy.value, policy_flag=kind.policy_name(policy),
-                workload=traffic.name, replicas=len(running),
-                caveat=kind.caveats.get(policy))
+    head = router_head(kind, policy, len(running), traffic.name)
     log = Path(log_dir) / f"{kind.name}-{policy.value}-{traffic.name}.log"
     try:
         with router(kind, policy, [r.base_url for r in running], log) as r:
@@ -83,19 +80,8 @@ def compare_router(kind: RouterKind, policy: Policy, running: list[RunningEngine
                                                   max_input_tokens=max_input_tokens,
                                                   out_dir=None)
     except Exception as exc:  # noqa: BLE001 - a router that fails is a row, not a crash
-        return RouterRun(**head, requests=0, errors=0, output_tokens_per_s=0.0,
-                         ttft_p50_s=None, ttft_p95_s=None, e2e_p50_s=None,
-                         prefix_hit_ratio=None, evidence=[],
-                         failed=f"{type(exc).__name__}: {str(exc).splitlines()[0][:300]}")
-    lvl = result.level
-    hits = sum(e.prompt_tokens_from_cache or 0 for e in evidence)
-    looked = sum(e.prompt_tokens_looked_up or 0 for e in evidence)
-    return RouterRun(**head, requests=lvl.requests, errors=lvl.errors,
-                     output_tokens_per_s=lvl.output_tokens_per_s, ttft_p50_s=lvl.ttft_s.p50,
-                     ttft_p95_s=lvl.ttft_s.p95, e2e_p50_s=lvl.e2e_s.p50,
-                     prefix_hit_ratio=hits / looked if looked else None, evidence=evidence,
-                     contract_passed=all(c.ok for c in checks if c.required),
-                     quality_identical=same, quality_detail=detail)
+        return router_failed(head, exc)
+    return router_row(head, result, evidence, checks, same, detail)
 
 
 @task(name="pd-interference", cache_policy=NO_CACHE)
@@ -104,17 +90,10 @@ def measure_interference(replica: RunningEngine, model: str, base: TrafficSpec,
                          ) -> InterferenceSample:
     """The target load's decode ITL alone, then again with long prompts sent beside it (a
     second client on its own thread over the same replica): judge_interference's inputs."""
-    log = get_run_logger()
     endpoint = endpoint_for(replica.engine, replica.base_url, model, replica.pid)
     decode = comparison_traffic(base, sessions=None, prefix_tokens=0, requests=requests,
                                 concurrency=concurrency, seed=base.seed + 11)
-    long_tokens = min(max_input_tokens // 2, LONG_PROMPT_TOKENS)
-    long = TrafficSpec.model_validate({**decode.model_dump(), "name": "long-prompts",
-                                       "arrival": {"kind": "closed_loop", "concurrency": 1},
-                                       "peak_active_generations": 1,
-                                       "input_lengths": {"kind": "fixed", "tokens": long_tokens},
-                                       "output_lengths": {"kind": "fixed", "tokens": 2},
-                                       "measured_requests": LONG_PROMPTS})
+    long = long_prompt_traffic(decode, max_input_tokens)
     with httpx.Client(timeout=30.0) as client, ThreadPoolExecutor(max_workers=1) as pool:
         counter = prompt_counter(client, endpoint, None)  # uses `client`: measure inside
         alone, _ = measure(endpoint, decode, out_dir=None, max_input_tokens=max_input_tokens,
@@ -124,15 +103,7 @@ def measure_interference(replica: RunningEngine, model: str, base: TrafficSpec,
         mixed, _ = measure(endpoint, decode, out_dir=None, max_input_tokens=max_input_tokens,
                            counter=counter)
         long_result, _ = beside.result()
-    lvl = long_result.level
-    prefill = (lvl.prompt_tokens_mean / lvl.ttft_s.mean
-               if lvl.prompt_tokens_mean and lvl.ttft_s.mean else None)
-    a = alone.level
-    log.info("decode ITL p95 %s s alone, %s s with %d-token prompts beside it", a.itl_s.p95,
-             mixed.level.itl_s.p95, long_tokens)
-    return InterferenceSample(
-        itl_alone_s=a.itl_s.p95, itl_mixed_s=mixed.level.itl_s.p95,
-        long_prompt_tokens=long_tokens, prefill_tokens_per_s=prefill,
-        decode_tokens_per_s=a.output_tokens_per_s or None,
-        mean_prompt_tokens=a.prompt_tokens_mean or 0.0,
-        mean_output_tokens=a.output_tokens_total / a.requests if a.requests else 0.0)
+    long_tokens = long_prompt_tokens(max_input_tokens)
+    get_run_logger().info("decode ITL p95 %s s alone, %s s with %d-token prompts beside it",
+                          alone.level.itl_s.p95, mixed.level.itl_s.p95, long_tokens)
+    return interference_sample(alone, mixed, long_result, long_tokens)

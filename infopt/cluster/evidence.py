@@ -6,11 +6,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from typing import Any
 
-from infopt.cluster.routers import RouterKind
+from infopt.cluster.routers import Policy, RouterKind
 from infopt.loadgen.spec_counters import parse_counter
-from infopt.specs.cluster import ReplicaEvidence
+from infopt.specs.cluster import ReplicaEvidence, RouterRun
+from infopt.specs.contract import ContractCheck
 from infopt.specs.endpoint import PrefixCacheCounters
+from infopt.specs.results import ScenarioResult
 
 _LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
 
@@ -68,3 +71,34 @@ def replica_evidence(kind: RouterKind, router_before: str, router_after: str,
             url=url, requests_routed=None if n is None else round(n - before.get(url, 0.0)),
             prompt_tokens_from_cache=hits, prompt_tokens_looked_up=looked))
     return out
+
+
+def router_head(kind: RouterKind, policy: Policy, replicas: int, workload: str
+                ) -> dict[str, Any]:
+    """What names a router comparison's row: the router, its policy (and the flag that picks
+    it), the workload and the replica count, with the policy's caveat."""
+    return dict(router=f"{kind.name} {kind.version}", policy=policy.value,
+                policy_flag=kind.policy_name(policy), workload=workload, replicas=replicas,
+                caveat=kind.caveats.get(policy))
+
+
+def router_failed(head: dict[str, Any], exc: BaseException) -> RouterRun:
+    """A router that failed to start, to keep the contract or to measure: a row, not a crash."""
+    return RouterRun(**head, requests=0, errors=0, output_tokens_per_s=0.0, ttft_p50_s=None,
+                     ttft_p95_s=None, e2e_p50_s=None, prefix_hit_ratio=None, evidence=[],
+                     failed=f"{type(exc).__name__}: {str(exc).splitlines()[0][:300]}")
+
+
+def router_row(head: dict[str, Any], result: ScenarioResult, evidence: list[ReplicaEvidence],
+               checks: list[ContractCheck], same: bool, detail: str) -> RouterRun:
+    """A measured router comparison: the scenario's level, the replicas' prefix-cache hit
+    ratio (their own counters), the contract through the router and greedy identity."""
+    lvl = result.level
+    hits = sum(e.prompt_tokens_from_cache or 0 for e in evidence)
+    looked = sum(e.prompt_tokens_looked_up or 0 for e in evidence)
+    return RouterRun(**head, requests=lvl.requests, errors=lvl.errors,
+                     output_tokens_per_s=lvl.output_tokens_per_s, ttft_p50_s=lvl.ttft_s.p50,
+                     ttft_p95_s=lvl.ttft_s.p95, e2e_p50_s=lvl.e2e_s.p50,
+                     prefix_hit_ratio=hits / looked if looked else None, evidence=evidence,
+                     contract_passed=all(c.ok for c in checks if c.required),
+                     quality_identical=same, quality_detail=detail)

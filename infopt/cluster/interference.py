@@ -10,6 +10,7 @@ import math
 from typing import Any
 
 from infopt.specs.cluster import Interference, InterferenceSample
+from infopt.specs.results import ScenarioResult
 
 # Decode ITL p95 with long prompts mixed in over alone. DistServe and Splitwise motivate
 # disaggregation with prefill stalls that multiply decode step times; 1.5x is this rule's own
@@ -49,3 +50,19 @@ def judge_interference(m: InterferenceSample, peak_rate_per_s: float | None,
                             f"s), over the x{threshold:g} line: separate prefill and decode "
                             f"pools are suggested{sized}. An untested suggestion: no "
                             "disaggregated serving ran here"))
+
+
+def interference_sample(alone: ScenarioResult, mixed: ScenarioResult,
+                        long_prompts: ScenarioResult, long_tokens: int) -> InterferenceSample:
+    """judge_interference's inputs from the three measurements: the decode load alone, the
+    same load with the long prompts beside it, and the long prompts themselves (their prefill
+    rate: prompt tokens over time to first token)."""
+    lvl, a = long_prompts.level, alone.level
+    prefill = (lvl.prompt_tokens_mean / lvl.ttft_s.mean
+               if lvl.prompt_tokens_mean and lvl.ttft_s.mean else None)
+    return InterferenceSample(
+        itl_alone_s=a.itl_s.p95, itl_mixed_s=mixed.level.itl_s.p95,
+        long_prompt_tokens=long_tokens, prefill_tokens_per_s=prefill,
+        decode_tokens_per_s=a.output_tokens_per_s or None,
+        mean_prompt_tokens=a.prompt_tokens_mean or 0.0,
+        mean_output_tokens=a.output_tokens_total / a.requests if a.requests else 0.0)

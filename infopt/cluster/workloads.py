@@ -9,6 +9,11 @@ from infopt.specs.serving import AnyServingConfig
 from infopt.specs.traffic import ClosedLoop, PoissonArrival, PrefixReuse, Slo, TrafficSpec
 
 PROBE_WARMUP = 4  # requests before each probe's measured ones (discarded)
+# The long prompts mixed in beside the decode load (at most half the served context), and how
+# many: each outlasts the decode phase on a CPU (a 4,096-token prompt took ~40 s on one thread
+# of the AVX2 EPYC), so a few cover it without running on long after it.
+LONG_PROMPT_TOKENS = 2048
+LONG_PROMPTS = 2
 
 
 def probe_traffic(base: TrafficSpec, rate_per_s: float, requests: int, slos: list[Slo],
@@ -34,6 +39,20 @@ def comparison_traffic(base: TrafficSpec, *, sessions: int | None, prefix_tokens
             concurrency=concurrency), "prefix": prefix, "measured_requests": requests,
         "duration_s": None, "warmup_requests": 0, "seed": seed, "cooldown_s": 0.0,
         "peak_active_generations": concurrency})
+
+
+def long_prompt_tokens(max_input_tokens: int) -> int:
+    return min(max_input_tokens // 2, LONG_PROMPT_TOKENS)
+
+
+def long_prompt_traffic(decode: TrafficSpec, max_input_tokens: int) -> TrafficSpec:
+    """The long prompts sent beside the decode load (the P/D interference check): one at a
+    time, two output tokens each, half the served context at most."""
+    return _validated(decode, {
+        "name": "long-prompts", "arrival": ClosedLoop(concurrency=1),
+        "peak_active_generations": 1,
+        "input_lengths": {"kind": "fixed", "tokens": long_prompt_tokens(max_input_tokens)},
+        "output_lengths": {"kind": "fixed", "tokens": 2}, "measured_requests": LONG_PROMPTS})
 
 
 def _validated(base: TrafficSpec, update: dict) -> TrafficSpec:

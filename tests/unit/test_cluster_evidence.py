@@ -69,3 +69,23 @@ def test_router_command_lines_come_from_their_own_flags():
     from infopt.specs.cluster import ROUTER_NAMES
 
     assert set(ROUTERS) == set(ROUTER_NAMES)
+
+
+def test_a_router_row_pools_the_replicas_cache_counters_and_a_failure_is_a_row():
+    from infopt.cluster.evidence import router_failed, router_head, router_row
+    from infopt.specs.cluster import ReplicaEvidence
+    from infopt.specs.contract import CheckStatus, ContractCheck
+    from tests.unit.test_cluster_interference import _measured
+
+    head = router_head(VLLM_ROUTER, Policy.ROUND_ROBIN, 2, "sessions")
+    assert head["policy_flag"] == VLLM_ROUTER.policy_name(Policy.ROUND_ROBIN)
+    evidence = [ReplicaEvidence(url="a", requests_routed=3, prompt_tokens_from_cache=30,
+                                prompt_tokens_looked_up=100),
+                ReplicaEvidence(url="b", requests_routed=3, prompt_tokens_from_cache=None,
+                                prompt_tokens_looked_up=100)]
+    ok = ContractCheck(feature="chat", route="/v1/chat/completions", stream=False,
+                       required=True, status=CheckStatus.PASS, detail="")
+    row = router_row(head, _measured(0.02, 100.0, 0.1), evidence, [ok], True, "identical")
+    assert row.prefix_hit_ratio == 30 / 200 and row.contract_passed and row.failed is None
+    broken = router_failed(head, RuntimeError("bind failed\nstack"))
+    assert broken.failed == "RuntimeError: bind failed" and broken.requests == 0

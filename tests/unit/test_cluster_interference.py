@@ -28,3 +28,45 @@ def test_over_the_line_separate_pools_are_sized_and_labelled_untested():
     assert (v.prefill_replicas, v.decode_replicas) == (1, 4)
     assert "An untested suggestion" in v.why
     assert judge_interference(sample(None, 0.06), PEAK) is None
+
+
+def _measured(itl_p95, prompt_mean, ttft_mean, out_total=800, requests=4, out_rate=50.0):
+    from infopt.specs.results import LevelResult, Percentiles, ScenarioResult
+
+    none = Percentiles(n=0, p50=None, p95=None, p99=None, mean=None, low_sample_p95=True)
+    level = LevelResult(concurrency=4, requests=requests, errors=0, lengths_not_reached=0,
+                        duration_s=10.0, ttft_s=none.model_copy(update={"mean": ttft_mean}),
+                        itl_s=none.model_copy(update={"p95": itl_p95}), e2e_s=none,
+                        output_tokens_total=out_total, output_tokens_per_s=out_rate,
+                        requests_per_s=0.4, prompt_tokens_mean=prompt_mean)
+    return ScenarioResult(name="x", arrival="closed_loop", level=level, slos=[],
+                          goodput_requests_per_s=None, slo_violated=None,
+                          validation_passed=True, validation_failures=[], errors_by_kind={},
+                          records_path=None)
+
+
+def test_the_sample_is_read_from_the_three_measurements():
+    """infopt.cluster.interference.interference_sample: ITL p95 alone and mixed, the long
+    prompts' prefill rate (prompt tokens over mean TTFT), the decode load's rates."""
+    from infopt.cluster.interference import interference_sample
+
+    s = interference_sample(_measured(0.02, 100.0, 0.1), _measured(0.05, 100.0, 0.1),
+                            _measured(None, 2048.0, 0.5), 2048)
+    assert (s.itl_alone_s, s.itl_mixed_s, s.long_prompt_tokens) == (0.02, 0.05, 2048)
+    assert s.prefill_tokens_per_s == 2048.0 / 0.5 and s.decode_tokens_per_s == 50.0
+    assert (s.mean_prompt_tokens, s.mean_output_tokens) == (100.0, 200.0)
+    unmeasured = interference_sample(_measured(0.02, 100.0, 0.1), _measured(0.05, 100.0, 0.1),
+                                     _measured(None, None, None), 2048)
+    assert unmeasured.prefill_tokens_per_s is None
+
+
+def test_long_prompts_are_half_the_context_at_most_one_at_a_time():
+    from infopt.cluster.workloads import LONG_PROMPTS, long_prompt_traffic
+    from infopt.specs.workload import fixed_levels
+
+    base = fixed_levels(input_tokens=64, output_tokens=32, levels=[4], target=4,
+                        requests=8).traffic
+    short_ctx, long_ctx = long_prompt_traffic(base, 1024), long_prompt_traffic(base, 65536)
+    assert short_ctx.input_lengths.tokens == 512 and long_ctx.input_lengths.tokens == 2048
+    assert short_ctx.output_lengths.tokens == 2 and short_ctx.measured_requests == LONG_PROMPTS
+    assert short_ctx.arrival.concurrency == 1 and short_ctx.name == "long-prompts"

@@ -13,12 +13,12 @@ from types import SimpleNamespace
 import pytest
 
 import flows.winner as winner_mod
-from infopt.tuning.climb_data import Incumbent
 from infopt.runs.engine_run import EngineRun
 from infopt.specs.quality import Interval, TaskSetResult
 from infopt.specs.request import OptimizeRequest
 from infopt.specs.results import Trial
 from infopt.specs.serving import LlamaCppConfig, with_knob
+from infopt.tuning.climb_data import Incumbent
 
 CFG = LlamaCppConfig(model_path="/m.gguf", ctx_per_slot_tokens=8192)
 
