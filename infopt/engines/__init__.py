@@ -12,6 +12,7 @@ from infopt.engines import llamacpp, mlx, sglang, trtllm, vllm
 from infopt.engines.base import EngineAdapter, Launch
 from infopt.specs.base import EngineUnavailableError
 from infopt.specs.endpoint import Endpoint, TokenizeRoute
+from infopt.specs.model import ModelFormat
 from infopt.specs.serving import EngineName
 
 ENGINES: dict[EngineName, EngineAdapter] = {
@@ -31,7 +32,7 @@ def adapter_for(name: EngineName | str) -> EngineAdapter:
             f"engine '{name}' has no adapter yet; available: {', '.join(ENGINES)}") from None
 
 
-def serves(name: EngineName | str, fmt) -> str | None:
+def serves(name: EngineName | str, fmt: ModelFormat) -> str | None:
     """None when engine `name` loads checkpoints of format `fmt` (a ModelFormat), else why not
     (routing skips it, and picks a comparator's format by it)."""
     formats = adapter_for(name).model_formats

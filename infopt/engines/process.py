@@ -17,6 +17,7 @@ import subprocess
 import threading
 import time
 from pathlib import Path
+from types import FrameType
 from typing import Any
 
 import httpx
@@ -34,6 +35,7 @@ from infopt.specs.base import (
     ReadinessTimeout,
 )
 from infopt.specs.results import RunningEngine
+from infopt.specs.serving import AnyServingConfig
 
 _LIVE: dict[int, subprocess.Popen[bytes]] = {}
 _LOCK = threading.Lock()
@@ -67,7 +69,7 @@ def tail(path: Path, lines: int = 20) -> str:
         return ""
 
 
-def _secret_env(adapter: EngineAdapter, config, exposure: ExposureGrant | None
+def _secret_env(adapter: EngineAdapter, config: AnyServingConfig, exposure: ExposureGrant | None
                 ) -> dict[str, str]:
     """The one gate in front of every non-loopback bind: whatever set `config.host` (a flag, a
     file, a flow parameter, a knob), no grant from an approved expose gate means no start.
@@ -119,7 +121,7 @@ def listening(pid: int) -> list[str]:
     return sorted(found)
 
 
-def start(adapter: EngineAdapter, config, executable: str, log_path: Path,
+def start(adapter: EngineAdapter, config: AnyServingConfig, executable: str, log_path: Path,
           weights_bytes: int, *, poll_interval_s: float = 0.25,
           exposure: ExposureGrant | None = None) -> RunningEngine:
     """Launch `config` with `adapter` (its `env` on top of the adapter's) and block until its
@@ -311,7 +313,7 @@ def _install_signal_handlers() -> None:
         if getattr(prev, "_infopt_stops_engines", False):
             continue
 
-        def handler(signum, frame, prev=prev):
+        def handler(signum: int, frame: FrameType | None, prev: Any = prev) -> None:
             stop_all()
             if callable(prev):
                 prev(signum, frame)

@@ -34,7 +34,7 @@ from infopt.engines.helm import (
 from infopt.runs.rundir import atomic_write
 from infopt.specs.base import InputError
 from infopt.specs.results import DeploymentRendering
-from infopt.specs.serving import EngineName
+from infopt.specs.serving import AnyServingConfig, EngineName
 
 CONTAINER_BIND_HOST = "0.0.0.0"  # inside the container's own network namespace only
 _DNS1123 = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
@@ -199,7 +199,7 @@ def write_launch_files(launch: Launch) -> list[Path]:
     return written
 
 
-def render_deployment(config, port: int, gpus: int, name: str, cpus: int = 1,
+def render_deployment(config: AnyServingConfig, port: int, gpus: int, name: str, cpus: int = 1,
                       model_bytes: int = 0, *, model: ModelSource | None = None,
                       token: TokenSecret | None = None) -> DeploymentRendering | None:
     """The winner as a `docker run` command, a Kubernetes manifest and, where the engine has

@@ -13,6 +13,8 @@ requantizes a GGUF). llama.cpp is tuned beside it when a GGUF of the model is gi
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from infopt.specs.base import Spec
 from infopt.specs.hardware import HardwareInventory
 from infopt.specs.model import ModelFormat, ModelProfile
@@ -80,7 +82,9 @@ def engine_order(*, gpu: bool, apple: bool, target_concurrency: int) -> list[Eng
 
 
 def select_available(routes: list[RouteChoice], allowed: EngineName | list[EngineName] | None,
-                     is_available, serves=None) -> tuple[EngineName, list[str]]:
+                     is_available: Callable[[str], object],
+                     serves: Callable[[EngineName], str | None] | None = None
+                     ) -> tuple[EngineName, list[str]]:
     """The first routed (or allowed, in the user's order) engine that serves the checkpoint
     (`serves(name)`: None, or why not) and that `is_available(name)` accepts, with the reasons
     the others were skipped. `is_available` raises EngineUnavailableError with what to do."""
@@ -105,7 +109,8 @@ def select_available(routes: list[RouteChoice], allowed: EngineName | list[Engin
 
 
 def comparator_for(chosen: EngineName, formats: list[tuple[ModelFormat, list[RouteChoice]]],
-                   allowed: list[EngineName] | None, is_available, serves
+                   allowed: list[EngineName] | None, is_available: Callable[[str], object],
+                   serves: Callable[[EngineName, ModelFormat], str | None]
                    ) -> tuple[tuple[EngineName, ModelFormat] | None, str]:
     """The engine tuned beside the routed one: the first other engine (the user's allowed
     order, else each local format's routes) that serves one of the formats the model is here

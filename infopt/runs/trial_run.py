@@ -12,6 +12,7 @@ import shutil
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import httpx
 import psutil
@@ -144,7 +145,7 @@ def run_trial(spec: TrialSpec, key: str, fit: MemoryFit | None, ctx: EngineRun,
                     spec.trial_id, key)
         return done
     log = trial_dir(run_dir, key) / "engine.log"
-    common = dict(trial_id=spec.trial_id, role=spec.role.value, dimension=spec.dimension,
+    common: dict[str, Any] = dict(trial_id=spec.trial_id, role=spec.role.value, dimension=spec.dimension,
                   value=spec.value, repeat=spec.repeat, fit=fit, key=key,
                   changes=spec.changes, approvals=spec.approvals)
     checks, verdict, bench, error, rejected = [], None, None, None, None

@@ -156,7 +156,8 @@ def fixed_levels(*, input_tokens: int, output_tokens: int, levels: list[int], ta
 # --- lengths against the model's context -------------------------------------------------------
 
 
-def _longest(dist, column: str) -> tuple[int, str]:
+def _longest(dist: FixedLengths | UniformLengths | LognormalLengths | TraceLengths,
+             column: str) -> tuple[int, str]:
     """The longest length a distribution draws, and how it was found. An uncapped log-normal
     has no longest draw: its p95 stands in (the tail above it is clipped at run time)."""
     if isinstance(dist, FixedLengths):

@@ -18,7 +18,7 @@ from infopt.engines import adapter_for
 from infopt.engines.layout import config_layout, replica_sequences
 from infopt.engines.support import kv_options
 from infopt.hardware.catalog import match_gpu
-from infopt.specs.fit import CeilingRatio, DeviceBudget, Envelope, MemoryFit
+from infopt.specs.fit import CeilingRatio, CeilingRow, DeviceBudget, Envelope, MemoryFit
 from infopt.specs.hardware import HardwareInventory
 from infopt.specs.model import ModelProfile
 from infopt.specs.results import BenchmarkResult
@@ -87,7 +87,7 @@ def level_ceilings(model: ModelProfile, hw: HardwareInventory, config: Config,
     return out
 
 
-def _with_attainable(r: CeilingRatio, row, model: ModelProfile, engine: str,
+def _with_attainable(r: CeilingRatio, row: CeilingRow, model: ModelProfile, engine: str,
                      device: DeviceBudget, step: LevelStep, bench: BenchmarkResult
                      ) -> CeilingRatio:
     """The theoretical entry with the attainable estimate (GPUs only): one replica's step on

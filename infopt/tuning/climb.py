@@ -48,7 +48,7 @@ from infopt.specs.ladder import (
     LadderOutcome,
     LadderStep,
 )
-from infopt.specs.paired import FinalDecision
+from infopt.specs.paired import FinalDecision, RoundsDecision
 from infopt.specs.results import Trial
 from infopt.specs.serving import AnyServingConfig, same_config, with_knobs
 from infopt.specs.trial import TrialDimension, TrialRole, TrialSpec, changes_from
@@ -199,6 +199,7 @@ class _Climber:
                                 launches=self.launches, broken=start.trial,
                                 broken_gaps=start.gaps, remedy=remedy, first_gaps=first_gaps,
                                 replanned_after=replanned_after)
+        assert not isinstance(start, _Replan)  # allow_remedy=False: re-planned at most once
         base, control = start
         ladder, history = yield from self._climb(base, p.facts(base.trials[0]))
         decision, chosen = yield from self._decide(history[-1], control)
@@ -207,7 +208,9 @@ class _Climber:
                             launches=self.launches, remedy=remedy, first_gaps=first_gaps,
                             replanned_after=replanned_after, chosen=chosen)
 
-    def _measure_start(self, baseline: AnyServingConfig, allow_remedy: bool):
+    def _measure_start(self, baseline: AnyServingConfig, allow_remedy: bool
+                       ) -> Generator[TrialSpec, Trial,
+                                      tuple[Incumbent, Incumbent | None] | _Replan | _Broken]:
         """The control and the baseline, `repeats` paired rounds (the control first in odd
         rounds). When the control is the baseline (vLLM's defaults serve the full context) it
         runs alone. Returns (baseline, control) incumbents, or why nothing can be climbed."""
@@ -278,7 +281,8 @@ class _Climber:
                 if self.window else f"the workload's {n0} measured requests suffice"))
         self.p.log.info("noise: %s", self.window_why)
 
-    def _climb(self, inc: Incumbent, facts: LadderFacts):
+    def _climb(self, inc: Incumbent, facts: LadderFacts
+               ) -> Generator[TrialSpec, Trial, tuple[LadderOutcome, list[Incumbent]]]:
         """Every dimension in order from `inc`; returns the outcome and the incumbents in the
         order they were accepted (the baseline first: the fallbacks of the final check)."""
         p = self.p
@@ -322,7 +326,8 @@ class _Climber:
 
     def _families(self, inc: Incumbent, dim: Dimension, rule: DimensionRule | None,
                   facts: LadderFacts,
-                  steps: list[LadderStep], history: list[Incumbent]):
+                  steps: list[LadderStep], history: list[Incumbent]
+                  ) -> Generator[TrialSpec, Trial, Incumbent]:
         """The parallel layouts family by family (TP -> PP -> DP -> EP), one step each with its
         own screens and confirmations, each family's candidates derived from the incumbent the
         families before it left (so PP competes with the TP winner, not with TP=1). Returns
@@ -365,18 +370,20 @@ class _Climber:
 
     def _round(self, inc: Incumbent, config: AnyServingConfig, label: str,
                dim: TrialDimension, k: int, approvals: list[GateAnswer],
-               candidate_first: bool):
+               candidate_first: bool
+               ) -> Generator[TrialSpec, Trial, tuple[Trial | None, Trial]]:
         """One paired round: the candidate's window and the incumbent's, back to back (the
         candidate first when asked: a candidate its gates reject costs no incumbent window).
         Returns (the incumbent's trial or None, the candidate's trial)."""
         self.round_no += 1
 
-        def cand():  # the decision's winner was gated in the ladder: it modifies nothing now
+        # The decision's winner was gated in the ladder: it modifies nothing now.
+        def cand() -> Generator[TrialSpec, Trial, Trial]:
             return self._trial(self._spec(TrialRole.TUNING, config, label, dim, k,
                                           approvals=approvals,
                                           incumbent=None if dim == "decision" else inc.config))
 
-        def mine():
+        def mine() -> Generator[TrialSpec, Trial, Trial]:
             return self._trial(self._spec(inc.role, inc.config,
                                           None if inc.role is TrialRole.CONTROL else inc.label,
                                           inc.dimension, len(inc.trials) + 1))
@@ -394,7 +401,8 @@ class _Climber:
 
     def _sequence(self, inc: Incumbent, config: AnyServingConfig, label: str,
                   dim: TrialDimension, pairs: Pairs, approvals: list[GateAnswer],
-                  force_min: bool = False):
+                  force_min: bool = False
+                  ) -> Generator[TrialSpec, Trial, tuple[RoundsDecision | None, str | None]]:
         """Rounds added to `pairs` until the policy decides (infopt.tuning.rounds) or the budget
         ends them; `force_min`: the first `repeats` rounds run whatever the budget (the final
         decision). Returns (decision or None, why it failed or None)."""
@@ -422,7 +430,8 @@ class _Climber:
                 continue
             pairs.add(i, t)
 
-    def _step(self, inc: Incumbent, dim: Dimension, cands: list[LadderCandidate]):
+    def _step(self, inc: Incumbent, dim: Dimension, cands: list[LadderCandidate]
+              ) -> Generator[TrialSpec, Trial, tuple[LadderStep, Incumbent | None]]:
         """Screen each kept candidate with one paired round (an ordered series stops at its
         first ratio no better than the one before), then confirm the promising ones."""
         step = LadderStep(dimension=dim, incumbent=inc.label, incumbent_values=inc.values)
@@ -474,7 +483,8 @@ class _Climber:
             else []
 
     def _confirm(self, inc: Incumbent, dim: Dimension,
-                 screened: list[tuple[LadderCandidate, Pairs]], step: LadderStep):
+                 screened: list[tuple[LadderCandidate, Pairs]], step: LadderStep
+                 ) -> Generator[TrialSpec, Trial, Incumbent | None]:
         """The promising candidates, best screen first, confirmed with paired rounds until
         decided; the first accepted becomes the new incumbent."""
         p = self.p
@@ -522,7 +532,8 @@ class _Climber:
 
     # -- the decision -------------------------------------------------------------------------
 
-    def _decide(self, winner: Incumbent, control: Incumbent | None):
+    def _decide(self, winner: Incumbent, control: Incumbent | None
+                ) -> Generator[TrialSpec, Trial, tuple[FinalDecision, Incumbent]]:
         """The ladder's winner against the control in paired rounds (and again, afresh, when
         the control drifted between the start and the end); what the run recommends."""
         p = self.p
@@ -551,7 +562,8 @@ class _Climber:
         p.log.info("decision: %s", decision.why)
         return decision, (winner if decision.recommended == "winner" else control)
 
-    def _against(self, winner: Incumbent, control: Incumbent):
+    def _against(self, winner: Incumbent, control: Incumbent
+                 ) -> Generator[TrialSpec, Trial, RoundsDecision | None]:
         pairs = Pairs()
         # The winner's windows carry its own label (one configuration, one name in the
         # report), the "decision" dimension telling them from the ladder's.

@@ -12,6 +12,7 @@ from infopt.contract.remedies import contract_gaps
 from infopt.engines import adapter_for
 from infopt.engines.base import ServingTarget
 from infopt.engines.support import unsupported_config
+from infopt.specs.contract import ContractRemedy
 from infopt.specs.fit import MemoryFit
 from infopt.specs.hardware import HardwareInventory
 from infopt.specs.model import ModelProfile
@@ -67,7 +68,8 @@ def why_pruned(config: AnyServingConfig, cpu_isa: list[str] | None,
 
 
 def control_ineligible(control: Trial, fit: Callable[[AnyServingConfig], MemoryFit],
-                       served_context_tokens: int, remedies) -> str | None:
+                       served_context_tokens: int, remedies: tuple[ContractRemedy, ...]
+                       ) -> str | None:
     """The hard requirement the engine's defaults fail, from their first trial: no
     measurement, a required API feature missing, the quality gate, or less context per
     sequence than the run serves (llama.cpp's auto slots share one context); None: eligible."""

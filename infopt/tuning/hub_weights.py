@@ -6,9 +6,10 @@ ladder names it. Pure: the flow downloads each behind the download gate (flows/w
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from infopt.engines import serves
+from infopt.engines.ladder import WeightVariant
 from infopt.specs.base import InputError
 from infopt.specs.checkpoint import CheckpointCandidate, HubFile, Shortlist
 from infopt.specs.model import ModelFormat, ModelProfile
@@ -124,11 +125,12 @@ def served_precision(model: ModelProfile) -> tuple[str, float] | None:
     return (dtype, _FLOAT_BITS[dtype]) if dtype in _FLOAT_BITS else None
 
 
-def reference_weights(served_bits: float | None, variants, fits: Callable[[str], bool]):
+def reference_weights(served_bits: float | None, variants: Sequence[WeightVariant],
+                      fits: Callable[[str], bool]) -> WeightVariant | None:
     """The quality reference's weights: the downloaded hub checkpoint with the most bits per
     weight, when it has more than the served checkpoint and fits here (the specification: "the
     highest precision that fits"); None: the served checkpoint is the reference. Variants made
     here from the served file derive from its rounding and never qualify."""
     better = [v for v in variants if v.source and v.bits_per_weight and served_bits
               and v.bits_per_weight > served_bits and fits(v.path)]
-    return max(better, key=lambda v: v.bits_per_weight) if better else None
+    return max(better, key=lambda v: v.bits_per_weight or 0.0) if better else None

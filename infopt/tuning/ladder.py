@@ -14,6 +14,7 @@ from infopt.costmodel.kv import kv_bytes_per_token_per_gpu
 from infopt.costmodel.layouts import candidate_layouts
 from infopt.engines.base import EngineAdapter
 from infopt.engines.ladder import (
+    Derive,
     DimensionRule,
     Drafter,
     LadderFacts,
@@ -74,14 +75,14 @@ def _not_asked(cfg: AnyServingConfig, f: LadderFacts) -> str:
     return "not asked for: the request's `dimensions` leaves it out"
 
 
-def _user_rule(tune: Any):
+def _user_rule(tune: Any) -> Derive:
     def user(cfg: AnyServingConfig, f: LadderFacts) -> list[LadderCandidate]:
         return [candidate(Dimension.USER, {tune.knob: v}, why="chosen by the user")
                 for v in tune.values]
     return user
 
 
-def _cap_rule(adapter: EngineAdapter):
+def _cap_rule(adapter: EngineAdapter) -> Derive:
     def cap(cfg: AnyServingConfig, f: LadderFacts) -> list[LadderCandidate] | str:
         dim = adapter.scheduling_dimension(f.target_concurrency)
         return [candidate(Dimension.SCHEDULING, {dim.knob: v}, why=dim.why, series=dim.knob)

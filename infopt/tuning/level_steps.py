@@ -14,6 +14,7 @@ from infopt.costmodel.weights import path_from_quantization
 from infopt.engines import adapter_for
 from infopt.engines.layout import config_layout, running_sequences
 from infopt.specs.fit import CeilingRow, DeviceBudget, Envelope, Layout, WeightPath
+from infopt.specs.inspection import ModelInspection
 from infopt.specs.results import BenchmarkResult
 from infopt.specs.serving import AnyServingConfig as Config
 
@@ -58,7 +59,7 @@ class LevelStep:
         return -(-self.batch // self.layout.dp)
 
 
-def level_steps(inspection, device: DeviceBudget, is_cpu: bool, config: Config,
+def level_steps(inspection: ModelInspection, device: DeviceBudget, is_cpu: bool, config: Config,
                 bench: BenchmarkResult, native_context_tokens: int) -> Iterator[LevelStep]:
     """Each measured level (with an ITL) as the batch the engine ran (its concurrency under
     the config's running-sequence cap, per DP replica) and its step time."""
@@ -76,7 +77,7 @@ def level_steps(inspection, device: DeviceBudget, is_cpu: bool, config: Config,
             yield LevelStep(lvl.concurrency, batch, step_s, path, shape.kv_dtype, layout)
 
 
-def decode_ceiling(inspection, device: DeviceBudget, step: LevelStep, context_tokens: int,
+def decode_ceiling(inspection: ModelInspection, device: DeviceBudget, step: LevelStep, context_tokens: int,
                    envelope: Envelope, exact_weights_bytes: int | None = None
                    ) -> CeilingRow | None:
     """The decode ceiling of the step's whole layout at its batch (pipeline stages, DP
@@ -86,7 +87,7 @@ def decode_ceiling(inspection, device: DeviceBudget, step: LevelStep, context_to
                              exact_weights_bytes=exact_weights_bytes)
 
 
-def theoretical_rows(inspection, device: DeviceBudget, step: LevelStep, context_tokens: int,
+def theoretical_rows(inspection: ModelInspection, device: DeviceBudget, step: LevelStep, context_tokens: int,
                      prompt_tokens: int, exact_weights_bytes: int | None = None
                      ) -> tuple[CeilingRow | None, CeilingRow | None]:
     """(one replica's decode ceiling row at its share of the batch, one prompt's prefill row)

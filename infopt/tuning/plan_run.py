@@ -121,8 +121,8 @@ def other_formats(request: OptimizeRequest, model: ModelProfile,
     return [p for p in map(profile, paths) if p.format is not model.format]
 
 
-def fit_of(model: ModelProfile, hw: HardwareInventory, config, target_concurrency: int
-           ) -> MemoryFit:
+def fit_of(model: ModelProfile, hw: HardwareInventory, config: AnyServingConfig,
+           target_concurrency: int) -> MemoryFit:
     """The fit of `config`, with its own weights' size and quantization when it changes them."""
     return fit_config(weights_profile(model, config.model_path), hw, config, target_concurrency)
 
@@ -169,8 +169,8 @@ def check_overrides(request: OptimizeRequest, engines: list[EngineName]) -> None
                           + ", ".join(sorted(known)))
 
 
-def reference_config(control, model: ModelProfile, hw: HardwareInventory, workload: Workload,
-                     variants: tuple[WeightVariant, ...], digest: str
+def reference_config(control: AnyServingConfig, model: ModelProfile, hw: HardwareInventory,
+                     workload: Workload, variants: tuple[WeightVariant, ...], digest: str
                      ) -> tuple[AnyServingConfig, str, str | None]:
     """(the quality reference's configuration, its weights' digest, why when it is not the
     control): the control, or the control on a downloaded checkpoint of higher precision that
@@ -191,7 +191,8 @@ def reference_config(control, model: ModelProfile, hw: HardwareInventory, worklo
             f"per weight, more than the served {served_fmt}'s {served}, and it fits)")
 
 
-def _widest(request, engine, model, hw) -> StartShape | None:
+def _widest(request: OptimizeRequest, engine: EngineName, model: ModelProfile,
+            hw: HardwareInventory) -> StartShape | None:
     if not hw.gpus:
         return None
     native = start_configs(request, engine, model, hw)[1]
@@ -199,13 +200,14 @@ def _widest(request, engine, model, hw) -> StartShape | None:
                         native)
 
 
-def _start_shape(request, engine, model, hw, workload) -> StartShape | None:
+def _start_shape(request: OptimizeRequest, engine: EngineName, model: ModelProfile,
+                 hw: HardwareInventory, workload: Workload) -> StartShape | None:
     """The shape `engine` starts in (infopt.tuning.start_shape), with the control's own fit
     checked in it; None when nothing fits."""
-    def baseline_at(context: int):
+    def baseline_at(context: int) -> AnyServingConfig:
         return start_configs(request, engine, model, hw, StartShape(context_tokens=context))[1]
 
-    def fits(config) -> MemoryFit:
+    def fits(config: AnyServingConfig) -> MemoryFit:
         return fit_of(model, hw, config, workload.target_concurrency)
 
     prompt, output, *_ = longest_request(workload.traffic)

@@ -30,6 +30,7 @@ from scipy.stats import t as student_t
 from infopt.analysis.paired import POWER, better_ratio, paired_compare
 from infopt.specs.paired import (
     HIGHER_IS_BETTER_MEASURE,
+    DecisionState,
     MeasureName,
     PairedComparison,
     RoundsDecision,
@@ -115,7 +116,7 @@ def decide(a: Sequence[float], b: Sequence[float],
     last = last or n >= policy.max_rounds
     sec = _secondary(a_sec, b_sec, policy, n)
 
-    def done(state, why: str) -> RoundsDecision:
+    def done(state: DecisionState, why: str) -> RoundsDecision:
         return RoundsDecision(state=state, objective=obj, secondary=sec, rounds=n,
                               max_rounds=policy.max_rounds, why=why)
 

@@ -36,7 +36,7 @@ class Decision:
 def median_trial(trials: list[Trial]) -> Trial:
     """The measured trial at the median objective."""
     measured = sorted((t for t in trials if t.objective_value is not None),
-                      key=lambda t: t.objective_value)
+                      key=lambda t: t.objective_value or 0.0)
     if not measured:  # the ladder accepts only measured incumbents; the baseline is checked
         raise EngineStartError("no trial of this configuration was measured: " + "; ".join(
             f"{t.trial_id}: {t.failed}" for t in trials))
