@@ -32,11 +32,13 @@ from infopt.specs.approval import GateAnswer
 from infopt.specs.base import EngineStartError, InfoptError
 from infopt.specs.checkpoint import Shortlist
 from infopt.specs.contract import ContractGap
+from infopt.specs.fit import MemoryFit
 from infopt.specs.hardware import HardwareInventory
 from infopt.specs.ladder import Dimension
 from infopt.specs.model import ModelProfile
 from infopt.specs.request import OptimizeRequest
 from infopt.specs.results import Trial
+from infopt.specs.serving import AnyServingConfig
 from infopt.specs.trial import trial_key
 from infopt.specs.workload import Workload
 from infopt.troubleshoot.diagnose import next_steps
@@ -92,10 +94,10 @@ def tune_engine(request: OptimizeRequest, plan: EnginePlan, hw: HardwareInventor
                        model_digest=digest, quality_reference=reference,
                        troubleshoot=troubleshooting(request),
                        context_tokens=shape.context_tokens if shape else None)
-    def fit(c):
+    def fit(c: AnyServingConfig) -> MemoryFit:
         return fit_of(model, hw, c, workload.target_concurrency)
 
-    plan = ClimbPlan(
+    climb_plan = ClimbPlan(
         control=control, baseline=baseline, engine=adapter.name.value,
         rules=rules_for(adapter, request.dimensions, request.tune),
         facts=lambda base: ladder_facts(model, hw, workload, base, weights.variants,
@@ -110,7 +112,7 @@ def tune_engine(request: OptimizeRequest, plan: EnginePlan, hw: HardwareInventor
         control_ineligible=lambda t: control_ineligible(t, fit, ctx.served_context_tokens,
                                                         adapter.contract_remedies),
         progress=Progress(run_dir.name, adapter.name.value))
-    outcome, trials = run_climb(plan, ctx, lambda s: trial_key(s, workload, version, digest,
+    outcome, trials = run_climb(climb_plan, ctx, lambda s: trial_key(s, workload, version, digest,
                                                               gate), fit,
                                 request.budgets.retries, request.budgets.engines_up)
     # A re-planned baseline (its contract remedy): the first plan's trials the second did not
@@ -120,6 +122,7 @@ def tune_engine(request: OptimizeRequest, plan: EnginePlan, hw: HardwareInventor
         _stop_on_broken_baseline(outcome.broken, run_dir, outcome.broken_gaps)
     run = LadderRun(trials=trials, pruned=outcome.pruned)
     ladder, history = outcome.ladder, outcome.history
+    assert ladder is not None  # only a broken baseline leaves no ladder, and it stopped above
     return EngineTuning(
         engine=engine, model=model, version=version, digest=digest, control=control,
         # Without exact scoring the winner is still confirmed on the generative task sets
@@ -170,6 +173,7 @@ def _superseded(before: list[Trial], after: list[Trial]) -> list[Trial]:
 def _stop_on_broken_baseline(trial: Trial, run_dir: Path, gaps: list[ContractGap]) -> None:
     """Nothing to tune without a baseline that starts, keeps the API contract and passes the
     quality gate."""
+    assert trial.key is not None  # the climb's trials are persisted under their keys
     if broken := [g for g in gaps if g.required]:
         raise InfoptError("the baseline failed its API contract: " + "; ".join(
             f"{g.feature} ({g.status.value}): {g.detail}"

@@ -16,9 +16,11 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import cast
 
 from prefect import flow, get_run_logger
 from prefect.client.orchestration import get_client
+from prefect.client.schemas.objects import FlowRun
 from prefect.deployments import run_deployment
 
 from blocks.named import open_results_store, restore_run
@@ -48,16 +50,16 @@ def fan_out(items: list[tuple[TrialSpec, str, MemoryFit | None]], ctx: EngineRun
     the order given. `job_variables` go to each run's job (a ClusterTarget's namespace, GPU
     node selector and tolerations on the Kubernetes pool)."""
     log, run_dir = get_run_logger(), Path(ctx.run_dir)
-    runs = {}
+    runs: dict[str, FlowRun] = {}
     for spec, key, fit in items:
         if load_trial(run_dir, key) is not None:
             continue  # completed earlier (a resumed run)
-        runs[key] = run_deployment(
+        runs[key] = cast(FlowRun, run_deployment(  # called from a flow: a FlowRun, not awaited
             deployment, timeout=0, as_subflow=True, idempotency_key=f"{run_dir.name}/{key}",
             flow_run_name=spec.trial_id, job_variables=job_variables,
             parameters={"spec": spec.model_dump(mode="json"), "key": key,
                         "ctx": _ctx_json(ctx), "results_store": results_store,
-                        "fit": fit.model_dump(mode="json") if fit else None})
+                        "fit": fit.model_dump(mode="json") if fit else None}))
     log.info("fan-out: %d trial run(s) of %s submitted, %d completed earlier", len(runs),
              deployment, len(items) - len(runs))
     states = _wait({key: r.id for key, r in runs.items()})
@@ -90,7 +92,7 @@ def _wait(ids: dict) -> dict:
 
 def _lost(spec: TrialSpec, key: str, state) -> Trial:
     what = f"{state.type.value}: {(state.message or '')[:200]}" if state else "never ran"
-    return Trial(trial_id=spec.trial_id, role=spec.role.value, dimension=spec.dimension,
+    return Trial(trial_id=spec.trial_id, role=spec.role, dimension=spec.dimension,
                  value=spec.value, repeat=spec.repeat, config=spec.config, key=key,
                  changes=spec.changes, engine=None, benchmark=None, objective_value=None,
                  failed=f"its fan-out run ended without a trial ({what})")

@@ -18,6 +18,7 @@ import socket
 import time
 from collections.abc import Collection
 from dataclasses import dataclass
+from typing import Any
 from uuid import UUID
 
 from prefect import flow, get_run_logger, runtime
@@ -175,17 +176,22 @@ def answerer() -> str:
     return f"{getpass.getuser()}@{socket.gethostname()} (infopt approve)"
 
 
+def _reason(result: Any) -> str:  # noqa: ANN401 - prefect's OrchestrationResult
+    """The server's reason (an ACCEPT's details have none)."""
+    return str(getattr(result.details, "reason", None) or "no reason given")
+
+
 def resume(gate_run_id: str, run_input: dict) -> None:
     """Send the answer; a rejection by the server (HTTP 200, status REJECT) is an error."""
     with get_client(sync_client=True) as client:
         result = client.resume_flow_run(_uuid(gate_run_id), run_input=run_input)
     if result.status == SetStateStatus.REJECT:
         raise InputError(f"the Prefect server rejected the answer for run {gate_run_id} "
-                         f"({result.details.reason}); the run is still paused: fix the answer "
+                         f"({_reason(result)}); the run is still paused: fix the answer "
                          "and send it again")
     if result.status != SetStateStatus.ACCEPT:  # ABORT/WAIT: nothing was answered
         raise InputError(f"the Prefect server did not take the answer for run {gate_run_id} "
-                         f"({result.status.value}: {result.details.reason}); the run is still "
+                         f"({result.status.value}: {_reason(result)}); the run is still "
                          "paused: send it again with `infopt approve`")
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from typing import cast
 from uuid import UUID
 
 from prefect import get_run_logger
@@ -74,8 +75,8 @@ class Progress:
     def _show(self, share: float, line: str) -> None:
         text = f"run {self.run_id}, {line}"
         if self.artifact is None:
-            self.artifact = create_progress_artifact(
-                progress=share, key=f"infopt-progress-{self.engine}".lower(), description=text)
+            self.artifact = cast(UUID, create_progress_artifact(  # sync here: a UUID
+                progress=share, key=f"infopt-progress-{self.engine}".lower(), description=text))
         else:
             update_progress_artifact(self.artifact, progress=share, description=text)
 

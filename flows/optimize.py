@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import time
 from pathlib import Path
+from typing import Any
 
 from prefect import flow, get_run_logger
 
@@ -160,8 +161,9 @@ def _tune_all(request: OptimizeRequest, plans: tuple[EnginePlan, ...], hw, workl
     tunings, results, first_error = [], [], None
     for plan in plans:
         engine, role = plan.engine, plan.role
-        base = dict(engine=engine.value, role=role, reason=plan.why, model_path=plan.model.path,
-                    model_format=plan.model.format.value)
+        base: dict[str, Any] = dict(engine=engine.value, role=role, reason=plan.why,
+                                    model_path=plan.model.path,
+                                    model_format=plan.model.format.value)
         try:
             tn = tune_engine(request, plan, hw, workload, run_dir, t_start, shortlist=shortlist,
                              drafters=drafters)
@@ -181,6 +183,7 @@ def _tune_all(request: OptimizeRequest, plans: tuple[EnginePlan, ...], hw, workl
             winner_label=final.winner_label, winner_median=lad_median(final.values),
             winner_values=final.values, launches=len(tn.run.trials), ladder=tn.ladder))
     if not tunings:
+        assert first_error is not None  # every planned engine failed: the first one's error
         raise first_error
     return tunings, results
 

@@ -51,7 +51,7 @@ def _reference(m: Remeasure, digest: str) -> tuple[str | None, str]:
     if ref is None and len(refs) == 1:
         ref = refs[0]
     floor = ref.with_name(ref.name.replace("reference-", "floor-", 1)) if ref else None
-    if ref is None or not floor.is_file():
+    if ref is None or floor is None or not floor.is_file():
         return None, ("the quality gate was NOT re-run: the accepted run kept no quality "
                       f"reference in {src}")
     dst = m.run_dir / "quality"

@@ -58,6 +58,7 @@ def download_model(request: OptimizeRequest) -> tuple[str | None, list[GateAnswe
     if not m.download:
         return None, []
     cache = default_cache_dir()
+    assert m.hub_id is not None  # model.download is refused without hub_id (ModelTarget)
     facts = fetch_model_facts(m.hub_id, cache_dir=cache, revision=m.revision,
                               endpoint=m.hub_endpoint, token=hf_token(request.credentials_block),
                               read_weight_headers=False)
@@ -76,6 +77,8 @@ def hub_variants(request: OptimizeRequest, shortlist: Shortlist | None, engine: 
                                              list[str]]:
     """(the downloaded checkpoints as variants, model path -> its gate's answer, notes)."""
     picked, why_none = pick_checkpoints(request, shortlist, engine)
+    if shortlist is None:  # nothing shortlisted: nothing picked
+        return [], {}, [why_none] if why_none else []
     variants, answers, notes = [], {}, [why_none] if why_none else []
     cache = default_cache_dir()
     for c in picked:

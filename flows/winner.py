@@ -20,7 +20,7 @@ from infopt.runs.rundir import trial_dir
 from infopt.specs.hardware import HardwareInventory
 from infopt.specs.quality import TaskSetOutcome, TaskSetResult
 from infopt.specs.request import OptimizeRequest
-from infopt.specs.results import ScenarioResult, Trial
+from infopt.specs.results import RunningEngine, ScenarioResult, Trial
 from infopt.specs.serving import AnyServingConfig
 from infopt.specs.workload import Workload
 from infopt.tuning.climb_data import Incumbent
@@ -71,14 +71,14 @@ def confirm_winner(history: list[Incumbent], request: OptimizeRequest, run: Engi
     reference = (reference_task_sets(control, str(run_dir / "quality"),
                                      run.weights_bytes(control), reference_key, items,
                                      run.troubleshoot)
-                 if items else None)  # before the winner starts: one engine at a time
+                 if items and reference_key else None)  # before the winner: one engine at a time
     while True:
         winner = attempt.winner
         with engine_session(winner.config, trial_dir(run_dir, "t-scenarios") / "engine.log",
                             run.weights_bytes(winner.config), troubleshoot=run.troubleshoot,
                             log=get_run_logger()) as started:
             tasks = (_tasks(started.running, attempt, run, reference, reference_key, items,
-                            request.quality_tolerance) if items else None)
+                            request.quality_tolerance) if reference and reference_key else None)
             try:
                 attempt = policy.send(tasks)
             except StopIteration:
@@ -88,8 +88,9 @@ def confirm_winner(history: list[Incumbent], request: OptimizeRequest, run: Engi
                                  attempt.excluded[-1])
 
 
-def _tasks(running, attempt: Attempt, run: EngineRun, reference: list[TaskSetResult] | None,
-           reference_key: str | None, items: int, tolerance: float) -> TaskSetOutcome:
+def _tasks(running: RunningEngine, attempt: Attempt, run: EngineRun,
+           reference: list[TaskSetResult], reference_key: str, items: int, tolerance: float
+           ) -> TaskSetOutcome:
     winner = attempt.winner
     key = run.quality_key(winner.config)
     sets = (reference if key == reference_key else
@@ -100,7 +101,7 @@ def _tasks(running, attempt: Attempt, run: EngineRun, reference: list[TaskSetRes
         verdicts=taskset_verdicts(reference, sets, tolerance))
 
 
-def _scenarios(running, winner: Trial, request: OptimizeRequest, run: EngineRun
+def _scenarios(running: RunningEngine, winner: Trial, request: OptimizeRequest, run: EngineRun
                ) -> list[ScenarioResult]:
     names = request.scenarios
     if not names:
@@ -110,5 +111,6 @@ def _scenarios(running, winner: Trial, request: OptimizeRequest, run: EngineRun
     return benchmark_scenarios(
         running, winner.config.served_model_name, run.served_context_tokens,
         request.workload.peak_active_generations, request.scenario_requests,
-        request.seed, run.run_dir, "t-scenarios", None if "all" in names else names,
+        request.seed, run.run_dir, "t-scenarios",
+        None if "all" in names else [str(n) for n in names],
         tokenizer_path=run.tokenizer_path)

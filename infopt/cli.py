@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, cast
 
 import typer
 from pydantic import BaseModel
@@ -17,6 +17,11 @@ from typer.core import TyperGroup
 from infopt.specs.base import InfoptError, InputError, http_url
 from infopt.specs.request import MAX_SEQUENCE_TOKENS, Budgets, OptimizeRequest
 from infopt.specs.traffic import TrafficSpec
+
+if TYPE_CHECKING:
+    from rich.progress import TaskID
+
+    from infopt.specs.serving import EngineName
 
 
 def _fail(exc: InfoptError) -> None:
@@ -544,7 +549,9 @@ def plan(
         model = _one_model(model, model_option, "plan")
         try:
             p = PlanRequest(model=model, revision=revision, endpoint=endpoint, gpu=gpu,
-                            gpu_count=gpu_count, engine=engine, context_tokens=context,
+                            gpu_count=gpu_count,
+                            engine=cast("EngineName | None", engine),  # pydantic checks the name
+                            context_tokens=context,
                             concurrency=concurrency, kv_dtype=kv_dtype,
                             weight_dtype=weight_dtype, tp=tp, pp=pp,
                             gpu_memory_utilization=gpu_memory_utilization,
@@ -988,7 +995,7 @@ class _ProgressBar:
         self._progress = Progress("measured requests", BarColumn(), MofNCompleteColumn(),
                                   TimeElapsedColumn(), console=Console(stderr=True),
                                   transient=False)
-        self._task = None
+        self._task: TaskID | None = None
         self._last = 0
 
     def __call__(self, done: int, total: int) -> None:
@@ -1036,4 +1043,4 @@ def main() -> None:  # pragma: no cover - console entry for `python -m infopt.cl
 
 
 if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())
+    main()

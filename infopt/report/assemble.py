@@ -19,7 +19,7 @@ from infopt.runs.outcomes import EngineTuning, Finish, Target
 from infopt.specs.contract import ContractOutcome
 from infopt.specs.ladder import EngineChoice
 from infopt.specs.request import OptimizeRequest
-from infopt.specs.results import OptimizationReport, Trial
+from infopt.specs.results import OptimizationReport, RunningEngine, Trial
 from infopt.specs.workload import Workload
 from infopt.tuning.pareto import closest_to_ceiling, config_label
 from infopt.tuning.pareto import points as pareto_points
@@ -39,6 +39,11 @@ def _control_command(trials: list[Trial], tuned: EngineTuning) -> str:
     ran = next((t.engine.command for t in trials if t.role == "control" and t.engine), None)
     adapter = adapter_for(tuned.engine)
     return ran or launch_for(adapter, tuned.control, adapter.locate(), 8000).command
+
+
+def _started(t: Trial) -> RunningEngine:
+    assert t.engine is not None  # the winner is a measured trial: its engine started
+    return t.engine
 
 
 def _contract_outcome(tuned: EngineTuning) -> ContractOutcome:
@@ -92,7 +97,7 @@ def assemble_report(run_id: str, run_dir: Path, request: OptimizeRequest, worklo
             trials, config_label(winner, True) if qualify else chosen_inc.label,
             *([label_of] if label_of else [])),
         winner_trial_id=winner.trial_id, winner_config=winner.config,
-        winner_command=winner.engine.command, control_config=tuned.control,
+        winner_command=_started(winner).command, control_config=tuned.control,
         control_command=_control_command(tuned.run.trials, tuned),
         baseline_config=tuned.baseline, gain_vs_control=finish.gain,
         winner_deployment=render_deployment(

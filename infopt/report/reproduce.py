@@ -29,11 +29,13 @@ def reproduction(run_dir: Path, workload: Workload, winner: Trial, trials: list[
         if t.objective_value is not None:
             groups.setdefault(config_label(t), []).append(t.objective_value)
     expected, low, high, rule = reproduction_band(values, list(groups.values()))
-    bench = ["infopt", "bench", "--endpoint", f"http://127.0.0.1:{winner.engine.port}",
+    engine = winner.engine
+    assert engine is not None  # the winner is a measured trial: its engine started
+    bench = ["infopt", "bench", "--endpoint", f"http://127.0.0.1:{engine.port}",
              "--model", winner.config.served_model_name, "--workload", str(wf),
              "--engine", winner.config.engine.value, "--json"]
     return Reproduction(
-        command=winner.engine.command, bench_command=shlex.join(bench),
+        command=engine.command, bench_command=shlex.join(bench),
         workload_file=wf.name, objective=workload.objective.value,
         unit=OBJECTIVE_UNIT[workload.objective], trial_ids=[t.trial_id for t in trials],
         expected=expected, low=low, high=high, rule=rule)

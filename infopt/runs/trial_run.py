@@ -201,6 +201,7 @@ def run_trial(spec: TrialSpec, key: str, fit: MemoryFit | None, ctx: EngineRun,
                       failed=f"{why}; root error: {d.root_error[:200] or 'none in the log'}; "
                              f"last log lines: {last[-300:]}")
     else:
+        assert bench is not None  # not rejected, no error, alive: it was measured
         ceilings = _ceilings(weights, ctx.hw, config, bench, logger)
         if bench.validation_passed is False:  # measured, but the records failed their checks
             trial = Trial(**common, objective_value=None, ceilings=ceilings,

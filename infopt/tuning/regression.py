@@ -17,7 +17,12 @@ from __future__ import annotations
 import math
 import statistics
 
-from infopt.specs.reoptimize import RegressionCheck, RegressionVerdict, ReoptimizeRound
+from infopt.specs.reoptimize import (
+    Outcome,
+    RegressionCheck,
+    RegressionVerdict,
+    ReoptimizeRound,
+)
 from infopt.tuning.reproduce import pooled_relative_sd
 
 
@@ -47,7 +52,7 @@ def judge(label: str, stored: list[float], fresh: list[float], groups: list[list
                            rule=rule)
 
 
-def outcome(rounds: list[ReoptimizeRound], confirm_rounds: int) -> str:
+def outcome(rounds: list[ReoptimizeRound], confirm_rounds: int) -> Outcome:
     """"regression" when the last `confirm_rounds` rounds all flagged one; "suspected
     regression" when some but not enough did; else the last round's best verdict."""
     flagged = 0
