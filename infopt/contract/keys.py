@@ -9,7 +9,7 @@ from functools import cache
 from pathlib import Path
 
 import infopt.contract as contract_pkg
-from infopt.runs.keys import code_digest, content_key
+from infopt.specs.keys import code_digest, content_key
 from infopt.specs.serving import AnyServingConfig, config_identity
 
 

@@ -9,6 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from infopt.specs.drafters import Drafter
 from infopt.specs.fit import LayoutFamily
 from infopt.specs.ladder import LADDER_ORDER, Dimension, LadderCandidate
 
@@ -30,26 +31,6 @@ class WeightVariant:
         # Labels name trial folders ([A-Za-z0-9._=-]): "weights=Q4_0-hub-org.name".
         return f"weights={self.fmt}" + (f"-hub-{self.source.replace('/', '.')}"
                                          if self.source else "")
-
-
-@dataclass(frozen=True)
-class Drafter:
-    """A drafter of the exact model for speculative decoding, found and verified by the drafter
-    search (infopt.model.drafters; `why`: what was checked). `kind`: "mtp" (prediction heads in
-    the model's own checkpoint), "eagle3"/"eagle" (a head trained on the model's hidden
-    states), "draft_model" (a smaller model with the same tokenizer). `path`: the local copy
-    (a GGUF file or a folder) when there is one; None for heads inside the checkpoint and for
-    a hub drafter not downloaded (the download gate decides)."""
-
-    kind: str
-    path: str | None
-    source: str | None = None  # "org/name" on the hub; None: in the checkpoint or made here
-    why: str = ""
-
-    @property
-    def label(self) -> str:
-        name = (self.source or self.path or "model").rsplit("/", 1)[-1]
-        return f"{self.kind}-" + "".join(c if c.isalnum() or c in "._-" else "-" for c in name)
 
 
 @dataclass(frozen=True)

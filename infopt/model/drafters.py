@@ -22,12 +22,11 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from infopt.engines.ladder import Drafter
 from infopt.model.hub import HubAccessError, fetch_model_facts, search_models
 from infopt.model.profile import profile_model
 from infopt.specs.base import InputError
 from infopt.specs.checkpoint import HubModelFacts
-from infopt.specs.drafters import DrafterFinding, DrafterSearch
+from infopt.specs.drafters import Drafter, DrafterFinding, DrafterSearch
 from infopt.specs.model import ModelProfile
 
 # Architectures of EAGLE heads as vLLM's registry names them (_SPECULATIVE_DECODING_MODELS) and

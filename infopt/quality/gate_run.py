@@ -28,10 +28,10 @@ from infopt.quality.teacher import (
     score_candidate,
     score_sequences,
 )
-from infopt.runs.keys import content_key
 from infopt.runs.memo import QUALITY
 from infopt.runs.rundir import atomic_write
 from infopt.specs.base import EngineStartError
+from infopt.specs.keys import content_key
 from infopt.specs.quality import (
     FidelityResult,
     QualityVerdict,

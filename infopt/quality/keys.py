@@ -15,7 +15,7 @@ from infopt.engines import scoring
 from infopt.hardware.host import parse_cpuinfo
 from infopt.quality.prompts import PROMPT_POOL, pool_prefix
 from infopt.quality.teacher import DEFAULT_TOKENS, DEFAULT_TOP_K
-from infopt.runs.keys import code_digest, content_key
+from infopt.specs.keys import code_digest, content_key
 from infopt.specs.serving import AnyServingConfig, config_identity
 
 # The gate's default prompt budget (the request's quality_max_prompts): the reference and the

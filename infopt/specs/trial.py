@@ -10,7 +10,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from infopt.runs.keys import content_key
+from infopt.specs.keys import content_key
 
 from .approval import GateAnswer
 from .base import Spec

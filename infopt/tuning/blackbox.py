@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from infopt.specs.results import Trial
-from infopt.specs.serving import KnobValue, with_knob
+from infopt.specs.serving import AnyServingConfig, KnobValue, with_knob
 from infopt.specs.trial import TrialRole, TrialSpec, changes_from
 
 LOG = logging.getLogger("infopt.tuning.blackbox")
@@ -32,7 +32,7 @@ LOG = logging.getLogger("infopt.tuning.blackbox")
 Choice = dict[str, str]  # dimension -> option name
 
 
-def _allowed(config: Any) -> bool:
+def _allowed(config: AnyServingConfig) -> bool:
     return True
 
 
@@ -44,7 +44,7 @@ class SearchSpace:
 
     base: Any
     dimensions: dict[str, dict[str, dict[str, KnobValue]]]
-    allowed: Callable[[Any], bool] = _allowed
+    allowed: Callable[[AnyServingConfig], bool] = _allowed
 
     def config(self, choice: Choice) -> Any:
         cfg = self.base

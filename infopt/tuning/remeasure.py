@@ -12,9 +12,9 @@ import statistics
 from dataclasses import dataclass
 from typing import Any
 
-from infopt.runs.keys import content_key
+from infopt.specs.keys import content_key
 from infopt.specs.results import OptimizationReport, Trial
-from infopt.specs.serving import config_identity
+from infopt.specs.serving import AnyServingConfig, config_identity
 from infopt.tuning.control import higher_is_better
 from infopt.tuning.pareto import config_label
 
@@ -31,7 +31,7 @@ class Pick:
     steady: bool = True
 
 
-def config_id(config: Any) -> str:
+def config_id(config: AnyServingConfig) -> str:
     """The configuration a trial measured, the same for its repeats (where it listens aside)."""
     return content_key(config_identity(config))
 

@@ -4,6 +4,7 @@ engine adapter, so they work against any server and any engine added later."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 
@@ -36,8 +37,6 @@ def test_every_engine_brings_its_kv_allocation_rule_as_data():
 
 
 def test_a_fit_without_the_engines_rule_says_where_to_get_it():
-    import json
-
     import pytest
 
     from infopt.costmodel.fit import FitRequest, KvOptions, plan_fit
@@ -54,3 +53,30 @@ def test_a_fit_without_the_engines_rule_says_where_to_get_it():
     with pytest.raises(InputError, match="pass FitRequest.kv from infopt.engines.support"):
         plan_fit(FitRequest(model=m, device=dev, gpu_count=1, engine="x", context_tokens=128,
                             concurrency=1, kv_dtype="auto", weight_path=BF16, kv=KvOptions()))
+
+
+def _imported_by(modules: list[str], prefixes: tuple[str, ...]) -> list[str]:
+    code = ("import importlib, json, sys\n"
+            f"for m in {modules!r}: importlib.import_module(m)\n"
+            f"print(json.dumps(sorted(m for m in sys.modules if m.startswith({prefixes!r}))))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout)
+
+
+def test_the_specs_import_nothing_above_them():
+    """specs/ is the floor: data models and their keys (specs/keys.py), no run folder, engine,
+    tuning or cost model (the content keys used to live in runs/ and pulled it in)."""
+    import pkgutil
+
+    import infopt.specs
+
+    specs = [f"infopt.specs.{m.name}" for m in pkgutil.iter_modules(infopt.specs.__path__)]
+    assert _imported_by(specs, ("infopt.runs", "infopt.engines", "infopt.tuning",
+                                "infopt.costmodel", "infopt.model", "infopt.loadgen")) == []
+
+
+def test_the_drafter_search_imports_no_engine():
+    """A drafter is data (specs/drafters.py); the search that finds them knows no engine."""
+    assert _imported_by(["infopt.model.drafters"], ("infopt.engines",)) == []
