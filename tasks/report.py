@@ -17,7 +17,7 @@ from infopt.report.plots import write_plots
 from infopt.report.provenance import rules
 from infopt.report.trial_table import trial_rows
 from infopt.runs.rundir import write_report
-from infopt.specs.results import OptimizationReport
+from infopt.specs.results import NoFitReport, OptimizationReport
 
 
 @task(name="write-report")
@@ -32,7 +32,8 @@ def write_report_task(report: OptimizationReport, run_dir: str) -> OptimizationR
     return report
 
 
-def publish_artifacts(report: OptimizationReport, md: str, run_dir: Path) -> None:
+def publish_artifacts(report: OptimizationReport | NoFitReport, md: str, run_dir: Path
+                      ) -> None:
     """The run's Prefect artifacts (keys are stable, so each run adds a version of each)."""
     what = f"run {report.run_id}"
     create_markdown_artifact(markdown=md, key="infopt-report",

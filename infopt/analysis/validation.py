@@ -181,8 +181,13 @@ def validate_records(df: pd.DataFrame, *, max_error_rate: float = 0.01,
                       result_format="SUMMARY")
 
     order = {name: i for i, name in enumerate(CHECKS)}
-    failed_results = sorted((r for r in result.results if not r.success),
-                            key=lambda r: order.get(r.expectation_config.meta.get("check"), 99))
+
+    def rank(r: Any) -> int:
+        # A result read as in _describe (Any): GX types its config Optional and its meta's
+        # values loosely, while every result here carries the expectation _expectations built.
+        return order.get(r.expectation_config.meta.get("check"), 99)
+
+    failed_results = sorted((r for r in result.results if not r.success), key=rank)
     failed = [_describe(r) for r in failed_results]
     return ValidationReport(success=bool(result.success) and not failed, failed=failed,
                             evaluated=len(result.results), rows=len(df),

@@ -8,6 +8,7 @@ cross-check no existing suite makes)."""
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from infopt.specs.contract import CheckStatus
 
@@ -83,7 +84,10 @@ def _stream(c: ProbeContext) -> ProbeResult:
     # `ping` is no RawMessageStreamEvent: the SDK skips it (keep-alive).
     typed = check_events(events, sdk_label("anthropic"),
                          by_type(RawMessageStreamEvent, skip=("ping",)))
-    kinds = [e.get("type") if e else None for e in events]
+    # Each event's "type" as its JSON holds it (None: not an object). Any, not str | None: the
+    # join below takes them as text; a non-str raises TypeError there, a shape failure that
+    # run_probe reports.
+    kinds: list[Any] = [e.get("type") if e else None for e in events]
     deltas = "".join(str((e.get("delta") or {}).get("text") or "") for e in events
                      if e and e.get("type") == "content_block_delta")
     core = [k for k in kinds if k != "ping"]

@@ -69,9 +69,11 @@ class ProbeContext:
 _REFUSED = {400, 404, 405, 422, 501}
 
 
-def sdk_errors(name: str) -> tuple[type, ...]:
+def sdk_errors(name: str) -> tuple[type[Any], ...]:
     """openai's exception class `name`, and anthropic's once its SDK is loaded: it is imported
-    only by the probes that use it, so none of its errors can be raised before."""
+    only by the probes that use it, so none of its errors can be raised before. Typed Any: the
+    two SDKs' classes share attributes (status_code) but no base class. Joined with other
+    classes by `+`, as mypy does not read a starred item in an `except` tuple."""
     sdks = [openai] + ([sys.modules["anthropic"]] if "anthropic" in sys.modules else [])
     return tuple(getattr(m, name) for m in sdks)
 
@@ -82,15 +84,15 @@ def run_probe(probe: Probe, c: ProbeContext) -> ProbeResult:
     except sdk_errors("APIStatusError") as exc:
         status = CheckStatus.UNSUPPORTED if exc.status_code in _REFUSED else CheckStatus.FAIL
         return status, f"HTTP {exc.status_code}: {str(exc)[:200]}", {"error": str(exc)[:500]}
-    except (*sdk_errors("APITimeoutError"), httpx.TimeoutException):
+    except sdk_errors("APITimeoutError") + (httpx.TimeoutException,):
         # Reachable (the endpoint answered /v1/models first), but not within the probe's time.
         return CheckStatus.FAIL, f"no answer within {c.timeout_s:.0f} s", {}
-    except (*sdk_errors("APIConnectionError"), httpx.TransportError) as exc:
+    except sdk_errors("APIConnectionError") + (httpx.TransportError,) as exc:
         raise InputError(f"cannot reach {c.endpoint.base_url} ({exc}); give the base URL of a "
                          "running OpenAI-compatible server, e.g. http://127.0.0.1:8000") from None
     # The SDKs' response models are lenient (a missing field reads as None), so a response
     # without a documented field surfaces here, as the probe reads it.
-    except (json.JSONDecodeError, *sdk_errors("APIResponseValidationError"), TypeError,
-            AttributeError, IndexError, KeyError) as exc:  # answered, but not in the shape
+    except ((json.JSONDecodeError, TypeError, AttributeError, IndexError, KeyError)
+            + sdk_errors("APIResponseValidationError")) as exc:  # answered, but not in the shape
         return (CheckStatus.FAIL, f"the response is not in the documented shape "
                 f"({type(exc).__name__}: {exc})"[:240], {})

@@ -63,8 +63,10 @@ def _judge_error(r: httpx.Response, what: str) -> ProbeResult:
         return CheckStatus.FAIL, f"{what}: HTTP {r.status_code}, but {shape}", ev
     body = r.json()
     form = "error.message" if isinstance(body.get("error"), dict) else "a flat error object's message"
+    message = error_message(body)
+    assert message is not None  # _error_shape gave None: it found this body's message
     return (CheckStatus.PASS,
-            f"{what}: HTTP {r.status_code} with {form} {error_message(body)[:80]!r}", ev)
+            f"{what}: HTTP {r.status_code} with {form} {message[:80]!r}", ev)
 
 
 def _bad_request(c: ProbeContext) -> ProbeResult:
@@ -83,7 +85,9 @@ def _context_tokens(c: ProbeContext) -> int:
         return _FALLBACK_CONTEXT
     for m in models:
         if isinstance(m, dict) and m.get("id") == c.model:
-            meta = m.get("meta") if isinstance(m.get("meta"), dict) else {}
+            meta = m.get("meta")
+            if not isinstance(meta, dict):
+                meta = {}
             for value in (m.get("max_model_len"), meta.get("n_ctx")):
                 if isinstance(value, int) and value > 0:
                     return value

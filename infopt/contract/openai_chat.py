@@ -17,9 +17,10 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from typing import Any
 
 import httpx
+from openai.types.chat import ChatCompletionMessageParam
+from openai.types.chat.completion_create_params import ResponseFormat
 
 from infopt.loadgen.client import RequestJob, send_request
 from infopt.specs.contract import CheckStatus
@@ -58,8 +59,10 @@ def _whole(c: ProbeContext):
         problems.append("no finish_reason")
     if _usage(r) != PROBE_TOKENS:
         problems.append(f"usage.completion_tokens={_usage(r)}, forced {PROBE_TOKENS}")
-    return (CheckStatus.FAIL if problems else CheckStatus.PASS,
-            "; ".join(problems) or f"{PROBE_TOKENS} completion tokens, finish_reason "
+    if problems:
+        return CheckStatus.FAIL, "; ".join(problems), r.model_dump()
+    assert choice is not None  # else "no message content" is among the problems
+    return (CheckStatus.PASS, f"{PROBE_TOKENS} completion tokens, finish_reason "
             f"{choice.finish_reason}", r.model_dump())
 
 
@@ -126,9 +129,12 @@ def _include_usage(c: ProbeContext):
                         f"{PROBE_TOKENS}")
     if last is not None and last.usage is not None and last.choices:
         problems.append("the usage chunk also carries choices (the spec sends it with none)")
-    return (CheckStatus.FAIL if problems else CheckStatus.PASS,
-            "; ".join(problems) or f"usage on the last chunk: {usage.completion_tokens} "
-            "completion tokens", {"usage": usage.model_dump() if usage else None})
+    if problems:
+        return (CheckStatus.FAIL, "; ".join(problems),
+                {"usage": usage.model_dump() if usage else None})
+    assert usage is not None  # else "no chunk carried usage" is among the problems
+    return (CheckStatus.PASS, f"usage on the last chunk: {usage.completion_tokens} "
+            "completion tokens", {"usage": usage.model_dump()})
 
 
 def _stream_count(c: ProbeContext):
@@ -219,12 +225,13 @@ CITY_SCHEMA = {"type": "object", "additionalProperties": False,
                "required": ["name", "population"],
                "properties": {"name": {"type": "string", "minLength": 1, "maxLength": 24},
                               "population": {"type": "integer", "minimum": 0}}}
-_JSON_PROMPT = [{"role": "user", "content": "Give a city and its population as JSON with keys "
-                 "name and population."}]
+_JSON_PROMPT: list[ChatCompletionMessageParam] = [
+    {"role": "user", "content": "Give a city and its population as JSON with keys name and "
+     "population."}]
 _JSON_TOKENS = 64
 
 
-def _json_answer(c: ProbeContext, response_format: dict[str, Any]):
+def _json_answer(c: ProbeContext, response_format: ResponseFormat):
     r = c.sdk.chat.completions.create(model=c.model, messages=_JSON_PROMPT, temperature=0.0,
                                       max_tokens=_JSON_TOKENS, response_format=response_format)
     text = r.choices[0].message.content or ""

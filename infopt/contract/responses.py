@@ -7,7 +7,9 @@ schema."""
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, overload
+
+from openai.types.responses import FunctionToolParam
 
 from infopt.specs.contract import CheckStatus
 
@@ -34,11 +36,18 @@ def _create(c: ProbeContext) -> ProbeResult:
         problems.append("no usage.output_tokens")
     elif r.usage.output_tokens > _TOKENS:
         problems.append(f"{r.usage.output_tokens} output tokens > max_output_tokens {_TOKENS}")
-    return (CheckStatus.FAIL if problems else CheckStatus.PASS,
-            "; ".join(problems) or f"status {r.status}, {r.usage.output_tokens} output tokens",
+    if problems:
+        return CheckStatus.FAIL, "; ".join(problems), r.model_dump()
+    assert r.usage is not None  # else "no usage.output_tokens" is among the problems
+    return (CheckStatus.PASS, f"status {r.status}, {r.usage.output_tokens} output tokens",
             r.model_dump())
 
 
+# An event always gives a text (perhaps empty): only None gives None.
+@overload
+def _final_text(event: dict[str, Any]) -> str: ...
+@overload
+def _final_text(event: None) -> None: ...
 def _final_text(event: dict[str, Any] | None) -> str | None:
     """The output text of a raw `response.completed` event (None: no such event)."""
     if event is None:
@@ -98,8 +107,9 @@ def _stream(c: ProbeContext) -> ProbeResult:
 
 
 def _tools(c: ProbeContext) -> ProbeResult:
-    tool = {"type": "function", "name": "get_weather", "description": "Current weather in a "
-            "city.", "parameters": CITY_ARGS, "strict": True}
+    tool: FunctionToolParam = {"type": "function", "name": "get_weather",
+                               "description": "Current weather in a city.",
+                               "parameters": CITY_ARGS, "strict": True}
     r = c.sdk.responses.create(model=c.model, input="What is the weather in Paris? Use the "
                                "get_weather tool.", tools=[tool], tool_choice="required",
                                temperature=0.0, max_output_tokens=96)

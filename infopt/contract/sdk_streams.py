@@ -244,15 +244,16 @@ def check_events(events: Sequence[dict[str, Any] | None], sdk: str,
 
 def by_type(union: Any, skip: tuple[str, ...] = ()
             ) -> Callable[[dict[str, Any]], type[pydantic.BaseModel] | None]:
-    models = union_models(union)
+    # Looked up by whatever an event's JSON holds under "type" (a miss reads as None).
+    models: dict[Any, type[pydantic.BaseModel]] = union_models(union)
     return lambda ev: None if ev.get("type") in skip else models.get(ev.get("type"))
 
 
 def run_helper(read: Callable[[], Any]) -> tuple[Any, str | None]:
     """Run an SDK streaming helper to its final object: (result, None), or (None, what it
     raised). The HTTP errors, timeouts and connection failures are left to run_probe."""
-    passthrough = (*sdk_errors("APIStatusError"), *sdk_errors("APIConnectionError"),
-                   httpx.TransportError)
+    passthrough = (sdk_errors("APIStatusError") + sdk_errors("APIConnectionError")
+                   + (httpx.TransportError,))
     try:
         return read(), None
     except passthrough:

@@ -31,7 +31,7 @@ import hashlib
 import json
 import statistics
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -136,7 +136,7 @@ def held_out_errors(cases: list[Case], keys: list[str], by_config: bool
                     ) -> dict[str, list[float]]:
     """Per answering group: each case's error from fits without it (or its whole sweep)."""
     out: dict[str, list[float]] = {}
-    held: dict[str, Params] = {}
+    held: dict[tuple[str, str], Params] = {}
     for c in cases:
         key = answering(keys, c)
         leave = c.config if by_config else c.id
@@ -191,7 +191,7 @@ def _own_trials(runs: list[Path]) -> tuple[list[Case], dict[str, Any]]:
     from infopt.tuning.attainable_trials import trial_cases
 
     cases: list[Case] = []
-    used: list[dict[str, str]] = []
+    used: list[dict[str, str | int]] = []
     left: list[str] = []
     for run in runs:
         got, why = trial_cases(run)
@@ -204,7 +204,7 @@ def _own_trials(runs: list[Path]) -> tuple[list[Case], dict[str, Any]]:
     return cases, {"runs": used, "rows_used": len(cases), "rows_left_out": left}
 
 
-def build(configs: Path, csv_file: Path = CSV_FILE, runs: list[Path] = ()) -> dict[str, Any]:
+def build(configs: Path, csv_file: Path = CSV_FILE, runs: Sequence[Path] = ()) -> dict[str, Any]:
     cases, skipped = load_cases(configs, csv_file)
     own, own_data = _own_trials(list(runs))
     cases += own

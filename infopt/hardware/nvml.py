@@ -13,7 +13,7 @@ Backends speak NVML's raw units (bytes, MHz, mW); conversion to Hz and W happens
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Literal, NamedTuple, Protocol, get_args
+from typing import Any, Literal, NamedTuple, Protocol, get_args
 
 from infopt.hardware.catalog import MatchStatus, resolve_gpu
 from infopt.hardware.cuda_visible import CudaUnavailable, probe_cuda_totals
@@ -367,7 +367,8 @@ class PynvmlBackend:
     """NvmlBackend over nvidia-ml-py (module `pynvml`), imported only when a probe starts."""
 
     def __init__(self) -> None:
-        self._nvml = None
+        # The pynvml module once init() ran, None before: untyped (no stubs), so Any.
+        self._nvml: Any = None
         self._handles: dict[int, object] = {}
 
     def init(self) -> None:
@@ -396,10 +397,10 @@ class PynvmlBackend:
         except AttributeError as exc:  # binding older than the call
             raise NvmlError("not_supported", f"{function} missing in nvidia-ml-py") from exc
         except nvml.NVMLError as exc:
-            kinds = {nvml.NVML_ERROR_NOT_SUPPORTED: "not_supported",
-                     nvml.NVML_ERROR_FUNCTION_NOT_FOUND: "not_supported",
-                     nvml.NVML_ERROR_NO_PERMISSION: "no_permission",
-                     nvml.NVML_ERROR_INVALID_ARGUMENT: "invalid_argument"}
+            kinds: dict[int, ErrorKind] = {nvml.NVML_ERROR_NOT_SUPPORTED: "not_supported",
+                                           nvml.NVML_ERROR_FUNCTION_NOT_FOUND: "not_supported",
+                                           nvml.NVML_ERROR_NO_PERMISSION: "no_permission",
+                                           nvml.NVML_ERROR_INVALID_ARGUMENT: "invalid_argument"}
             raise NvmlError(kinds.get(exc.value, "other"), str(exc)) from exc
 
     def _handle(self, i: int):
@@ -486,9 +487,10 @@ class PynvmlBackend:
 
     def nvlink_remote_kind(self, i: int, link: int) -> RemoteKind:
         kind = self._dev("nvmlDeviceGetNvLinkRemoteDeviceType", i, link)
-        return {self._nvml.NVML_NVLINK_DEVICE_TYPE_GPU: "gpu",
-                self._nvml.NVML_NVLINK_DEVICE_TYPE_SWITCH: "switch",
-                self._nvml.NVML_NVLINK_DEVICE_TYPE_IBMNPU: "cpu"}.get(kind, "unknown")
+        kinds: dict[int, RemoteKind] = {self._nvml.NVML_NVLINK_DEVICE_TYPE_GPU: "gpu",
+                                        self._nvml.NVML_NVLINK_DEVICE_TYPE_SWITCH: "switch",
+                                        self._nvml.NVML_NVLINK_DEVICE_TYPE_IBMNPU: "cpu"}
+        return kinds.get(kind, "unknown")
 
     def topology_common_ancestor(self, i: int, j: int) -> TopologyLevel:
         level = self._dev("nvmlDeviceGetTopologyCommonAncestor", i, self._handle(j))

@@ -16,7 +16,7 @@ from infopt.loadgen.tokens import Counter, hf_counter, prompt_counter
 from infopt.specs.base import InputError
 from infopt.specs.endpoint import Endpoint
 from infopt.specs.results import BenchResult, ScenarioResult
-from infopt.specs.traffic import TrafficSpec, expand_sweep
+from infopt.specs.traffic import SweepArrival, TrafficSpec, expand_sweep
 from infopt.specs.traffic_file import load_traffic
 from infopt.specs.workload import check_fits_context
 
@@ -52,13 +52,16 @@ def _run_all(spec: TrafficSpec, endpoint: Endpoint, workload_path: str, *,
     results: list[ScenarioResult] = []
     stopped = None
     sweep = spec.arrival.kind == "sweep"
+    # Only a sweep carries the stop switch (isinstance narrows for mypy; same test as `sweep`).
+    stop_at_violation = isinstance(spec.arrival, SweepArrival) \
+        and spec.arrival.stop_at_first_slo_violation
     for child in expand_sweep(spec) if sweep else [spec]:
         r, _ = measure(endpoint, child, out_dir=out, max_input_tokens=max_input_tokens,
                        progress=progress, counter=counter)
         results.append(r)
         if child.cooldown_s:  # let the engine drain and settle before the next scenario
             time.sleep(child.cooldown_s)
-        if sweep and spec.arrival.stop_at_first_slo_violation and r.slo_violated:
+        if sweep and stop_at_violation and r.slo_violated:
             stopped = f"stopped at {child.name}: first SLO violation"
             break
     result = BenchResult(endpoint=endpoint.base_url, model=endpoint.model,

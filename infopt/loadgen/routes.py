@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict
 
 from infopt.specs.traffic import RouteName
 
@@ -48,8 +48,24 @@ class RouteDriver:
     openai_stream_options: bool
 
 
+class _Usage(TypedDict, total=False):
+    """Chunk's usage fields as read from a usage block: spread into Chunk(**...), so each key
+    keeps its field's type."""
+
+    prompt_tokens: int | None
+    cached_tokens: int | None
+    output_tokens: int | None
+
+
+class _Drafts(TypedDict, total=False):
+    """Chunk's speculative counts, spread beside _Usage (the two share no key)."""
+
+    draft_tokens: int | None
+    draft_accepted: int | None
+
+
 def _openai_usage(usage: dict[str, Any] | None, inp: str, out: str, details: str
-                  ) -> dict[str, int | None]:
+                  ) -> _Usage:
     """OpenAI usage: the prompt count includes cached tokens, listed apart in *_details."""
     if not usage:
         return {}
@@ -57,7 +73,7 @@ def _openai_usage(usage: dict[str, Any] | None, inp: str, out: str, details: str
             "cached_tokens": (usage.get(details) or {}).get("cached_tokens")}
 
 
-def _anthropic_usage(usage: dict[str, Any] | None) -> dict[str, int | None]:
+def _anthropic_usage(usage: dict[str, Any] | None) -> _Usage:
     """Anthropic usage: input_tokens excludes cache reads and writes; the whole prompt is the
     sum (https://docs.anthropic.com/en/docs/build-with-claude/prompt-caching)."""
     if not usage:
@@ -69,7 +85,7 @@ def _anthropic_usage(usage: dict[str, Any] | None) -> dict[str, int | None]:
             "cached_tokens": usage.get("cache_read_input_tokens")}
 
 
-def _draft_counts(data: dict[str, Any]) -> dict[str, int | None]:
+def _draft_counts(data: dict[str, Any]) -> _Drafts:
     """llama.cpp's per-request speculative counts: its `timings` object carries draft_n and
     draft_n_accepted when it drafted (tools/server/server-common.cpp). Read with the usage
     block only (the final event, or a whole answer): the per-chunk path stays as it was."""
@@ -105,9 +121,9 @@ def _anthropic_event(event: str, data: dict[str, Any]) -> Chunk:
     if kind == "content_block_delta":
         return Chunk(text=(data.get("delta") or {}).get("text") or "")
     if kind == "message_start":
-        usage = _anthropic_usage((data.get("message") or {}).get("usage"))
-        return Chunk(prompt_tokens=usage.get("prompt_tokens"),
-                     cached_tokens=usage.get("cached_tokens"))
+        counts = _anthropic_usage((data.get("message") or {}).get("usage"))
+        return Chunk(prompt_tokens=counts.get("prompt_tokens"),
+                     cached_tokens=counts.get("cached_tokens"))
     if kind == "message_delta":
         # The final output count; input counts appear here only when the server repeats them.
         usage = data.get("usage") or {}

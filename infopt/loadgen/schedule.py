@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import TypeVar
@@ -31,6 +31,7 @@ from infopt.specs.traffic import (
     LognormalLengths,
     PoissonArrival,
     RouteName,
+    SweepArrival,
     TraceLengths,
     TrafficSpec,
     UniformLengths,
@@ -155,6 +156,8 @@ def _arrivals(spec: TrafficSpec, n_warm: int, seed: np.random.SeedSequence
     if a.kind == "closed_loop":
         assert spec.measured_requests is not None  # the spec's validator guarantees it
         return None, spec.measured_requests
+    # build_schedule refuses a sweep (one schedule per expanded spec) before drawing arrivals.
+    assert not isinstance(a, SweepArrival)
     if spec.duration_s is None:
         assert spec.measured_requests is not None
         return _offsets(a, n_warm + spec.measured_requests, seed), spec.measured_requests
@@ -260,7 +263,7 @@ def _trace_rows(rows: int, n: int, order: str, rng: np.random.Generator) -> np.n
 # --- prefix groups and routes ----------------------------------------------------------------
 
 
-def _per_phase(n_warm: int, n_measured: int, assign: Callable[[int], Sequence[T]]) -> list[T]:
+def _per_phase(n_warm: int, n_measured: int, assign: Callable[[int], Iterable[T]]) -> list[T]:
     """Apply an exact-share assignment to each phase separately, so the measured requests
     alone carry the spec's fractions."""
     return list(assign(n_warm)) + list(assign(n_measured))

@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from infopt.model.hub import HubAccessError, fetch_model_facts, search_models
 from infopt.model.profile import profile_model
@@ -38,6 +38,9 @@ EAGLE_ARCHS = {"EagleLlamaForCausalLM", "EagleLlama4ForCausalLM"}
 # draft steps per target verification (see infopt.engines.llamacpp_ladder).
 DRAFT_MAX_SHARE = 0.25
 MTP_KEYS = ("num_nextn_predict_layers", "mtp_num_hidden_layers")
+# DrafterFinding.kind's values (infopt.specs.drafters names no alias for them), so the kinds
+# passed to _found and _rejected are checked against the field.
+FindingKind = Literal["eagle3", "eagle", "draft_model", "unknown"]
 
 
 def native_mtp(config: dict[str, Any] | None) -> Drafter | None:
@@ -71,7 +74,7 @@ def _verifier(config: dict[str, Any]) -> str | None:
 
 def _eagle(base: HubModelFacts, cand: HubModelFacts, archs: set[str]) -> DrafterFinding:
     config = cand.config or {}
-    kind = "eagle3" if archs & EAGLE3_ARCHS else "eagle"
+    kind: FindingKind = "eagle3" if archs & EAGLE3_ARCHS else "eagle"
     verifier = _verifier(config)
     layer = config.get("transformer_layer_config") or config
     hidden, vocab = layer.get("hidden_size"), layer.get("vocab_size")
@@ -112,12 +115,12 @@ def _draft_model(base: HubModelFacts, cand: HubModelFacts) -> DrafterFinding:
                   f"{mine[:12]}), {size / target:.1%} of its weight bytes")
 
 
-def _found(cand: HubModelFacts, kind: str, why: str) -> DrafterFinding:
+def _found(cand: HubModelFacts, kind: FindingKind, why: str) -> DrafterFinding:
     return DrafterFinding(repo_id=cand.repo_id, commit_sha=cand.commit_sha, kind=kind,
                           verified=True, why=why)
 
 
-def _rejected(cand: HubModelFacts, kind: str, why: str) -> DrafterFinding:
+def _rejected(cand: HubModelFacts, kind: FindingKind, why: str) -> DrafterFinding:
     return DrafterFinding(repo_id=cand.repo_id, commit_sha=cand.commit_sha, kind=kind,
                           verified=False, why=why)
 

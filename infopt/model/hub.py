@@ -22,10 +22,11 @@ import struct
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
+from functools import partial
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
-from huggingface_hub import HfApi, get_session, hf_hub_download, hf_hub_url
+from huggingface_hub import HfApi, RepoFile, get_session, hf_hub_download, hf_hub_url
 from huggingface_hub.errors import (
     GatedRepoError,
     HfHubHTTPError,
@@ -169,7 +170,7 @@ def list_files(repo_id: str, *, revision: str, endpoint: str | None = None,
     def run() -> list[HubFile]:
         out = []
         for entry in api.list_repo_tree(repo_id, revision=revision, recursive=True):
-            if hasattr(entry, "size"):  # RepoFile; RepoFolder entries carry no size
+            if isinstance(entry, RepoFile):  # RepoFolder entries carry no size
                 out.append(HubFile(path=entry.path, size_bytes=entry.size, blob_id=entry.blob_id,
                                    lfs_sha256=entry.lfs.sha256 if entry.lfs else None))
         return out
@@ -215,7 +216,8 @@ def parse_gguf_kv(buf: bytes) -> tuple[dict[str, Any], bool]:
     if version < 2:
         raise ValueError(f"GGUF version {version} is too old (v2+ supported)")
     n_kv = struct.unpack_from("<Q", buf, 16)[0]
-    pos, out = 24, {}
+    pos = 24
+    out: dict[str, Any] = {}
 
     def read(fmt: str) -> Any:
         nonlocal pos
@@ -270,9 +272,12 @@ def read_gguf_header(repo_id: str, filename: str, *, revision: str, endpoint: st
     values: dict[str, Any] = {}
     for nbytes in (512 * 1024, 8 * 1024 * 1024):
         headers = build_hf_headers(token=token or False) | {"range": f"bytes=0-{nbytes - 1}"}
-        response = _call(lambda h=headers: get_session().get(url, headers=h, timeout=timeout_s),
-                         repo_id, endpoint, revision, token)
-        _call(lambda r=response: hf_raise_for_status(r), repo_id, endpoint, revision, token)
+        # The response is of the HTTP stack huggingface_hub uses (httpx2, httpx or requests:
+        # see _transport_errors), so Any; the cast types the lambda mypy cannot infer.
+        fetch = cast(Callable[[], Any],
+                     lambda h=headers: get_session().get(url, headers=h, timeout=timeout_s))
+        response = _call(fetch, repo_id, endpoint, revision, token)
+        _call(partial(hf_raise_for_status, response), repo_id, endpoint, revision, token)
         try:
             values, complete = parse_gguf_kv(response.content)
         except ValueError as exc:

@@ -70,7 +70,9 @@ KNOWN_QUANTIZERS: dict[str, str] = {
     "ggml-org": "https://github.com/ggml-org/llama.cpp",  # `-hf ggml-org/...` examples
 }
 
-_TIER_RANK = {KernelTier.NATIVE: 0, KernelTier.OPTIMIZED: 1, KernelTier.FALLBACK: 2}
+# Keyed by tier; rank() also looks up a candidate without a kernel path (None), which ranks 3.
+_TIER_RANK: dict[KernelTier | None, int] = {KernelTier.NATIVE: 0, KernelTier.OPTIMIZED: 1,
+                                            KernelTier.FALLBACK: 2}
 _PROVENANCE_RANK = {Provenance.OFFICIAL: 0, Provenance.KNOWN_QUANTIZER: 1, Provenance.OTHER: 2}
 RANKING = ("kernel tier on the device (native > optimized > fallback), then provenance "
            "(official > known quantizer > other), then memory fit (not yet assessed), then "
@@ -299,6 +301,7 @@ def assess_variant(base: HubModelFacts, cand: HubModelFacts, device: DeviceTarge
         reason = R.NO_QUANT_METADATA if claimed or claimed_bits else R.NOT_QUANTIZED
         return [_reject(cand, reason, f"{says}config.json has no quantization_config (and no "
                         f"hf_quant_config.json); safetensors hold {_dtypes(cand)}")]
+    assert q is not None  # checkpoint_format gives None only with F.UNQUANTIZED, returned above
     wrong = [c for c in claimed if fmt not in _NAME_CLAIMS[c]]
     bits = q.bits if q else None
     if wrong or (claimed_bits and bits and claimed_bits != bits):

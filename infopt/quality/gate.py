@@ -13,7 +13,13 @@ The other measures fail on their point estimates (they are means over the same p
 
 from __future__ import annotations
 
-from infopt.specs.quality import FidelityResult, MeasureVerdict, QualityVerdict, TaskSetResult
+from infopt.specs.quality import (
+    Decision,
+    FidelityResult,
+    MeasureVerdict,
+    QualityVerdict,
+    TaskSetResult,
+)
 
 from .taskrun import taskset_verdicts
 
@@ -80,7 +86,7 @@ def quality_verdict(candidate: FidelityResult | None, floor: FidelityResult | No
              " (no noise floor measured: thresholds from a perfect match)")
     if candidate is None:
         where = f" (task sets only: {fidelity_note})"
-    decision = "fail" if failed else "undecided" if open_ else "pass"
+    decision: Decision = "fail" if failed else "undecided" if open_ else "pass"
     summary = {"pass": "quality passed" + where,
                "fail": "quality regressed: " + "; ".join(m.why for m in failed) + where,
                "undecided": "quality undecided (not accepted): " + "; ".join(

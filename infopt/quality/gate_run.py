@@ -115,6 +115,7 @@ def _build(config, d: Path, key: str, weights_bytes: int, prompts: int,
     with engine_session(config, d / f"reference-{key}.log", weights_bytes,
                         troubleshoot=troubleshoot, log=log) as s:
         if s.remedy is not None:
+            assert s.diagnosis is not None  # a session applies a remedy only to a diagnosed failure
             log.warning("quality reference: the defaults did not start (%s); applied %s",
                         s.diagnosis.root_error[:160], s.remedy.change)
         return build_reference(_endpoint(s.running, s.config), prompts=pool_prefix(prompts),
@@ -191,6 +192,7 @@ def judge_quality(running: RunningEngine, config, reference_path: str, key: str,
     if (kept := _recalled_verdict(out, origin, log)) is not None:
         return kept
     reference = load_reference(ref_path)
+    assert reference is not None  # reference_path is the file quality_reference saved
     floor_file = ref_path.with_name(ref_path.name.replace("reference-", "floor-", 1))
     floor = FidelityResult.model_validate_json(floor_file.read_text(encoding="utf-8"))
     endpoint = _endpoint(running, config)

@@ -15,7 +15,10 @@ import random
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import cast
 
+# The checkers below bind their loop values as lambda defaults, so they take more parameters
+# than Checker names; mypy cannot infer such a lambda against Checker, hence the casts.
 Checker = Callable[[str], bool]
 
 
@@ -44,7 +47,7 @@ def arithmetic(n: int, seed: int) -> list[TaskItem]:
         a, b = rng.randint(2, 40), rng.randint(2, 40)
         op, val = (("+", a + b), ("*", a * b))[rng.random() < 0.4]
         out.append(TaskItem("arithmetic", f"What is {a} {op} {b}? Answer with the number "
-                            "only.", lambda t, v=val: _final_number(t) == v, 16))
+                            "only.", cast(Checker, lambda t, v=val: _final_number(t) == v), 16))
     return out
 
 
@@ -55,7 +58,7 @@ _CAPITALS = [("France", "Paris"), ("Japan", "Tokyo"), ("Italy", "Rome"), ("Spain
 
 def facts(n: int, seed: int) -> list[TaskItem]:
     return [TaskItem("facts", f"What is the capital of {country}? Answer with one word.",
-                     lambda t, c=city: c.lower() in t.lower(), 16)
+                     cast(Checker, lambda t, c=city: c.lower() in t.lower()), 16)
             for country, city in _CAPITALS[:n]]
 
 
@@ -97,7 +100,7 @@ def needle(n: int, seed: int, context_tokens: int = 1024) -> list[TaskItem]:
         text = "".join(_FILLER if i != at else f"Remember this: the secret code is {code}. "
                        for i in range(reps))
         out.append(TaskItem("needle", text + "\nWhat is the secret code? Answer with the "
-                            "number only.", lambda t, c=code: c in _numbers(t), 16))
+                            "number only.", cast(Checker, lambda t, c=code: c in _numbers(t)), 16))
     return out
 
 
@@ -108,7 +111,8 @@ _WORDS = [("cat", "chat"), ("dog", "chien"), ("house", "maison"), ("water", "eau
 
 def french(n: int, seed: int) -> list[TaskItem]:
     return [TaskItem("non_english", f"Translate the English word \"{en}\" into French. Answer "
-                     "with the French word only.", lambda t, w=fr: w in t.lower(), 12)
+                     "with the French word only.",
+                     cast(Checker, lambda t, w=fr: w in t.lower()), 12)
             for en, fr in _WORDS[:n]]
 
 
@@ -131,7 +135,8 @@ def _defines(text: str, name: str, op: type) -> bool:
 
 def code(n: int, seed: int) -> list[TaskItem]:
     return [TaskItem("code", f"Write a Python function {name}(a, b) that {what}. Reply with "
-                     "the code only.", lambda t, nm=name, o=op: _defines(t, nm, o), 64)
+                     "the code only.",
+                     cast(Checker, lambda t, nm=name, o=op: _defines(t, nm, o)), 64)
             for name, what, op in (_FUNCS * 4)[:n]]
 
 

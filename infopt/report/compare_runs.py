@@ -8,7 +8,7 @@ from __future__ import annotations
 import statistics
 
 from infopt.analysis.compare import bootstrap_diff
-from infopt.report.rerender import load_run
+from infopt.report.rerender import load_measured_run
 from infopt.specs.base import InputError, Spec
 from infopt.specs.comparison import Comparison
 from infopt.specs.results import OptimizationReport, Trial
@@ -87,8 +87,8 @@ def _delta(config: str, metric, ta: list[Trial], tb: list[Trial], c: int, higher
 
 def compare_runs(run_a: str, run_b: str, runs_dir: str | None = None,
                  seed: int = 0) -> RunComparison:
-    _, a = load_run(run_a, runs_dir)
-    _, b = load_run(run_b, runs_dir)
+    _, a = load_measured_run(run_a, runs_dir)
+    _, b = load_measured_run(run_b, runs_dir)
     _same_workload(a, b)
     from infopt.tuning.control import higher_is_better
 

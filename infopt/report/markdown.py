@@ -192,6 +192,7 @@ def _troubleshooting_lines(r: OptimizationReport) -> list[str]:
     lines = ["", "### Start failures (issue-first troubleshooting)", ""]
     for t in hit:
         d = t.diagnosis
+        assert d is not None  # hit keeps only trials with a diagnosis
         outcome = (f"remedied by `{t.remedy.change}` (keeps the contract)" if t.remedy and
                    not t.failed else "recorded as failed; no contract-preserving remedy applied")
         lines += [f"- `{t.trial_id}`: **{d.category.value}** — `{d.root_error[:240]}`; {outcome}.",
@@ -272,6 +273,7 @@ def _kv_lines(r: OptimizationReport) -> list[str]:
              "| trial | unit | logged | fit | error |", "|---|---|---:|---:|---:|"]
     for t in rows:
         k = t.kv
+        assert k is not None  # rows keeps only trials with a KV check
         flag = " **stops the ladder**" if k.stops_ladder else ""
         lines.append(f"| {t.trial_id} | {k.unit} | {k.observed:,} | {k.predicted:,} | "
                      f"{k.error:+.1%}{flag} |")
@@ -310,6 +312,7 @@ def _model_line(r: OptimizationReport) -> str:
 
 def _shortlist_lines(r: OptimizationReport) -> list[str]:
     s = r.shortlist
+    assert s is not None  # called only when the report has one (the section list below)
     lines = [f"## Checkpoint shortlist for `{s.base_model}` (hub metadata, not names)", "",
              f"Device {s.device.kind.value}; ≤ {s.max_weight_bits}-bit weights; {s.ranking}.", "",
              "| rank | repository | format | bits | kernel tier | provenance |",
@@ -331,11 +334,12 @@ def _contract_gap_lines(r: OptimizationReport) -> list[str]:
                   f"({', '.join(g.feature for g in o.first_baseline_gaps if g.required)}); "
                   f"the run applied the candidate change `{o.applied.change}` (source: "
                   f"{o.applied.source}) and re-planned around it."]
-    gaps = [g for g in o.control_gaps if g.remedy is not None]
+    # Each gap with its remedy, paired so the remedy's type is narrowed to not-None.
+    gaps = [(g, g.remedy) for g in o.control_gaps if g.remedy is not None]
     if gaps:
         lines += ["", "Gaps of the engine's defaults (the control) and what would provide "
-                  "them:", ""] + [f"- `{g.feature}` ({g.status.value}): `{g.remedy.change}` "
-                                  f"(source: {g.remedy.source})" for g in gaps]
+                  "them:", ""] + [f"- `{g.feature}` ({g.status.value}): `{rem.change}` "
+                                  f"(source: {rem.source})" for g, rem in gaps]
     return lines
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import statistics
 from pathlib import Path
+from typing import cast
 
 from pydantic import Field
 
@@ -61,14 +62,18 @@ def latency_throughput(r: OptimizationReport) -> PlotData | None:
     p50 (y, ms) over its trials."""
     series = []
     for label, ts in _by_config(r).items():
-        levels = sorted({lv.concurrency for t in ts for lv in t.benchmark.levels})
+        # _by_config keeps only benchmarked trials; the filter narrows the type, drops nothing.
+        benches = [t.benchmark for t in ts if t.benchmark is not None]
+        levels = sorted({lv.concurrency for b in benches for lv in b.levels})
         xs, ys = [], []
         for c in levels:
-            lvs = [lv for t in ts for lv in t.benchmark.levels if lv.concurrency == c
+            lvs = [lv for b in benches for lv in b.levels if lv.concurrency == c
                    and lv.itl_s.p50 is not None]
             if lvs:
                 xs.append(statistics.median(lv.output_tokens_per_s for lv in lvs))
-                ys.append(1000 * statistics.median(lv.itl_s.p50 for lv in lvs))
+                # lvs holds only levels with a p50; filtered again so mypy sees a float.
+                ys.append(1000 * statistics.median(p for lv in lvs
+                                                   if (p := lv.itl_s.p50) is not None))
         if xs:
             series.append(Series(name=label, x=xs, y=ys, kind="line"))
     if not series:
@@ -96,8 +101,11 @@ def pareto(r: OptimizationReport) -> PlotData | None:
             return "closest"
         return "front" if p.on_front else "dominated"
 
-    series = [Series(name=p.label, x=[p.output_tokens_per_s], y=[1000 * p.itl_p50_s],
-                     kind="scatter", marker=marker(p)) for p in pts]
+    series = []
+    for p in pts:
+        assert p.output_tokens_per_s is not None and p.itl_p50_s is not None  # pts keeps these
+        series.append(Series(name=p.label, x=[p.output_tokens_per_s], y=[1000 * p.itl_p50_s],
+                             kind="scatter", marker=marker(p)))
     return PlotData(name="pareto", title="Pareto set at the target level (filled: on the "
                     "front; star: winner; diamond: closest to its ceiling)",
                     x_label="output tokens/s (aggregate)", y_label="ITL p50 (ms)",
@@ -138,17 +146,18 @@ def winner_distributions(r: OptimizationReport) -> list[PlotData]:
     records files."""
     from infopt.analysis.records import load_parquet
 
-    ttft, itl = [], []
+    ttft: list[Series] = []
+    itl: list[Series] = []
     for s in r.scenarios:
         if not s.records_path or not Path(s.records_path).is_file():
             continue
         df = load_parquet(s.records_path)
-        for values, out in ((df["ttft_s"], ttft), (df["itl_p50_s"], itl)):
+        for values, cdfs in ((df["ttft_s"], ttft), (df["itl_p50_s"], itl)):
             v = sorted(1000 * float(x) for x in values.dropna())
             if v:
-                out.append(Series(name=f"{s.name} (n={len(v)})", x=v,
-                                  y=[(i + 1) / len(v) for i in range(len(v))], kind="step"))
-    out = []
+                cdfs.append(Series(name=f"{s.name} (n={len(v)})", x=v,
+                                   y=[(i + 1) / len(v) for i in range(len(v))], kind="step"))
+    out: list[PlotData] = []
     for name, what, series in (("winner-ttft", "TTFT", ttft), ("winner-itl", "ITL p50 per "
                                                                 "request", itl)):
         if series:
@@ -213,9 +222,12 @@ def draw(p: PlotData, path: Path) -> Path:
 def read_plot_data(path: Path) -> PlotData:
     """The data a PNG drawn by `draw` carries."""
     from PIL import Image
+    from PIL.PngImagePlugin import PngImageFile
 
     with Image.open(path) as im:
-        return PlotData.model_validate(json.loads(im.text[META_KEY]))
+        # draw() writes PNGs, whose text chunks PngImageFile.text holds; Image.open's type is
+        # the generic ImageFile.
+        return PlotData.model_validate(json.loads(cast(PngImageFile, im).text[META_KEY]))
 
 
 def draw_all(plots: list[PlotData], run_dir: Path) -> list[PlotRef]:

@@ -17,7 +17,8 @@ from infopt.specs.base import InputError
 from infopt.specs.results import NoFitReport, OptimizationReport
 
 
-def load_run(run_id: str, runs_dir: str | None = None) -> tuple[Path, OptimizationReport]:
+def load_run(run_id: str, runs_dir: str | None = None
+             ) -> tuple[Path, OptimizationReport | NoFitReport]:
     """(the run's folder, its report), or InputError saying what to pass. `run_id`: the id, or
     the run folder's path (infopt.runs.rundir.locate_run)."""
     root, run_id = locate_run(run_id, runs_dir)
@@ -42,8 +43,19 @@ def load_run(run_id: str, runs_dir: str | None = None) -> tuple[Path, Optimizati
                          "another version, or edited by hand.") from None
 
 
+def load_measured_run(run_id: str, runs_dir: str | None = None
+                      ) -> tuple[Path, OptimizationReport]:
+    """load_run for what needs measurements: a run that stopped before any engine started
+    (nothing fit) is refused in one paragraph."""
+    run_dir, report = load_run(run_id, runs_dir)
+    if isinstance(report, NoFitReport):
+        raise InputError(f"run '{run_dir.name}' measured nothing: it stopped before any engine "
+                         f"started ({report.binding}). Give a run whose report has trials.")
+    return run_dir, report
+
+
 def rerender(run_id: str, runs_dir: str | None = None
-             ) -> tuple[Path, OptimizationReport, str]:
+             ) -> tuple[Path, OptimizationReport | NoFitReport, str]:
     """(report.md's path, the report with its plots, the markdown)."""
     run_dir, report = load_run(run_id, runs_dir)
     if isinstance(report, NoFitReport):

@@ -91,6 +91,16 @@ def test_infopt_report_re_renders_a_no_fit_report(outcome):
     assert (run_dir / "report.md").read_text() == original
 
 
+def test_comparing_a_run_that_measured_nothing_is_one_paragraph(outcome):
+    """`infopt compare` with a no-fit run: exit 2 and what to give, not an AttributeError."""
+    _, run_dir, _ = outcome
+    infopt = str(Path(sys.executable).with_name("infopt"))
+    out = subprocess.run([infopt, "compare", str(run_dir), str(run_dir)], capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == 2, out.stderr
+    assert "measured nothing" in out.stderr and "Traceback" not in out.stderr
+
+
 def test_the_cli_establishes_the_target_once(prefect_api, big_model, tmp_path, monkeypatch):
     """`infopt optimize`: the pre-flight measures this machine (bandwidth, GEMM rate) and the
     flow reuses that inventory: one measurement per run, not one per stage."""
