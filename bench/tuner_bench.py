@@ -352,6 +352,14 @@ def plot(curves: dict, medians: dict, path: Path, seeds: int) -> None:
     plt.close(fig)
 
 
+def not_resumable(folder: Path) -> str | None:
+    """Why `folder` is not a tuner bench's trials folder to go on with, or None."""
+    if (folder / "grid" / "trials").is_dir():
+        return None
+    return (f"--resume {folder}: not a tuner bench's trials folder (no grid/trials in it). "
+            "Give the folder a run printed at its start, $INFOPT_BENCH_OUT/tuner-<date>-<time>")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--requests", type=int, default=None, help="measured requests per trial")
@@ -363,7 +371,14 @@ def main() -> None:
                     help="copy the result JSON here too (e.g. bench/results/tuner-<date>.json)")
     ap.add_argument("--smoke", action="store_true",
                     default=os.environ.get("INFOPT_BENCH_SMOKE") == "1")
+    ap.add_argument("--resume", type=Path, default=None,
+                    help="an earlier run's trials folder (tuner-<date>-<time>, printed at its "
+                         "start): every trial it completed is reloaded by key, not run again, "
+                         "so a run cut short (a session's end) goes on where it stopped; give "
+                         "the same other options")
     args = ap.parse_args()
+    if args.resume and (why := not_resumable(args.resume)):
+        ap.error(why)
     rounds = args.rounds or (2 if args.smoke else 3)
     if rounds < 2:
         ap.error(f"--rounds {rounds}: an interval needs at least 2 rounds (3 or more)")
@@ -371,8 +386,9 @@ def main() -> None:
                       repeats=args.repeats, seeds=tuple(range(1 if args.smoke else args.seeds)),
                       smoke=args.smoke, rounds=rounds)
     out_dir = Path(os.environ.get("INFOPT_BENCH_OUT", "/tmp/infopt-bench"))
-    runs = out_dir / f"tuner-{time.strftime('%Y%m%d-%H%M%S')}"
+    runs = args.resume or out_dir / f"tuner-{time.strftime('%Y%m%d-%H%M%S')}"
     runs.mkdir(parents=True, exist_ok=True)
+    print(f"trials under {runs} (resume with --resume {runs})", flush=True)
     t0 = time.monotonic()
     res = bench(setting, str(runs))
     print(f"\n{(time.monotonic() - t0) / 60:.1f} min; trials under {runs}")

@@ -245,3 +245,13 @@ def test_the_summary_writes_the_result_and_records_it(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "| seed | ladder's pick, re-measured |" in out
     assert (tmp_path / "tuner_bench.md").read_text() in out
+
+
+def test_only_a_tuner_runs_folder_is_resumed(tmp_path):
+    """`--resume`: a folder with the grid's trials goes on; any other is refused with what to
+    give (argparse's error, exit 2)."""
+    from bench.tuner_bench import not_resumable
+
+    assert "no grid/trials" in not_resumable(tmp_path)
+    (tmp_path / "grid" / "trials").mkdir(parents=True)
+    assert not_resumable(tmp_path) is None
