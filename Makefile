@@ -145,7 +145,7 @@ bench-gpu: engines
 # ..." adds the measured levels of those GPU runs (a CPU run is left out, with its reason).
 .PHONY: fit-attainable
 fit-attainable: $(STAMP)
-	@$(PY) -m infopt.costmodel.attainable_fit $(if $(RUNS),--runs $(RUNS))
+	@$(PY) -m infopt.runs.attainable_trials $(if $(RUNS),--runs $(RUNS))
 
 clean-venv:
 	rm -rf $(VENV)

@@ -50,8 +50,8 @@ from prefect import flow
 
 from bench import tuner_finalists as fin
 from infopt.bootstrap import default_paths
-from infopt.engines import llamacpp
-from infopt.engines.ladder import WeightVariant
+from infopt.engines.llamacpp import adapter as llamacpp
+from infopt.engines.rules import WeightVariant
 from infopt.hardware.host import inventory
 from infopt.model.digest import model_digest
 from infopt.model.profile import profile_model
@@ -68,7 +68,7 @@ from infopt.tuning.blackbox import (
 )
 from infopt.tuning.climb import ClimbOutcome, ClimbPlan, climb, drive
 from infopt.tuning.control import baseline_config, control_config, serving_target
-from infopt.tuning.ladder import ladder_facts, rules_for
+from infopt.tuning.dimension_rules import ladder_facts, rules_for
 
 QUALITY_BOUND, TPE_BOUND, LAUNCH_BOUND = 0.95, 1.0, 0.35
 KV_Q8 = {"cache_type_k": "q8_0", "cache_type_v": "q8_0", "flash_attn": "on"}
@@ -174,7 +174,7 @@ def finalist_rounds(sp: SearchSpace, medians: dict[str, float], control: Any,
 @flow(name="tuner-bench")
 def bench(setting: Setting, out_dir: str) -> dict:
     from infopt.runs.engine_run import EngineRun
-    from tasks.trial import run_attempts
+    from tasks.trial import run_trial
     from tasks.weights import requantize_task
 
     gguf = str(default_paths().gguf)
@@ -195,7 +195,7 @@ def bench(setting: Setting, out_dir: str) -> dict:
             # No contract probes (the ladder asks them of its first baseline): the gates are
             # off for every method alike.
             spec = spec.model_copy(update={"with_contract": False})
-            got = run_attempts(spec, trial_key(spec, wl, version, digest), None, ctx, 1)
+            got = [run_trial(spec, trial_key(spec, wl, version, digest), None, ctx)]
             print(f"{name} {spec.trial_id}: {got[-1].objective_value}", flush=True)
             return got
         return run

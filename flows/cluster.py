@@ -30,7 +30,7 @@ from infopt.cluster.routers import Policy, RouterKind, router_kind
 from infopt.cluster.workloads import comparison_traffic, replica_config
 from infopt.contract.verify import required_for
 from infopt.engines import adapter_for, endpoint_for, process, registry
-from infopt.engines.base import launch_for
+from infopt.engines.launch import launch_for
 from infopt.report.cluster_plots import write_cluster_plots
 from infopt.report.cluster_text import render_cluster
 from infopt.runs.accepted import accepted, load_optimization

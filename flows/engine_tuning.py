@@ -1,7 +1,7 @@
 """One engine's tuning inside the optimize flow: what the climb needs from the world (weight
 variants behind their gates, the quality reference, the trial context, pruning by CPU and fit,
 the engine's contract remedies), then the climb itself (infopt.tuning.climb, driven by
-flows/ladder.py): its control (the engine's defaults) and its baseline with repeats, the
+flows/climb.py): its control (the engine's defaults) and its baseline with repeats, the
 baseline re-planned with its contract remedy when one knob change provides what the client
 needs, then the ladder from the baseline. A baseline the climb found broken stops the engine
 here with what to change. The flow runs it for the routed engine and, when the model is here in
@@ -17,11 +17,11 @@ from pathlib import Path
 from prefect import get_run_logger
 
 from blocks.credentials import troubleshooting
-from flows.ladder import Progress, run_climb, weight_approvals
+from flows.climb import Progress, run_climb, weight_approvals
 from flows.weights import current_type, hub_variants, weight_variants
 from infopt.contract.remedies import contract_gaps
 from infopt.engines import adapter_for
-from infopt.engines.ladder import Drafter, WeightVariant
+from infopt.engines.rules import Drafter, WeightVariant
 from infopt.model.digest import model_digest
 from infopt.model.profile import weights_profile
 from infopt.quality.keys import quality_key
@@ -48,23 +48,10 @@ from infopt.tuning.control import (
     higher_is_better,
     why_pruned,
 )
-from infopt.tuning.ladder import climbs, ladder_facts, rules_for
-from infopt.tuning.plan_run import EnginePlan, reference_config, start_configs
+from infopt.tuning.dimension_rules import climbs, ladder_facts, rules_for
+from infopt.tuning.plan_run import EnginePlan, fit_of, reference_config, start_configs
 from infopt.tuning.weights import BITS_PER_WEIGHT
-from tasks.fit import fit_candidates
 from tasks.quality import quality_reference
-
-
-def weights_bytes(model: ModelProfile, config) -> int:
-    """The size of the weights `config` serves: its own file or checkpoint folder when it
-    changes the weights (a variant, a downloaded checkpoint), else the profiled model's."""
-    return weights_profile(model, config.model_path).file_bytes
-
-
-def fit_of(model: ModelProfile, hw: HardwareInventory, config, target_concurrency: int):
-    """The fit of `config`, with its own weights' size and quantization when it changes them."""
-    return fit_candidates(weights_profile(model, config.model_path), hw, [config],
-                          target_concurrency)[0]
 
 
 def tune_engine(request: OptimizeRequest, plan: EnginePlan, hw: HardwareInventory,
@@ -86,7 +73,8 @@ def tune_engine(request: OptimizeRequest, plan: EnginePlan, hw: HardwareInventor
     # The quality reference: started once, restarted for the floor.
     ref_key = quality_key(ref_config, version, ref_digest, request.quality_max_prompts)
     reference, quality_note = quality_reference(
-        ref_config, str(run_dir / "quality"), weights_bytes(model, ref_config), ref_key, ref_why,
+        ref_config, str(run_dir / "quality"),
+        weights_profile(model, ref_config.model_path).file_bytes, ref_key, ref_why,
         request.quality_max_prompts, troubleshooting(request))
     gate = (f"{ref_key}:{request.quality_tolerance}:{request.quality_max_prompts}"
             if reference else "")
@@ -112,9 +100,10 @@ def tune_engine(request: OptimizeRequest, plan: EnginePlan, hw: HardwareInventor
         control_ineligible=lambda t: control_ineligible(t, fit, ctx.served_context_tokens,
                                                         adapter.contract_remedies),
         progress=Progress(run_dir.name, adapter.name.value))
-    outcome, trials = run_climb(climb_plan, ctx, lambda s: trial_key(s, workload, version, digest,
-                                                              gate), fit,
-                                request.budgets.retries, request.budgets.engines_up)
+    outcome = run_climb(climb_plan, ctx,
+                        lambda s: trial_key(s, workload, version, digest, gate), fit,
+                        request.budgets.engines_up)
+    trials = outcome.trials
     # A re-planned baseline (its contract remedy): the first plan's trials the second did not
     # reload by key stay as the report's evidence, renamed.
     before, trials = trials[:outcome.replanned_after], trials[outcome.replanned_after:]

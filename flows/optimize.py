@@ -1,7 +1,7 @@
 """The `optimize` flow, one `OptimizeRequest` in, a report out: establish the target -> per
 engine (the routed one, and its comparator when the model is here in a format another allowed
 engine serves: flows/engine_tuning.py) the control (the engine's defaults) and the baseline
-with repeats, then the tuning ladder one dimension at a time (flows/ladder.py; every trial
+with repeats, then the tuning ladder one dimension at a time (flows/climb.py; every trial
 persisted, a resumed run skips completed ones) -> the better engine's winner, confirmed on the
 task sets and measured on the standard scenarios -> report.
 
@@ -25,7 +25,7 @@ from flows.weights import download_model, fetch_drafters
 from flows.winner import finish_winner
 from infopt.bootstrap import default_paths
 from infopt.engines import adapter_for, process, registry
-from infopt.engines.ladder import Drafter
+from infopt.engines.rules import Drafter
 from infopt.model.drafters import ladder_drafters, request_drafters
 from infopt.report.assemble import assemble_report
 from infopt.report.nofit_text import nofit_markdown
@@ -40,9 +40,10 @@ from infopt.specs.results import NoFitReport, OptimizationReport
 from infopt.specs.serving import EngineName
 from infopt.specs.workload import Workload, check_fits_context
 from infopt.tuning.control import higher_is_better
+from infopt.tuning.decide import median as lad_median
+from infopt.tuning.dimension_rules import climbs
+from infopt.tuning.engine_choice import engine_choice
 from infopt.tuning.hub_weights import check_checkpoints
-from infopt.tuning.ladder import climbs, engine_choice
-from infopt.tuning.ladder import median as lad_median
 from infopt.tuning.nofit import NothingFits, binding, nothing_fits_message, smallest_gap
 from infopt.tuning.plan_run import EnginePlan, other_formats, plan_run
 from tasks.report import write_report_task

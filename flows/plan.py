@@ -8,7 +8,7 @@ from prefect import flow, get_run_logger
 from prefect.artifacts import create_markdown_artifact
 
 from infopt.costmodel.plan import PlanResult, make_plan
-from infopt.costmodel.plan_request import fit_request, load_model
+from infopt.engines.plan_request import fit_request, load_model
 from infopt.model.hub import resolve_token
 from infopt.report.plan_text import render_plan
 from infopt.specs.plan_request import PlanRequest

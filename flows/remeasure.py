@@ -13,7 +13,6 @@ from prefect import get_run_logger
 
 from blocks.credentials import troubleshooting
 from blocks.named import load_cluster_target
-from flows.engine_tuning import fit_of
 from flows.fanout import fan_out
 from infopt.model.digest import model_digest
 from infopt.quality.keys import quality_key
@@ -23,6 +22,7 @@ from infopt.specs.request import OptimizeRequest
 from infopt.specs.results import OptimizationReport, Trial
 from infopt.specs.trial import TrialRole, TrialSpec, changes_from, trial_key
 from infopt.tuning.control import higher_is_better
+from infopt.tuning.plan_run import fit_of
 from infopt.tuning.regression import judge, needs_another_round
 from infopt.tuning.remeasure import Pick, as_stored, stored_spread_groups
 from tasks.trial import run_trial

@@ -22,7 +22,7 @@ from prefect.cache_policies import NO_CACHE
 from blocks.credentials import hf_token
 from flows.gate import ask
 from infopt.engines import adapter_for
-from infopt.engines.ladder import WeightVariant
+from infopt.engines.rules import WeightVariant
 from infopt.model.download import download_gate, fetch, select_files
 from infopt.model.drafters import best_drafters
 from infopt.model.hub import default_cache_dir, fetch_model_facts

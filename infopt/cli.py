@@ -418,7 +418,7 @@ def inspect(
 
     try:
         model = _one_model(model, model_option, "inspect")
-        from infopt.costmodel.plan_request import is_local
+        from infopt.engines.plan_request import is_local
 
         if is_local(model):
             from infopt.model.local import inspect_local
@@ -463,6 +463,7 @@ def shortlist(
     json_out: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """Find quantized variants of MODEL on the hub, verified from their metadata, and rank them."""
+    from infopt.engines.routing import engine_order_for
     from infopt.model.hub import default_cache_dir
     from infopt.model.shortlist import build_shortlist, device_from_inventory
     from infopt.report.model_text import render_shortlist
@@ -477,7 +478,7 @@ def shortlist(
         result = build_shortlist(model, device=target, cache_dir=default_cache_dir(),
                                  revision=revision, endpoint=endpoint,
                                  token=_hub_token(credentials_block), max_weight_bits=max_bits,
-                                 target_concurrency=concurrency)
+                                 engine_order=engine_order_for(target, concurrency))
     except InfoptError as exc:
         _fail(exc)
         return
@@ -487,7 +488,7 @@ def shortlist(
 def _load_model(model: str, revision: str | None, endpoint: str | None,
                 credentials_block: str | None):
     """(ModelInspection, exact weight bytes or None) from a local path or the hub."""
-    from infopt.costmodel.plan_request import is_local, load_model
+    from infopt.engines.plan_request import is_local, load_model
 
     return load_model(model, revision, endpoint,
                       None if is_local(model) else _hub_token(credentials_block))
@@ -541,7 +542,7 @@ def plan(
     from pydantic import ValidationError
 
     from infopt.costmodel.plan import make_plan
-    from infopt.costmodel.plan_request import fit_request
+    from infopt.engines.plan_request import fit_request
     from infopt.report.plan_text import render_plan
     from infopt.specs.plan_request import PlanRequest
 
@@ -584,7 +585,7 @@ def plan(
         req = fit_request(p, insp, exact, hw)
         if layouts:
             from infopt.costmodel.plan import decode_context, request_lengths
-            from infopt.engines.layout import matrix_for
+            from infopt.engines.config_layout import matrix_for
             from infopt.report.layout_text import render_layouts
 
             lengths = request_lengths(req.context_tokens, prompt, output, lengths_from)

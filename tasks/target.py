@@ -5,6 +5,7 @@ from __future__ import annotations
 from prefect import get_run_logger, task
 
 from blocks.credentials import hf_token
+from infopt.engines.routing import engine_order_for
 from infopt.hardware.host import inventory
 from infopt.model.drafters import search_drafters
 from infopt.model.hub import default_cache_dir
@@ -61,11 +62,12 @@ def shortlist_task(base_model: str, hardware: HardwareInventory, endpoint: str |
                    max_weight_bits: int = 4, target_concurrency: int = 1,
                    credentials_block: str | None = None) -> Shortlist:
     """Quantized variants of the exact hub model, verified from metadata (no weights fetched)."""
-    sl = build_shortlist(base_model, device=device_from_inventory(hardware),
+    device = device_from_inventory(hardware)
+    sl = build_shortlist(base_model, device=device,
                          cache_dir=default_cache_dir(), endpoint=endpoint,
                          token=hf_token(credentials_block),
                          max_weight_bits=max_weight_bits,
-                         target_concurrency=target_concurrency)
+                         engine_order=engine_order_for(device, target_concurrency))
     get_run_logger().info("shortlist for %s: %d candidates, %d rejected", base_model,
                           len(sl.candidates), len(sl.rejected))
     return sl

@@ -29,7 +29,6 @@ import yaml
 from jsonschema import Draft7Validator, Draft202012Validator
 
 from infopt.engines import adapter_for
-from infopt.engines.base import Launch
 from infopt.engines.helm import (
     VLLM_STACK,
     ChartKey,
@@ -39,6 +38,7 @@ from infopt.engines.helm import (
     model_volume,
     source_notes,
 )
+from infopt.engines.launch import Launch
 from infopt.engines.render import container_args
 from infopt.specs.cluster import HelmValues
 

@@ -30,7 +30,7 @@ LLAMACPP_COMPUTE_BUFFER_BYTES = int(0.3 * GIB)
 @dataclass(frozen=True)
 class EngineKnobs:
     gpu_memory_utilization: float = 0.9  # vLLM default
-    # None: SGLang's own default for the GPU and shape (infopt.engines.sglang
+    # None: SGLang's own default for the GPU and shape (infopt.engines.sglang.adapter
     # .default_mem_fraction_static: 0.83 on one H100, lower at high TP)
     mem_fraction_static: float | None = None
     free_gpu_memory_fraction: float = 0.9  # TensorRT-LLM KvCacheConfig default

@@ -18,7 +18,8 @@ from infopt.costmodel.roofline import decode_row, prefill_row
 from infopt.costmodel.weights import BF16, named_path, path_from_quantization
 from infopt.hardware.catalog import lookup_gpu
 from infopt.model.classify import classify_config
-from infopt.specs.fit import Envelope
+from infopt.specs.fit import Envelope, WeightPath
+from infopt.specs.inspection import ModelInspection
 
 DATA = Path(__file__).parent / "data"
 CSV_FILE = DATA / "published_results.csv"
@@ -52,7 +53,7 @@ class Case:
     ceiling_tokens_per_s: float
 
 
-def _path(dtype: str, m, cc: str | None):
+def _path(dtype: str, m: ModelInspection, cc: str | None) -> WeightPath:
     if dtype in ("bf16", "fp16"):
         return BF16
     if dtype == "mxfp4" and m.quantization is not None and m.quantization.method.value == "mxfp4":

@@ -1,11 +1,11 @@
 """Fit the attainable estimate (attainable.py) on published measured results, and measure its
 error by leaving results out.
 
-    python -m infopt.costmodel.attainable_fit [--configs DIR] [--runs RUN ...] [--out FILE]
+    python -m infopt.runs.attainable_trials [--configs DIR] [--runs RUN ...] [--out FILE]
     (make fit-attainable; make fit-attainable RUNS="runs/<id> ...")
 
 Cases come from attainable_data.py (published results) and, with --runs, from the measured
-levels of the project's own GPU trials (infopt/tuning/attainable_trials.py; a CPU run is left
+levels of the project's own GPU trials (infopt/runs/attainable_trials.py; a CPU run is left
 out, with its reason). Groups nest: all results (any/any), a GPU family over all engines
 (any/Hopper), an engine on a family (vllm/Hopper), each with MIN_GROUP_ROWS results or
 more. A group's six parameters minimize the squared log error of step time (scipy
@@ -26,18 +26,14 @@ The error is on decode tokens/s (batch / TPOT), |estimate / measured - 1|:
 
 from __future__ import annotations
 
-import argparse
 import hashlib
-import json
 import statistics
-import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from infopt.costmodel.attainable import MIN_GROUP_ROWS, PARAMS, Params, StepTerms, step_time_s
-from infopt.costmodel.attainable_data import CSV_FILE, DATA, Case, load_cases
-from infopt.specs.base import InputError
+from infopt.costmodel.attainable_data import CSV_FILE, Case, load_cases
 
 # Per PARAMS: times >= 0 (a layer's fixed cost under 10 ms), fractions of peak in (0.02, 1].
 _BOUNDS = ([0.0, 0.0, 0.0, 0.0, 0.02, 0.02], [0.01, 0.01, 0.001, 0.01, 1.0, 1.0])
@@ -57,7 +53,7 @@ def fit(cases: list[Case], fixed: dict[int, float] | None = None) -> Params:
             for f in StepTerms.__dataclass_fields__}
     measured = np.array([c.measured_step_s for c in cases])
 
-    def full(x):
+    def full(x: Sequence[float]) -> list[float]:
         out = [0.0] * len(PARAMS)
         for i, v in fixed.items():
             out[i] = v
@@ -65,7 +61,7 @@ def fit(cases: list[Case], fixed: dict[int, float] | None = None) -> Params:
             out[i] = v
         return out
 
-    def residuals(x):
+    def residuals(x: Sequence[float]) -> Any:  # a numpy array
         tl, tm, tar, ts, fb, fc = full(x)
         t = (cols["dense_layers"] * tl + cols["moe_layers"] * tm + cols["allreduces"] * tar
              + cols["batch"] * ts
@@ -168,7 +164,8 @@ def extrapolation_errors(key: str, cases: list[Case]) -> list[float] | None:
     return out or None
 
 
-def _group_entry(key: str, cases: list[Case], loo, loco) -> dict[str, Any]:
+def _group_entry(key: str, cases: list[Case], loo: dict[str, list[float]],
+                 loco: dict[str, list[float]]) -> dict[str, Any]:
     members = [c for c in cases if _in_group(key)(c)]
     p = fit_chain(key, cases)
     own = sum(c.id.startswith("run ") for c in members)
@@ -185,28 +182,12 @@ def _group_entry(key: str, cases: list[Case], loo, loco) -> dict[str, Any]:
         "measured_over_ceiling": {"min": round(min(ratios), 3), "max": round(max(ratios), 3)}}
 
 
-def _own_trials(runs: list[Path]) -> tuple[list[Case], dict[str, Any]]:
-    # Imported here: reading a run needs the engines' memory shapes (the batch each level ran),
-    # and the cost model itself imports no engine (tests/unit/test_layering.py).
-    from infopt.tuning.attainable_trials import trial_cases
-
-    cases: list[Case] = []
-    used: list[dict[str, str | int]] = []
-    left: list[str] = []
-    for run in runs:
-        got, why = trial_cases(run)
-        cases += got
-        left += why
-        if got:
-            file = run / "report.json" if run.is_dir() else run
-            used.append({"report": str(run), "cases": len(got),
-                         "sha256": hashlib.sha256(file.read_bytes()).hexdigest()})
-    return cases, {"runs": used, "rows_used": len(cases), "rows_left_out": left}
-
-
-def build(configs: Path, csv_file: Path = CSV_FILE, runs: Sequence[Path] = ()) -> dict[str, Any]:
+def build(configs: Path, csv_file: Path = CSV_FILE,
+          own_trials: tuple[list[Case], dict[str, Any]] | None = None) -> dict[str, Any]:
+    """The fit on the published results and `own_trials` (cases from measured runs and what
+    they used, infopt.runs.attainable_trials.own_trials), with its held-out errors."""
     cases, skipped = load_cases(configs, csv_file)
-    own, own_data = _own_trials(list(runs))
+    own, own_data = own_trials or ([], {"runs": [], "rows_used": 0, "rows_left_out": []})
     cases += own
     keys = group_keys(cases)
     loo = held_out_errors(cases, keys, by_config=False)
@@ -224,33 +205,3 @@ def build(configs: Path, csv_file: Path = CSV_FILE, runs: Sequence[Path] = ()) -
         "groups": {key: _group_entry(key, cases, loo, loco) for key in keys},
         "leave_one_out": _summary([e for v in loo.values() for e in v]),
         "leave_one_configuration_out": _summary([e for v in loco.values() for e in v])}
-
-
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--configs", type=Path, default=Path("tests/fixtures/model_configs"))
-    ap.add_argument("--runs", type=Path, nargs="*", default=[],
-                    help="run folders (or their report.json) whose measured GPU trials join "
-                         "the published results")
-    ap.add_argument("--out", type=Path, default=DATA / "attainable_fit.json")
-    args = ap.parse_args(argv)
-    try:
-        result = build(args.configs, runs=args.runs)
-    except InputError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    args.out.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
-    print(json.dumps({k: result[k] for k in ("leave_one_out", "leave_one_configuration_out")}))
-    for why in result["data"]["own_trials"]["rows_left_out"]:
-        print(f"left out: {why}")
-    for key, g in result["groups"].items():
-        held = g["leave_one_configuration_out"]
-        loco = f"{held['median_abs_error']:.1%} over {held['rows']}" if held else "answers none"
-        print(f"{key:18} rows {g['rows']:4}  loco median {loco}  "
-              f"bw {g['bandwidth_fraction']:.2f}  dense layer {g['t_dense_layer_s'] * 1e6:.0f} us"
-              f"  moe layer {g['t_moe_layer_s'] * 1e6:.0f} us")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -8,8 +8,13 @@ from __future__ import annotations
 
 import httpx
 
-from infopt.engines import llamacpp, mlx, sglang, trtllm, vllm
-from infopt.engines.base import EngineAdapter, Launch
+from infopt.engines.base import EngineAdapter
+from infopt.engines.launch import Launch
+from infopt.engines.llamacpp import adapter as llamacpp
+from infopt.engines.mlx import adapter as mlx
+from infopt.engines.sglang import adapter as sglang
+from infopt.engines.trtllm import adapter as trtllm
+from infopt.engines.vllm import adapter as vllm
 from infopt.specs.base import EngineUnavailableError
 from infopt.specs.endpoint import Endpoint, TokenizeRoute
 from infopt.specs.model import ModelFormat

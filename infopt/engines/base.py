@@ -9,23 +9,21 @@ import shlex
 import signal
 import subprocess
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
-from infopt.specs.endpoint import PrefixCacheCounters, SpecCounters, StreamCounting
+from infopt.costmodel.allocation import EngineKnobs, KvBudget
+from infopt.engines.helm import HelmChart
+from infopt.engines.kernel_log import KernelLog
+from infopt.engines.launch import Launch, ServingTarget
+from infopt.engines.layout import LayoutKnobs
+from infopt.engines.rules import DimensionRule
+from infopt.specs.contract import ContractRemedy
+from infopt.specs.endpoint import PrefixCacheCounters, SpecCounters, StreamCounting, TokenScoring
+from infopt.specs.fit import KvObservation
 from infopt.specs.serving import AnyServingConfig, EngineName, KnobValue
 from infopt.specs.trial import TuningDimension
-
-if TYPE_CHECKING:  # annotations only: helm and layout import this module
-    from infopt.costmodel.allocation import EngineKnobs, KvBudget
-    from infopt.engines.helm import HelmChart
-    from infopt.engines.kernel_log import KernelLog
-    from infopt.engines.ladder import DimensionRule
-    from infopt.engines.layout import LayoutKnobs
-    from infopt.specs.contract import ContractRemedy
-    from infopt.specs.endpoint import TokenScoring
-    from infopt.specs.fit import KvObservation
 
 # The serving configuration type an adapter starts (LlamaCppConfig for llama.cpp, ...).
 C = TypeVar("C", bound=AnyServingConfig)
@@ -92,43 +90,6 @@ def probe_error(env_var: str) -> type:
     from infopt.specs.base import EngineOverrideError, EngineUnavailableError
 
     return EngineOverrideError if os.environ.get(env_var) else EngineUnavailableError
-
-
-@dataclass(frozen=True)
-class Launch:
-    """What to execute: argv plus the environment variables the engine needs on top of ours."""
-
-    argv: list[str]
-    env: dict[str, str] = field(default_factory=dict)
-    # What a container or cluster rendering needs (infopt.engines.render); optional so a Launch
-    # built by hand (or by an adapter that does not set them) stays valid for local process use.
-    engine: str | None = None  # EngineName value: the health path comes from its adapter
-    port: int | None = None
-    model_path: str | None = None  # mounted read-only into a container at the same path
-    # Files the engine reads (path as the engine sees it -> text), e.g. TensorRT-LLM's
-    # --extra_llm_api_options YAML; written by render.write_launch_files before a local start.
-    files: dict[str, str] = field(default_factory=dict)
-
-    @property
-    def command(self) -> str:
-        """Copy-pasteable shell command (env assignments first)."""
-        env = " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(self.env.items()))
-        return (env + " " if env else "") + shlex.join(self.argv)
-
-
-@dataclass(frozen=True)
-class ServingTarget:
-    """What an adapter needs to build the control and the baseline for one model here."""
-
-    model_path: str
-    served_model_name: str
-    native_context_tokens: int
-    usable_cpus: int
-    port: int | None = None
-    # The host RAM the user allows for reusable KV prefixes (request.kv_prefix_budget): an
-    # engine whose defaults keep more (llama.cpp's 8 GiB prompt cache) is capped to it in the
-    # baseline. None: not given.
-    kv_prefix_ram_bytes: int | None = None
 
 
 @dataclass(frozen=True)
@@ -315,7 +276,7 @@ class EngineAdapter(Generic[C]):
     checked_versions: CheckedVersions | None = None
     # Knob values that need particular CPU instructions when the engine runs on a CPU.
     cpu_kernel_requirements: tuple[CpuKernelRequirement, ...] = ()
-    # The tuning ladder's rules, one per dimension it can change (infopt.engines.ladder);
+    # The tuning ladder's rules, one per dimension it can change (infopt.engines.rules);
     # empty: only its running-request cap is tuned.
     ladder: tuple[DimensionRule, ...] = ()
     # The checkpoint formats it serves (specs.model.ModelFormat values): routing skips an
@@ -338,13 +299,3 @@ class EngineAdapter(Generic[C]):
             {v for v in _CAP_STEPS if v < target_concurrency} | {target_concurrency}))
         return TuningDimension(knob=self.concurrency_knob, values=values,
                                why=self.concurrency_knob_why)
-
-
-def launch_for(adapter: EngineAdapter[Any], config: AnyServingConfig, executable: str,
-               port: int) -> Launch:
-    """The adapter's launch of `config`, with the configuration's own environment (a remedy's
-    variables) on top of what the adapter sets: every start and every rendering goes through
-    here, so what ran is what is printed and deployed."""
-    launch = adapter.build_launch(config, executable, port)
-    env = getattr(config, "env", None)
-    return replace(launch, env={**launch.env, **env}) if env else launch

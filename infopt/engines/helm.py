@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Any
 
-from infopt.engines.base import Launch
+from infopt.engines.launch import Launch
 from infopt.specs.base import InputError
 from infopt.specs.deploy import HubDownload, ModelClaim, ModelHostPath, TokenSecret
 

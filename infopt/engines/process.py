@@ -23,7 +23,8 @@ from typing import Any
 import httpx
 
 from infopt.engines import registry
-from infopt.engines.base import EngineAdapter, launch_for
+from infopt.engines.base import EngineAdapter
+from infopt.engines.launch import launch_for
 from infopt.engines.render import write_launch_files
 from infopt.environ import scrubbed
 from infopt.specs.approval import ExposureGrant, is_loopback

@@ -21,8 +21,7 @@ import shlex
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from infopt.engines import ENGINES
-from infopt.engines.base import Launch, launch_for
+from infopt.engines import ENGINES, adapter_for
 from infopt.engines.helm import (
     HubDownload,
     ModelSource,
@@ -31,6 +30,7 @@ from infopt.engines.helm import (
     model_volume,
     source_notes,
 )
+from infopt.engines.launch import Launch, launch_for
 from infopt.runs.rundir import atomic_write
 from infopt.specs.base import InputError
 from infopt.specs.results import DeploymentRendering
@@ -208,8 +208,6 @@ def render_deployment(config: AnyServingConfig, port: int, gpus: int, name: str,
     the manifest and the chart; a hub download for the chart only); `token`: an existing
     Secret with a hub token, for the chart."""
     import yaml
-
-    from infopt.engines import adapter_for
 
     adapter = adapter_for(config.engine)
     if not adapter.container_image or not adapter.container_executable:

@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from infopt.specs.base import Spec
+from infopt.specs.checkpoint import DeviceKind, DeviceTarget
 from infopt.specs.hardware import HardwareInventory
 from infopt.specs.model import ModelFormat, ModelProfile
 from infopt.specs.serving import EngineName
@@ -79,6 +80,12 @@ def engine_order(*, gpu: bool, apple: bool, target_concurrency: int) -> list[Eng
             if choice.engine not in order:
                 order.append(choice.engine)
     return order + [e for e in EngineName if e not in order]
+
+
+def engine_order_for(device: DeviceTarget, target_concurrency: int) -> list[EngineName]:
+    """engine_order for a shortlist's device target (CUDA: the GPU routes; Metal: Apple's)."""
+    return engine_order(gpu=device.kind is DeviceKind.CUDA, apple=device.kind is DeviceKind.METAL,
+                        target_concurrency=target_concurrency)
 
 
 def select_available(routes: list[RouteChoice], allowed: EngineName | list[EngineName] | None,

@@ -16,15 +16,14 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from pydantic import ValidationError
-
 from infopt.engines import adapter_for, process
 from infopt.specs.approval import ExposureGrant
 from infopt.specs.base import EngineStartError, PortTaken, ReadinessTimeout
 from infopt.specs.diagnosis import Diagnosis, Remedy
 from infopt.specs.request import OptimizeRequest
 from infopt.specs.results import RunningEngine
-from infopt.specs.serving import AnyServingConfig, config_identity, with_knobs
+from infopt.specs.serving import AnyServingConfig, config_identity
+from infopt.troubleshoot.diagnose import apply_remedy, contract_preserving_remedy, diagnose_file
 from infopt.troubleshoot.github import github_token as env_github_token
 
 Logger = logging.Logger | logging.LoggerAdapter
@@ -97,18 +96,6 @@ class StartFailed(EngineStartError):
         self.diagnosis, self.config, self.remedy = diagnosis, config, remedy
 
 
-def apply_remedy(config: AnyServingConfig, remedy: Remedy) -> AnyServingConfig | None:
-    """`config` with the remedy's knob and environment changes; None when one of its knobs
-    does not exist on this engine (the remedy is another engine's). The environment becomes
-    part of the configuration, so later trials, trial keys and rendered deployments carry it."""
-    try:
-        config = with_knobs(config, {**remedy.knob_changes,
-                                     **{f"env.{n}": v for n, v in remedy.env_changes.items()}})
-    except (ValueError, ValidationError):
-        return None
-    return config
-
-
 def start_engine(config: AnyServingConfig, log_path: Path, weights_bytes: int, *,
                  exposure: ExposureGrant | None = None, executable: str | None = None,
                  log: Logger = LOG) -> RunningEngine:
@@ -137,8 +124,6 @@ def start_engine(config: AnyServingConfig, log_path: Path, weights_bytes: int, *
 def diagnose_start(log_path: str, engine: str, troubleshoot: Troubleshooting,
                    log: Logger = LOG) -> Diagnosis:
     """Issue-first: root error, known failures, upstream issues (offline -> catalog only)."""
-    from infopt.troubleshoot.diagnose import diagnose_file  # it imports this module's rule
-
     ts = troubleshoot
     d = diagnose_file(log_path, engine, search=ts.search, github_url=ts.github_url,
                       github_token=ts.token(), github_token_to_url=ts.token_to_url, log=log)
@@ -174,8 +159,6 @@ def engine_session(config: AnyServingConfig, log_path: str | Path, weights_bytes
 def _remedied(config: AnyServingConfig, path: Path, weights_bytes: int, exc: EngineStartError,
               ts: Troubleshooting, exposure: ExposureGrant | None, executable: str | None,
               log: Logger) -> Started:
-    from infopt.troubleshoot.diagnose import contract_preserving_remedy
-
     log.warning("start failed: %s", str(exc).splitlines()[0])
     diag = diagnose_start(exc.log_path or str(path), str(config.engine), ts, log)
     remedy = contract_preserving_remedy(diag, config)  # one whose knobs this engine has

@@ -7,8 +7,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from infopt.engines.ladder import Drafter, LadderFacts, candidate
 from infopt.engines.layout import LayoutKnobs
+from infopt.engines.rules import Drafter, LadderFacts, candidate
 from infopt.specs.ladder import Dimension as D
 from infopt.specs.ladder import LadderCandidate
 

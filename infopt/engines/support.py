@@ -13,6 +13,7 @@ from typing import Any
 
 from infopt.costmodel.fit import KvOptions
 from infopt.engines import adapter_for
+from infopt.engines.base import probe_error
 from infopt.specs.base import Spec
 
 
@@ -95,8 +96,6 @@ def build_mismatch(engine: str, executable: str, gpu_count: int) -> str | None:
 def locate_for_host(engine: str, gpu_count: int) -> str:
     """The engine's executable, refused (like a missing one, or as the user's bad override)
     when it is a CPU build on a host with GPUs."""
-    from infopt.engines.base import probe_error
-
     adapter = adapter_for(engine)
     executable = adapter.locate()
     if why := build_mismatch(engine, executable, gpu_count):

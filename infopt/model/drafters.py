@@ -35,7 +35,7 @@ EAGLE3_ARCHS = {"LlamaForCausalLMEagle3", "Eagle3LlamaForCausalLM", "Eagle3Specu
                 "Eagle3DraftModel"}
 EAGLE_ARCHS = {"EagleLlamaForCausalLM", "EagleLlama4ForCausalLM"}
 # A draft model pays only when it is much cheaper than the target: drafting k tokens costs k
-# draft steps per target verification (see infopt.engines.llamacpp_ladder).
+# draft steps per target verification (see infopt.engines.llamacpp.rules).
 DRAFT_MAX_SHARE = 0.25
 MTP_KEYS = ("num_nextn_predict_layers", "mtp_num_hidden_layers")
 # DrafterFinding.kind's values (infopt.specs.drafters names no alias for them), so the kinds

@@ -23,7 +23,6 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from infopt.engines.routing import engine_order
 from infopt.model.hub import (
     DEFAULT_TIMEOUT_S,
     HubAccessError,
@@ -190,12 +189,6 @@ def _dtypes(facts: HubModelFacts) -> str:
                                                              key=lambda kv: -kv[1]))
 
 
-def engine_preference(device: DeviceTarget, target_concurrency: int) -> list[EngineName]:
-    """Ranking ties go to the engine the router would try first (one routing rule)."""
-    return engine_order(gpu=device.kind is DeviceKind.CUDA, apple=device.kind is DeviceKind.METAL,
-                        target_concurrency=target_concurrency)
-
-
 def _best_path(paths: list[KernelPath], pref: list[EngineName]) -> KernelPath | None:
     return min(paths, default=None, key=lambda p: (
         _TIER_RANK[p.tier], pref.index(p.engine) if p.engine in pref else len(pref)))
@@ -345,9 +338,11 @@ def assess_variant(base: HubModelFacts, cand: HubModelFacts, device: DeviceTarge
                        warnings, found_by)]
 
 
-def rank(candidates: list[CheckpointCandidate], device: DeviceTarget,
-         target_concurrency: int = 1) -> list[CheckpointCandidate]:
-    pref = engine_preference(device, target_concurrency)
+def rank(candidates: list[CheckpointCandidate], pref: list[EngineName]
+         ) -> list[CheckpointCandidate]:
+    """Best kernel tier, then provenance, then the engine `pref` tries first (the routing
+    rule's order, infopt.engines.routing.engine_order_for: one rule for plan, shortlist and
+    flow, handed in so the model room imports no engine)."""
 
     def key(c: CheckpointCandidate) -> tuple:
         best = _best_path(c.kernel_paths, pref)
@@ -363,9 +358,10 @@ def build_shortlist(base_repo: str, *, device: DeviceTarget, cache_dir: Path,
                     revision: str | None = None, endpoint: str | None = None,
                     token: str | None = None, max_weight_bits: int = 4, search_limit: int = 100,
                     timeout_s: float = DEFAULT_TIMEOUT_S, workers: int = 4,
-                    target_concurrency: int = 1) -> Shortlist:
+                    engine_order: list[EngineName]) -> Shortlist:
     """Search the hub for quantized variants of `base_repo`, verify and rank them (ties go to
-    the engine routed first for `target_concurrency` active generations)."""
+    the engine first in `engine_order`: the routing rule's order for the device and the
+    target concurrency, infopt.engines.routing.engine_order_for)."""
     base = fetch_model_facts(base_repo, cache_dir=cache_dir, revision=revision, endpoint=endpoint,
                  token=token, timeout_s=timeout_s, read_weight_headers=True)
     if base.config is None:
@@ -394,7 +390,7 @@ def build_shortlist(base_repo: str, *, device: DeviceTarget, cache_dir: Path,
     with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
         results = [r for batch in pool.map(one, sorted(found)) for r in batch]
     ref_paths = kernel_paths(F.UNQUANTIZED, device)
-    best = _best_path(ref_paths, engine_preference(device, target_concurrency))
+    best = _best_path(ref_paths, engine_order)
     reference = CheckpointCandidate(
         repo_id=base.repo_id, commit_sha=base.commit_sha, producer=base.repo_id.split("/")[0],
         provenance=Provenance.OFFICIAL, found_by=["requested"], license=base.license,
@@ -405,8 +401,8 @@ def build_shortlist(base_repo: str, *, device: DeviceTarget, cache_dir: Path,
     return Shortlist(
         base_model=base.repo_id, base_commit_sha=base.commit_sha, endpoint=endpoint,
         device=device, max_weight_bits=max_weight_bits, reference=reference,
-        candidates=rank([r for r in results if isinstance(r, CheckpointCandidate)], device,
-                        target_concurrency),
+        candidates=rank([r for r in results if isinstance(r, CheckpointCandidate)],
+                        engine_order),
         rejected=sorted((r for r in results if isinstance(r, RejectedCheckpoint)),
                         key=lambda r: (r.reason.value, r.repo_id, r.gguf_file or "")),
         queries=queries, ranking=RANKING)

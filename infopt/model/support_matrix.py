@@ -66,7 +66,10 @@ class SupportRow(Spec):
     note: str = ""
 
 
-def _r(engine, fmt, device, lo, hi, kernel, math, low, tier, url, note="", supported=True):
+def _r(engine: E, fmt: F, device: D, lo: float | None, hi: float | None, kernel: str,  # noqa: PLR0913
+       math: str, low: bool, tier: T, url: str, note: str = "", supported: bool = True
+       ) -> SupportRow:
+    # One table row per call, positional like the table it transcribes.
     return SupportRow(engine=engine, format=fmt, device=device, min_compute_capability=lo,
                       max_compute_capability=hi, supported=supported, kernel=kernel, math=math,
                       low_precision_math=low, tier=tier, source_url=url, note=note)

@@ -15,7 +15,13 @@ from infopt.engines import endpoint_for, identify_engine
 from infopt.runs.rundir import atomic_write
 from infopt.specs.base import InputError
 from infopt.specs.endpoint import Endpoint
-from infopt.specs.quality import QualityVerdict, ReferenceSet, ScoredSequence
+from infopt.specs.quality import (
+    MeasureVerdict,
+    QualityVerdict,
+    ReferenceSet,
+    ScoredSequence,
+    TaskSetResult,
+)
 
 from .gate import quality_verdict
 from .lmeval import metric_verdicts, run_lm_eval
@@ -132,7 +138,7 @@ def check_quality(reference: Endpoint, candidate: Endpoint, *, floor: Endpoint |
                     if floor else None)
     scored: list[ScoredSequence] = []  # scored so far, in the reference's order
 
-    def score_first(n: int):
+    def score_first(n: int) -> list[ScoredSequence]:
         scored.extend(score_sequences(candidate, ref, ref.sequences[len(scored):n],
                                       api_key=api_key, progress=progress))
         return scored[:n]
@@ -151,7 +157,8 @@ def check_quality(reference: Endpoint, candidate: Endpoint, *, floor: Endpoint |
 
 
 def _lm_eval(reference: Endpoint, candidate: Endpoint, req: LmEvalRequest | None,
-             tolerance: float, api_key: str | None, progress: Progress | None):
+             tolerance: float, api_key: str | None, progress: Progress | None
+             ) -> list[MeasureVerdict]:
     if req is None:
         return []
     runs = []
@@ -164,7 +171,7 @@ def _lm_eval(reference: Endpoint, candidate: Endpoint, req: LmEvalRequest | None
 
 
 def _tasks(reference: Endpoint, candidate: Endpoint, task_items: int, api_key: str | None,
-           progress: Progress | None):
+           progress: Progress | None) -> tuple[list[TaskSetResult], list[TaskSetResult]]:
     items = all_items(task_items)
     if progress:
         progress(f"task sets: {len(items)} items on the reference, then the candidate")

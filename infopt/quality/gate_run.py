@@ -31,16 +31,19 @@ from infopt.quality.teacher import (
 from infopt.runs.memo import QUALITY
 from infopt.runs.rundir import atomic_write
 from infopt.specs.base import EngineStartError
+from infopt.specs.diagnosis import Remedy
+from infopt.specs.endpoint import Endpoint
 from infopt.specs.keys import content_key
 from infopt.specs.quality import (
     FidelityResult,
     QualityVerdict,
+    ReferenceSet,
     ScoredSequence,
     TaskSetResult,
     VerdictOrigin,
 )
 from infopt.specs.results import RunningEngine
-from infopt.specs.serving import with_knob
+from infopt.specs.serving import AnyServingConfig, with_knob
 
 
 def quality_cache() -> Path:
@@ -51,13 +54,13 @@ def quality_cache() -> Path:
 
 
 
-def _floor_config(config):
+def _floor_config(config: AnyServingConfig) -> AnyServingConfig:
     """The reference at another batch size: two running requests where it had one, else one."""
     knob = adapter_for(config.engine).concurrency_knob
     return with_knob(config, knob, 1 if getattr(config, knob) not in (None, 1) else 2)
 
 
-def quality_reference(config, quality_dir: str, weights_bytes: int, key: str,
+def quality_reference(config: AnyServingConfig, quality_dir: str, weights_bytes: int, key: str,
                       weights_why: str | None = None, prompts: int = DEFAULT_MAX_PROMPTS,
                       troubleshoot: Troubleshooting = CATALOG_ONLY, log: Logger = LOG
                       ) -> tuple[str | None, str]:
@@ -69,7 +72,7 @@ def quality_reference(config, quality_dir: str, weights_bytes: int, key: str,
     ref_path, floor_path = d / f"reference-{key}.json", d / f"floor-{key}.json"
     weights = (f"the weights of {weights_why}" if weights_why else
                "the checkpoint's own weights, the highest precision this run's candidates share")
-    what = (f"Reference: the control configuration ({weights}, the engine's default KV "
+    what = (f"ReferenceSet: the control configuration ({weights}, the engine's default KV "
             f"precision); floor: a fresh restart of it at {adapter_for(config.engine).concurrency_knob}"
             f"={getattr(_floor_config(config), adapter_for(config.engine).concurrency_knob)} "
             f"scoring two sequences at once; {prompts} prompts of the pool, a candidate scored on "
@@ -106,8 +109,9 @@ def quality_reference(config, quality_dir: str, weights_bytes: int, key: str,
     return str(ref_path), what
 
 
-def _build(config, d: Path, key: str, weights_bytes: int, prompts: int,
-           troubleshoot: Troubleshooting, log: Logger):
+def _build(config: AnyServingConfig, d: Path, key: str, weights_bytes: int, prompts: int,
+           troubleshoot: Troubleshooting, log: Logger
+           ) -> tuple[ReferenceSet, AnyServingConfig, Remedy | None]:
     """(reference, the configuration that ran it, the remedy it needed): when the defaults do
     not start and the catalog knows the failure with a contract-preserving remedy (memory
     knobs such as an explicit CPU KV space: the numerics stay the control's), the session
@@ -122,7 +126,7 @@ def _build(config, d: Path, key: str, weights_bytes: int, prompts: int,
                                progress=log.info), s.config, s.remedy
 
 
-def _floor(config, reference, d: Path, key: str, weights_bytes: int,
+def _floor(config: AnyServingConfig, reference: ReferenceSet, d: Path, key: str, weights_bytes: int,
            troubleshoot: Troubleshooting, log: Logger) -> FidelityResult:
     with engine_session(_floor_config(config), d / f"floor-{key}.log", weights_bytes,
                         troubleshoot=troubleshoot, log=log) as s:
@@ -130,7 +134,7 @@ def _floor(config, reference, d: Path, key: str, weights_bytes: int,
                                label="floor")
 
 
-def _endpoint(running: RunningEngine, config):
+def _endpoint(running: RunningEngine, config: AnyServingConfig) -> Endpoint:
     return endpoint_for(running.engine, running.base_url, config.served_model_name, running.pid)
 
 
@@ -177,7 +181,7 @@ def _recalled_verdict(out: Path, origin: VerdictOrigin | None, log: Logger = LOG
     return verdict
 
 
-def judge_quality(running: RunningEngine, config, reference_path: str, key: str,
+def judge_quality(running: RunningEngine, config: AnyServingConfig, reference_path: str, key: str,
                   tolerance: float, *, incumbent_key: str | None = None,
                   max_prompts: int = DEFAULT_MAX_PROMPTS,
                   origin: VerdictOrigin | None = None, log: Logger = LOG) -> QualityVerdict:
@@ -235,7 +239,7 @@ def _kept_sets(out: Path) -> list[TaskSetResult] | None:
     return [TaskSetResult.model_validate(r) for r in rows]
 
 
-def _run_sets(endpoint, out: Path, items_per_set: int, log: Logger) -> list[TaskSetResult]:
+def _run_sets(endpoint: Endpoint, out: Path, items_per_set: int, log: Logger) -> list[TaskSetResult]:
     items = all_items(items_per_set)
     log.info("task sets: %d items on %s", len(items), endpoint.base_url)
     results = run_tasksets(endpoint, items)
@@ -245,7 +249,7 @@ def _run_sets(endpoint, out: Path, items_per_set: int, log: Logger) -> list[Task
     return results
 
 
-def reference_task_sets(config, quality_dir: str, weights_bytes: int, key: str,
+def reference_task_sets(config: AnyServingConfig, quality_dir: str, weights_bytes: int, key: str,
                         items_per_set: int, troubleshoot: Troubleshooting = CATALOG_ONLY,
                         log: Logger = LOG) -> list[TaskSetResult]:
     """The reference's answers on the generative task sets (its engine started for them
@@ -258,7 +262,7 @@ def reference_task_sets(config, quality_dir: str, weights_bytes: int, key: str,
         return _run_sets(_endpoint(s.running, s.config), out, items_per_set, log)
 
 
-def task_sets(running: RunningEngine, config, quality_dir: str, key: str,
+def task_sets(running: RunningEngine, config: AnyServingConfig, quality_dir: str, key: str,
               items_per_set: int, log: Logger = LOG) -> list[TaskSetResult]:
     """A running configuration's answers on the same items (kept by its quality key)."""
     out = _sets_file(quality_dir, key, items_per_set)

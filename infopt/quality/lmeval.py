@@ -104,5 +104,5 @@ def metric_verdicts(reference: dict[str, dict], candidate: dict[str, dict],
     return out
 
 
-def _num(v) -> float:
+def _num(v: object) -> float:
     return float(v) if isinstance(v, (int, float)) and math.isfinite(v) else 0.0

@@ -11,8 +11,8 @@ from pathlib import Path
 from infopt.contract.remedies import contract_gaps
 from infopt.contract.verify import PROBES as CONTRACT_PROBES
 from infopt.engines import adapter_for
-from infopt.engines.base import launch_for
-from infopt.engines.layout import deployed_gpus
+from infopt.engines.config_layout import deployed_gpus
+from infopt.engines.launch import launch_for
 from infopt.engines.render import render_deployment
 from infopt.report.reproduce import reproduction, weights_identity
 from infopt.runs.outcomes import EngineTuning, Finish, Target

@@ -45,7 +45,8 @@ def measured_layout_lines(trials) -> list[str]:
     """Each measured trial of a multi-GPU layout: where its ranks ran (the engine's rank
     order) and the GPU memory each device held (NVML, per device: a layout fits when its
     fullest GPU does, which the sum over GPUs hides)."""
-    from infopt.engines.layout import config_layout, rank_placement
+    from infopt.engines.config_layout import config_layout
+    from infopt.engines.layout import rank_placement
 
     rows, orders = [], {}
     for t in trials:

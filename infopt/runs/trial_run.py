@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import shutil
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -38,10 +38,13 @@ from infopt.runs.engine_run import EngineRun
 from infopt.runs.measure import benchmark
 from infopt.runs.rundir import load_trial, trial_dir, write_trial
 from infopt.specs.base import InfoptError, InputError
+from infopt.specs.contract import ContractCheck
 from infopt.specs.fit import CeilingRatio, KvCheck, MemoryFit
 from infopt.specs.hardware import HardwareInventory
 from infopt.specs.model import ModelProfile
-from infopt.specs.results import RunningEngine, Trial
+from infopt.specs.quality import QualityVerdict
+from infopt.specs.results import BenchmarkResult, RunningEngine, Trial
+from infopt.specs.serving import AnyServingConfig
 from infopt.specs.trial import TrialRole, TrialSpec
 from infopt.troubleshoot.diagnose import diagnose_file
 from infopt.tuning.candidates import level_ceilings
@@ -68,13 +71,13 @@ def _died(running: RunningEngine, dropped: bool) -> tuple[str, int | None] | Non
 _DROPS = frozenset(ErrorKind) - {ErrorKind.HTTP_4XX, ErrorKind.TIMEOUT}
 
 
-def _dropped(bench) -> bool:
+def _dropped(bench: BenchmarkResult | None) -> bool:
     """Whether a measured request failed the way a dying engine's requests fail."""
     return bench is not None and any(s.errors_by_kind.get(k.value, 0)
                                      for s in bench.scenarios for k in _DROPS)
 
 
-def _hung(running: RunningEngine, bench, ctx: EngineRun) -> str | None:
+def _hung(running: RunningEngine, bench: BenchmarkResult | None, ctx: EngineRun) -> str | None:
     """Why the trial is void when a request got nothing from a live engine for the stall
     timeout (the engine is ended when its session ends), else None."""
     stalled = sum(s.errors_by_kind.get(ErrorKind.TIMEOUT.value, 0)
@@ -87,7 +90,8 @@ def _hung(running: RunningEngine, bench, ctx: EngineRun) -> str | None:
             f"{state}; infopt ended it. Engine log: {running.log_path}")
 
 
-def _judge(running: RunningEngine, spec: TrialSpec, config, ctx: EngineRun, logger: Logger):
+def _judge(running: RunningEngine, spec: TrialSpec, config: AnyServingConfig, ctx: EngineRun,
+           logger: Logger) -> tuple[QualityVerdict | None, str | None]:
     """(verdict | None, why it could not be scored | None); no reference: no gate. A candidate
     is paired against the incumbent it modifies (spec.incumbent)."""
     if ctx.quality_reference is None:
@@ -103,8 +107,9 @@ def _judge(running: RunningEngine, spec: TrialSpec, config, ctx: EngineRun, logg
         return None, f"its tokens could not be scored ({exc})"
 
 
-def _gates(running: RunningEngine, spec: TrialSpec, config, ctx: EngineRun,
-           trial_key: str, logger: Logger):
+def _gates(running: RunningEngine, spec: TrialSpec, config: AnyServingConfig, ctx: EngineRun,
+           trial_key: str, logger: Logger
+           ) -> tuple[list[ContractCheck], QualityVerdict | None, str | None]:
     """The contract, then the quality gate, before the measurement counts.
     Returns (contract checks, quality verdict | None, why the trial is rejected | None)."""
     checks = []
@@ -137,18 +142,27 @@ def run_trial(spec: TrialSpec, key: str, fit: MemoryFit | None, ctx: EngineRun,
               pool: EnginePool | None = None, logger: Logger = LOG) -> Trial:
     """One trial: start (issue-first troubleshooting) -> contract -> quality -> measure ->
     stop, written to trials/<key>/trial.json. `pool`: engines kept up between trials
-    (flows/ladder.run_climb); None: the trial starts and stops its own."""
+    (flows/climb.run_climb); None: the trial starts and stops its own."""
     run_dir = Path(ctx.run_dir)
     done = load_trial(run_dir, key)
     if done is not None:
         logger.info("%s: completed earlier (trials/%s/trial.json): not run again",
                     spec.trial_id, key)
         return done
+    if fit is not None:
+        logger.info("%s: fit %s: %s (KV %.2f GiB needed of %.2f GiB budget)", spec.trial_id,
+                    spec.config.engine,
+                    "fits" if fit.fits else f"does not fit, {fit.gap_bytes / 2**30:.2f} GiB short",
+                    fit.required_kv_bytes_per_gpu / 2**30, fit.kv_budget_bytes_per_gpu / 2**30)
     log = trial_dir(run_dir, key) / "engine.log"
     common: dict[str, Any] = dict(trial_id=spec.trial_id, role=spec.role.value, dimension=spec.dimension,
                   value=spec.value, repeat=spec.repeat, fit=fit, key=key,
                   changes=spec.changes, approvals=spec.approvals)
-    checks, verdict, bench, error, rejected = [], None, None, None, None
+    checks: list[ContractCheck] = []
+    verdict: QualityVerdict | None = None
+    bench: BenchmarkResult | None = None
+    error: Exception | None = None
+    rejected: str | None = None
     gpu_bytes: dict[int, int] | None = None
     try:
         weights = weights_profile(ctx.model, spec.config.model_path)
@@ -215,7 +229,8 @@ def run_trial(spec: TrialSpec, key: str, fit: MemoryFit | None, ctx: EngineRun,
 
 
 def _session(spec: TrialSpec, log: Path, weights_bytes: int, fit: MemoryFit | None,
-             ctx: EngineRun, pool: EnginePool | None, logger: Logger):
+             ctx: EngineRun, pool: EnginePool | None, logger: Logger
+             ) -> AbstractContextManager[Started]:
     """The trial's engine: the pool's (kept up for the next round) or its own."""
     if pool is None:
         return engine_session(spec.config, log, weights_bytes, troubleshoot=ctx.troubleshoot,
@@ -226,7 +241,7 @@ def _session(spec: TrialSpec, log: Path, weights_bytes: int, fit: MemoryFit | No
 
 
 @contextmanager
-def _own_log_slice(session, log: Path) -> Iterator[Started]:
+def _own_log_slice(session: AbstractContextManager[Started], log: Path) -> Iterator[Started]:
     """An engine kept up from an earlier trial writes to that trial's log: what it writes
     during this trial is copied to this trial's engine.log, after the engine's first lines (its
     command and banner: a simulated engine says so there), so every trial's folder holds its
@@ -253,8 +268,8 @@ def _own_log_slice(session, log: Path) -> Iterator[Started]:
 SLICE_HEAD_LINES = 3  # the command line and the engine's first lines of its own (its banner)
 
 
-def _ceilings(model: ModelProfile, hw: HardwareInventory, config, bench, logger: Logger
-              ) -> list[CeilingRatio]:
+def _ceilings(model: ModelProfile, hw: HardwareInventory, config: AnyServingConfig,
+              bench: BenchmarkResult, logger: Logger) -> list[CeilingRatio]:
     """Each measured level as a fraction of its ceiling (computed inside the trial, not a task
     of its own); one far below or above it is said in the run's log."""
     ratios = level_ceilings(model, hw, config, bench, mean_context(bench))

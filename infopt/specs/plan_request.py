@@ -26,7 +26,7 @@ class PlanRequest(Spec):
     tp: int = Field(1, ge=1, le=64)
     pp: int = Field(1, ge=1, le=64)
     gpu_memory_utilization: float = Field(0.9, ge=0.05, le=1.0)
-    # None: SGLang's own default for the GPU and shape (infopt.engines.sglang)
+    # None: SGLang's own default for the GPU and shape (infopt.engines.sglang.adapter)
     mem_fraction_static: float | None = Field(None, ge=0.05, le=1.0)
     spec_tokens_per_step: float = Field(1.0, ge=1.0, le=64.0)
     # Each request's lengths: the decode ceilings and attainable estimates read each

@@ -183,7 +183,7 @@ class VllmConfig(_Common):
 
 
 class SglangConfig(_Common):
-    """SGLang 0.5.23 `python -m sglang.launch_server` (see infopt.engines.sglang)."""
+    """SGLang 0.5.23 `python -m sglang.launch_server` (see infopt.engines.sglang.adapter)."""
 
     engine: Literal[EngineName.SGLANG] = EngineName.SGLANG
 
@@ -276,7 +276,7 @@ class SglangConfig(_Common):
 class TrtllmKvCacheOptions(Spec):
     """`kv_cache_config` keys of the LLM API (KvCacheConfig in tensorrt_llm/llmapi/llm_args.py).
     free_gpu_memory_fraction is not here: it is TrtllmConfig.kv_cache_free_gpu_memory_fraction,
-    copied into this block when the block is rendered (see infopt.engines.trtllm)."""
+    copied into this block when the block is rendered (see infopt.engines.trtllm.adapter)."""
 
     enable_block_reuse: bool | None = None
     # "only for the PyTorch backend" per llm_args.py; "auto" follows the checkpoint.
@@ -367,7 +367,7 @@ TRTLLM_DEFAULT_MAX_NUM_TOKENS = 8192
 
 
 class TrtllmConfig(_Common):
-    """TensorRT-LLM 1.x `trtllm-serve MODEL` (see infopt.engines.trtllm)."""
+    """TensorRT-LLM 1.x `trtllm-serve MODEL` (see infopt.engines.trtllm.adapter)."""
 
     engine: Literal[EngineName.TRTLLM] = EngineName.TRTLLM
 
@@ -433,7 +433,7 @@ class TrtllmConfig(_Common):
 
 
 class MlxConfig(_Common):
-    """mlx-lm 0.31.3 `python -m mlx_lm server` (see infopt.engines.mlx)."""
+    """mlx-lm 0.31.3 `python -m mlx_lm server` (see infopt.engines.mlx.adapter)."""
 
     engine: Literal[EngineName.MLX] = EngineName.MLX
 

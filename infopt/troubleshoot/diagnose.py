@@ -17,6 +17,9 @@ import logging
 import re
 from functools import cache
 from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
 
 from infopt.specs.base import InputError
 from infopt.specs.diagnosis import (
@@ -27,7 +30,7 @@ from infopt.specs.diagnosis import (
     Remedy,
     RemedyAction,
 )
-from infopt.specs.serving import AnyServingConfig, EngineName, same_config
+from infopt.specs.serving import AnyServingConfig, EngineName, same_config, with_knobs
 from infopt.troubleshoot.github import search_issues
 from infopt.troubleshoot.rootcause import normalize, root_error
 
@@ -122,12 +125,24 @@ def diagnose_text(log_text: str, engine: str, *, search: bool = False,
                      known_failure_ids=[k.id for k in known], search=status, log_path=log_path)
 
 
-def diagnose_file(path: str, engine: str, **kw) -> Diagnosis:
+def diagnose_file(path: str, engine: str, **kw: Any) -> Diagnosis:
     p = Path(path).expanduser()
     if not p.is_file():
         raise InputError(f"log file '{path}' does not exist; pass the engine log to diagnose "
                          "(each trial's is under runs/<run-id>/trials/<trial>/engine.log)")
     return diagnose_text(p.read_text(errors="replace"), engine, log_path=str(p), **kw)
+
+
+def apply_remedy(config: AnyServingConfig, remedy: Remedy) -> AnyServingConfig | None:
+    """`config` with the remedy's knob and environment changes; None when one of its knobs
+    does not exist on this engine (the remedy is another engine's). The environment becomes
+    part of the configuration, so later trials, trial keys and rendered deployments carry it."""
+    try:
+        config = with_knobs(config, {**remedy.knob_changes,
+                                     **{f"env.{n}": v for n, v in remedy.env_changes.items()}})
+    except (ValueError, ValidationError):
+        return None
+    return config
 
 
 def contract_preserving_remedy(d: Diagnosis, config: AnyServingConfig | None = None
@@ -142,8 +157,6 @@ def contract_preserving_remedy(d: Diagnosis, config: AnyServingConfig | None = N
                 and not r.diagnostic_only and (r.knob_changes or r.env_changes)):
             continue
         if config is not None:
-            from infopt.engines.session import apply_remedy  # engines import every adapter
-
             fixed = apply_remedy(config, r)
             if fixed is None or same_config(fixed, config):
                 continue

@@ -15,7 +15,8 @@ from infopt.costmodel.fit import FitRequest, plan_fit
 from infopt.costmodel.roofline import ceiling_ratio
 from infopt.costmodel.weights import path_from_quantization
 from infopt.engines import adapter_for
-from infopt.engines.layout import config_layout, replica_sequences
+from infopt.engines.config_layout import config_layout
+from infopt.engines.layout import replica_sequences
 from infopt.engines.support import kv_options
 from infopt.hardware.catalog import match_gpu
 from infopt.specs.fit import CeilingRatio, CeilingRow, DeviceBudget, Envelope, MemoryFit

@@ -20,10 +20,10 @@ incumbent measured back to back, alternating which goes first, so what drifts hi
 The trial and wall-time budgets stop the ladder between rounds; the decision always gets its
 `repeats` rounds.
 
-A driver (`drive`, infopt.tuning.climb_data; flows/ladder.py, bench/tuner_bench.py, tests)
-runs each spec and sends back the trial. When it starts a trial afresh (`-retryN`,
-tasks.trial.run_attempts) it sends the last attempt; the climb counts the attempts from its id,
-so trial ids and budgets match the driver's record of every attempt."""
+A driver (flows/climb.py; `drive` in infopt.tuning.climb_data for the bench and tests) runs
+each spec and sends back the trial. A trial whose engine a signal killed is asked again
+(`<id>-retryN`, up to `budgets.retries`), so the climb sees every attempt: its outcome carries
+them all, in order, and trial ids and budgets count each."""
 
 from __future__ import annotations
 
@@ -58,17 +58,16 @@ from infopt.tuning.climb_data import (
     ClimbOutcome,
     ClimbPlan,
     Incumbent,
-    attempts_of,
     drive,
 )
 from infopt.tuning.final import drift_check, recommend
 from infopt.tuning.pairs import Pairs, fill, result_of
 
 if TYPE_CHECKING:  # the adapters' rules and facts arrive as data
-    from infopt.engines.ladder import DimensionRule, LadderFacts
+    from infopt.engines.rules import DimensionRule, LadderFacts
 
 # The climb's data live in infopt.tuning.climb_data; named here for its callers.
-__all__ = ["Climb", "ClimbOutcome", "ClimbPlan", "Incumbent", "attempts_of", "climb", "drive"]
+__all__ = ["Climb", "ClimbOutcome", "ClimbPlan", "Incumbent", "climb", "drive"]
 
 def climb(plan: ClimbPlan) -> Climb:
     """The ladder as a generator: `spec = gen.send(trial)` until it returns its outcome."""
@@ -128,15 +127,28 @@ class _Climber:
         self.window_why: str | None = None
         self.phase, self.left, self.steps_left = "start", 0, 0
         self.trial_s: list[float] = []
+        self.trials: list[Trial] = []  # every attempt, in order: the outcome carries them
 
     # -- trials -------------------------------------------------------------------------------
 
     def _trial(self, spec: TrialSpec) -> Generator[TrialSpec, Trial, Trial]:
+        """`spec`, started afresh (`<id>-retryN`) up to `budgets.retries` times while a signal
+        kills its engine mid-trial (a fault of the machine, not of the configuration); every
+        attempt is kept, so a resumed run reloads each and the report shows each failure."""
         self._progress(spec)
         t0 = self.p.clock()
         trial = yield spec
+        self.trials.append(trial)
+        retries, n = self.p.budgets.retries, 1
+        while trial.killed_by_signal is not None and n <= retries:
+            self.p.log.warning("%s: its engine was killed by signal %d; starting it afresh "
+                               "(retry %d of %d)", spec.trial_id, trial.killed_by_signal, n,
+                               retries)
+            trial = yield spec.model_copy(update={"trial_id": f"{spec.trial_id}-retry{n}"})
+            self.trials.append(trial)
+            n += 1
         self.trial_s.append(max(0.0, self.p.clock() - t0))
-        self.launches += attempts_of(spec, trial)
+        self.launches += n
         self.left = max(0, self.left - 1)
         if trial.kv is not None and trial.kv.stops_ladder and self.stopped is None:
             self.stopped = kv_stop_reason(trial.trial_id, trial.kv)
@@ -198,7 +210,7 @@ class _Climber:
             return ClimbOutcome(ladder=None, history=[], pruned=self.pruned,
                                 launches=self.launches, broken=start.trial,
                                 broken_gaps=start.gaps, remedy=remedy, first_gaps=first_gaps,
-                                replanned_after=replanned_after)
+                                replanned_after=replanned_after, trials=self.trials)
         assert not isinstance(start, _Replan)  # allow_remedy=False: re-planned at most once
         base, control = start
         ladder, history = yield from self._climb(base, p.facts(base.trials[0]))
@@ -206,7 +218,8 @@ class _Climber:
         ladder.decision, ladder.launches = decision, self.launches  # the decision's included
         return ClimbOutcome(ladder=ladder, history=history, pruned=self.pruned,
                             launches=self.launches, remedy=remedy, first_gaps=first_gaps,
-                            replanned_after=replanned_after, chosen=chosen)
+                            replanned_after=replanned_after, chosen=chosen,
+                            trials=self.trials)
 
     def _measure_start(self, baseline: AnyServingConfig, allow_remedy: bool
                        ) -> Generator[TrialSpec, Trial,

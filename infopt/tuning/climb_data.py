@@ -5,7 +5,6 @@ runs any such generator with a trial runner."""
 from __future__ import annotations
 
 import logging
-import re
 import time
 from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
@@ -20,7 +19,7 @@ from infopt.specs.serving import AnyServingConfig
 from infopt.specs.trial import TrialDimension, TrialRole, TrialSpec
 
 if TYPE_CHECKING:  # the adapters' rules and facts arrive as data
-    from infopt.engines.ladder import DimensionRule, LadderFacts
+    from infopt.engines.rules import DimensionRule, LadderFacts
 
 LOG = logging.getLogger("infopt.tuning.climb")
 
@@ -70,7 +69,7 @@ class ClimbPlan:
     control: AnyServingConfig  # the engine's defaults: every change is stated against it
     baseline: AnyServingConfig
     engine: str
-    rules: dict[Dimension, DimensionRule | None]  # infopt.tuning.ladder.rules_for
+    rules: dict[Dimension, DimensionRule | None]  # infopt.tuning.dimension_rules.rules_for
     facts: Callable[[Trial], LadderFacts]  # from the first baseline trial
     objective: str
     higher: bool  # higher objective is better
@@ -112,6 +111,7 @@ class ClimbOutcome:
     broken_gaps: list[ContractGap] = field(default_factory=list)
     # What the run recommends (the ladder's winner or the control) with its trials.
     chosen: Incumbent | None = None
+    trials: list[Trial] = field(default_factory=list)  # every attempt, in order
 
 
 Climb = Generator[TrialSpec, Trial, ClimbOutcome]
@@ -119,8 +119,9 @@ Climb = Generator[TrialSpec, Trial, ClimbOutcome]
 
 def drive(gen: Generator[TrialSpec, Trial, Any],
           run: Callable[[TrialSpec], list[Trial]]) -> tuple[Any, list[Trial]]:
-    """Run every spec `gen` yields with `run` (the attempts of one trial, the last one the
-    outcome), send it the last attempt; returns its outcome and every attempt, in order."""
+    """Run every spec `gen` yields with `run` (its trial, as a list so a black-box search's
+    driver may add attempts), send it the last; returns its outcome and every trial `run`
+    returned, in order. The bench's and the tests' driver; the flow's is flows/climb.py."""
     trials: list[Trial] = []
     try:
         spec = next(gen)
@@ -130,9 +131,3 @@ def drive(gen: Generator[TrialSpec, Trial, Any],
             spec = gen.send(attempts[-1])
     except StopIteration as done:
         return done.value, trials
-
-
-def attempts_of(spec: TrialSpec, trial: Trial) -> int:
-    """How many starts `trial` (the last attempt of `spec`) took: `<id>-retry<n>` is n + 1."""
-    m = re.fullmatch(re.escape(spec.trial_id) + r"-retry(\d+)", trial.trial_id)
-    return int(m.group(1)) + 1 if m else 1

@@ -1,6 +1,6 @@
 """The run's fixed points: the control (the engine's defaults) and the baseline configuration,
 which candidates this CPU can run, the objective of a measured trial, and the winner against
-the control. The ladder's own decisions are in infopt.tuning.ladder."""
+the control. The ladder's own decisions are in infopt.tuning.dimension_rules."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from infopt.analysis.compare import bootstrap_diff
 from infopt.analysis.stats import median_and_spread
 from infopt.contract.remedies import contract_gaps
 from infopt.engines import adapter_for
-from infopt.engines.base import ServingTarget
+from infopt.engines.launch import ServingTarget
 from infopt.engines.support import unsupported_config
 from infopt.specs.contract import ContractRemedy
 from infopt.specs.fit import MemoryFit

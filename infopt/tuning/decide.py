@@ -15,7 +15,7 @@ from infopt.specs.ladder import LadderCandidate
 from infopt.specs.serving import AnyServingConfig, knob_value, with_knobs
 
 if TYPE_CHECKING:  # the rules are the adapters' data, passed in: never imported here
-    from infopt.engines.ladder import DimensionRule, LadderFacts
+    from infopt.engines.rules import DimensionRule, LadderFacts
     from infopt.tuning.rounds import RoundsPolicy
 
 # Confirmations a step may spend after screening: the best two promising candidates.

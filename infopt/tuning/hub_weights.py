@@ -9,7 +9,7 @@ import re
 from collections.abc import Callable, Sequence
 
 from infopt.engines import serves
-from infopt.engines.ladder import WeightVariant
+from infopt.engines.rules import WeightVariant
 from infopt.specs.base import InputError
 from infopt.specs.checkpoint import CheckpointCandidate, HubFile, Shortlist
 from infopt.specs.model import ModelFormat, ModelProfile

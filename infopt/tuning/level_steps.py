@@ -12,7 +12,8 @@ from dataclasses import dataclass
 from infopt.costmodel.roofline import decode_row, layout_decode_row, prefill_row
 from infopt.costmodel.weights import path_from_quantization
 from infopt.engines import adapter_for
-from infopt.engines.layout import config_layout, running_sequences
+from infopt.engines.config_layout import config_layout
+from infopt.engines.layout import running_sequences
 from infopt.specs.fit import CeilingRow, DeviceBudget, Envelope, Layout, WeightPath
 from infopt.specs.inspection import ModelInspection
 from infopt.specs.results import BenchmarkResult

@@ -14,8 +14,8 @@ from typing import Any
 
 from infopt.bootstrap import default_paths
 from infopt.engines import adapter_for, serves
-from infopt.engines.ladder import WeightVariant
 from infopt.engines.routing import RouteChoice, comparator_for, route, select_available
+from infopt.engines.rules import WeightVariant
 from infopt.engines.support import locate_for_host
 from infopt.model.digest import model_digest
 from infopt.model.profile import weights_profile

@@ -111,7 +111,8 @@ def test_an_env_only_remedy_is_carried_into_later_trials_and_the_manifests(
     the catalog's torch-cuda-oom-load-or-profile failure (vllm#11251) and exits."""
     from prefect import flow
 
-    from infopt.engines import adapter_for, llamacpp
+    from infopt.engines import adapter_for
+    from infopt.engines.llamacpp import adapter as llamacpp
     from infopt.engines.render import render_deployment
     from infopt.hardware.host import inventory
     from infopt.model.profile import profile_model

@@ -43,7 +43,8 @@ def vllm_python(engine_paths) -> Path:
 @pytest.fixture(scope="session")
 def vllm_server(vllm_python, hf_model, tmp_path_factory):
     """One real vLLM CPU server shared by every test that can use it (~40 s start-up)."""
-    from infopt.engines import process, vllm
+    from infopt.engines import process
+    from infopt.engines.vllm import adapter as vllm
     from infopt.specs.serving import VllmConfig
 
     # --enforce-eager: ~37 s start on 2 cores instead of ~140 s compiled (notes/engines.md);
@@ -65,8 +66,9 @@ def vllm_failed_starts(vllm_python, hf_model, tmp_path_factory) -> dict[str, str
     one. Returns {case: the failed start's engine log}; a case that started is an error."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from infopt.engines import process, vllm
+    from infopt.engines import process
     from infopt.engines.support import unsupported_config
+    from infopt.engines.vllm import adapter as vllm
     from infopt.hardware.host import probe_host
     from infopt.specs.base import EngineStartError
     from infopt.specs.serving import VllmConfig

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from infopt.engines import llamacpp, process
+from infopt.engines import process
+from infopt.engines.llamacpp import adapter as llamacpp
 from infopt.specs.serving import LlamaCppConfig
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]

@@ -10,8 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from infopt.engines import adapter_for, llamacpp, vllm
+from infopt.engines import adapter_for
+from infopt.engines.llamacpp import adapter as llamacpp
 from infopt.engines.support import build_mismatch, locate_for_host
+from infopt.engines.vllm import adapter as vllm
 from infopt.specs.base import EngineOverrideError
 
 pytestmark = pytest.mark.integration

@@ -77,7 +77,7 @@ def test_the_same_code_routes_over_eight_simulated_gpu_replicas(tmp_path, monkey
     """Eight simulated vLLM replicas on a simulated 8x H100 host, one GPU each
     (CUDA_VISIBLE_DEVICES per replica), behind the real vllm-router: the same replicas(),
     router() and measure_through() as the real CPU replicas above."""
-    from infopt.engines import vllm
+    from infopt.engines.vllm import adapter as vllm
     from tests.integration.test_sim_vllm_gpu import control, sim_host
     from tests.sim import vllm_gpu
 

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from infopt.engines import llamacpp, process
+from infopt.engines import process
+from infopt.engines.llamacpp import adapter as llamacpp
 from infopt.specs.base import EngineStartError
 from infopt.specs.diagnosis import FailureCategory
 from infopt.specs.serving import LlamaCppConfig

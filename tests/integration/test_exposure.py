@@ -14,7 +14,8 @@ import httpx
 import pytest
 from pydantic import SecretStr, ValidationError
 
-from infopt.engines import llamacpp, process
+from infopt.engines import process
+from infopt.engines.llamacpp import adapter as llamacpp
 from infopt.specs.approval import AnswerSource, ExposureGrant, GateAnswer, GateKind
 from infopt.specs.base import ExposureError
 from infopt.specs.request import OptimizeRequest

@@ -11,8 +11,10 @@ from infopt.costmodel.allocation import EngineKnobs, llamacpp_kv_cells
 from infopt.costmodel.fit import FitRequest, plan_fit
 from infopt.costmodel.kv import kv_bytes_per_token_per_gpu
 from infopt.costmodel.weights import BF16
-from infopt.engines import llamacpp, process, vllm
+from infopt.engines import process
+from infopt.engines.llamacpp import adapter as llamacpp
 from infopt.engines.support import kv_options, unsupported_kv_dtype
+from infopt.engines.vllm import adapter as vllm
 from infopt.hardware.host import probe_host
 from infopt.model.local import inspect_local
 from infopt.specs.base import InputError

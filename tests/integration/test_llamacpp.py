@@ -16,7 +16,8 @@ import pytest
 
 from infopt.contract.openai_chat import CHAT_FEATURES
 from infopt.contract.verify import verify_endpoint
-from infopt.engines import endpoint_for, llamacpp, process
+from infopt.engines import endpoint_for, process
+from infopt.engines.llamacpp import adapter as llamacpp
 from infopt.loadgen.measure import measure_workload
 from infopt.loadgen.tokens import engine_counter
 from infopt.specs.base import EngineStartError, EngineUnavailableError, InputError
@@ -234,7 +235,8 @@ def test_no_orphan_when_the_optimizer_process_dies(llama_server, gguf_model, tmp
     code = f"""
 import sys
 from pathlib import Path
-from infopt.engines import llamacpp, process
+from infopt.engines import process
+from infopt.engines.llamacpp import adapter as llamacpp
 from infopt.specs.serving import LlamaCppConfig
 cfg = LlamaCppConfig(model_path={str(gguf_model)!r}, ctx_per_slot_tokens=512)
 r = process.start(llamacpp.ADAPTER, cfg, {str(llama_server)!r}, Path({str(tmp_path)!r}) / "e.log", 10**8)
@@ -256,7 +258,8 @@ def test_no_orphan_when_the_optimizer_is_terminated(llama_server, gguf_model, tm
     code = f"""
 import time
 from pathlib import Path
-from infopt.engines import llamacpp, process
+from infopt.engines import process
+from infopt.engines.llamacpp import adapter as llamacpp
 from infopt.specs.serving import LlamaCppConfig
 cfg = LlamaCppConfig(model_path={str(gguf_model)!r}, ctx_per_slot_tokens=512)
 r = process.start(llamacpp.ADAPTER, cfg, {str(llama_server)!r}, Path({str(tmp_path)!r}) / "e.log", 10**8)

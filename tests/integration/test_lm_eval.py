@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from infopt.engines import endpoint_for, llamacpp, process
+from infopt.engines import endpoint_for, process
+from infopt.engines.llamacpp import adapter as llamacpp
 from infopt.quality.check import LmEvalRequest, check_quality
 from infopt.specs.base import InputError
 from infopt.specs.serving import LlamaCppConfig

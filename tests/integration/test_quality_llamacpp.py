@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import pytest
 
-from infopt.engines import endpoint_for, llamacpp, process
+from infopt.engines import endpoint_for, process
+from infopt.engines.llamacpp import adapter as llamacpp
 from infopt.engines.quantize import requantize
 from infopt.quality.check import check_quality
 from infopt.report.quality_text import render_verdict

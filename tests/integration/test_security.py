@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from infopt.engines import llamacpp, process
+from infopt.engines import process
+from infopt.engines.llamacpp import adapter as llamacpp
 from infopt.specs.serving import LlamaCppConfig
 from tests.githubserver import FakeGitHub
 

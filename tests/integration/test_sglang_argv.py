@@ -8,7 +8,7 @@ flag is misspelt or gone, or that SGLang reads a value other than infopt meant; 
 would fail first on a user's node.
 
 The commands: the control and the baseline, every candidate of every ladder rule
-(infopt.engines.sglang_ladder RULES: checkpoints, FP8 KV, scheduling, prefill and attention,
+(infopt.engines.sglang.rules RULES: checkpoints, FP8 KV, scheduling, prefill and attention,
 CUDA graphs and torch.compile, the radix cache, the layouts of the 8-GPU host (candidate_layouts
 through LAYOUT), speculative decoding with each drafter kind and n-grams, the hierarchical
 cache) derived on the control and on each layout, for a dense model (Llama-3.1-8B), a MoE
@@ -27,10 +27,10 @@ from pathlib import Path
 import pytest
 
 from infopt.costmodel.layouts import candidate_layouts
-from infopt.engines import sglang
-from infopt.engines.base import ServingTarget
-from infopt.engines.ladder import Drafter, LadderFacts, WeightVariant
-from infopt.engines.sglang_ladder import (
+from infopt.engines.launch import ServingTarget
+from infopt.engines.rules import Drafter, LadderFacts, WeightVariant
+from infopt.engines.sglang import adapter as sglang
+from infopt.engines.sglang.rules import (
     _BACKENDS,
     LAYOUT,
     default_cuda_graph_max_bs,
@@ -40,7 +40,7 @@ from infopt.specs.inspection import AttentionKind
 from infopt.specs.ladder import Dimension
 from infopt.specs.serving import SglangConfig, with_knobs
 from infopt.tuning.decide import apply, derive
-from infopt.tuning.ladder import rules_for
+from infopt.tuning.dimension_rules import rules_for
 from tests.fake_nvml import load as load_nvml
 from tests.fixture_data import MODEL_CONFIGS
 from tests.sim import sglang_gpu as sim
@@ -183,7 +183,7 @@ def _check_resolved(label: str, cfg: SglangConfig, v: dict, host: dict) -> None:
                                              default_cuda_graph_max_bs(
         host["memory_mib"] * 2**20, cfg.tp_size or 1, cfg.max_running_requests)), label
     # The static share SGLang resolves when none is given is the one infopt's fit assumes
-    # (memory_hook.py's rule, infopt.engines.sglang_ladder.default_mem_fraction_static).
+    # (memory_hook.py's rule, infopt.engines.sglang.rules.default_mem_fraction_static).
     if cfg.mem_fraction_static is None:
         assumed = default_mem_fraction_static(
             host["memory_mib"] * 2**20, cfg.tp_size or 1, cfg.pp_size or 1,

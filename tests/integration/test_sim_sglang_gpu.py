@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from infopt.engines import endpoint_for, identify_engine, process, sglang
+from infopt.engines import endpoint_for, identify_engine, process
+from infopt.engines.sglang import adapter as sglang
 from infopt.specs.base import EngineStartError
 from infopt.troubleshoot.diagnose import diagnose_file
 from tests.fixture_data import MODEL_CONFIGS

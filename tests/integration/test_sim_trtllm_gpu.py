@@ -17,8 +17,9 @@ import httpx
 import pytest
 
 from infopt.costmodel.allocation import EngineKnobs
-from infopt.engines import endpoint_for, process, trtllm
+from infopt.engines import endpoint_for, process
 from infopt.engines.render import write_launch_files
+from infopt.engines.trtllm import adapter as trtllm
 from infopt.model.local import inspect_hf_dir
 from infopt.specs.base import EngineStartError
 from infopt.troubleshoot.diagnose import diagnose_file
@@ -53,7 +54,7 @@ def _config(folder: Path, **knobs):
 
 
 def trtllm_target(folder: Path, context: int):
-    from infopt.engines.base import ServingTarget
+    from infopt.engines.launch import ServingTarget
 
     return ServingTarget(model_path=str(folder), served_model_name=folder.name,
                          native_context_tokens=context, usable_cpus=32)

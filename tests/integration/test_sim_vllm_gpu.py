@@ -14,8 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from infopt.engines import endpoint_for, process, vllm
-from infopt.engines.base import ServingTarget
+from infopt.engines import endpoint_for, process
+from infopt.engines.launch import ServingTarget
+from infopt.engines.vllm import adapter as vllm
 from infopt.hardware.catalog import load_catalog
 from infopt.specs.base import EngineStartError
 from infopt.specs.serving import with_knobs

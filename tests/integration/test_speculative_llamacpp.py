@@ -11,10 +11,11 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from infopt.engines import endpoint_for, llamacpp, process
-from infopt.engines.ladder import LadderFacts, WeightVariant
-from infopt.engines.llamacpp_ladder import speculative
+from infopt.engines import endpoint_for, process
+from infopt.engines.llamacpp import adapter as llamacpp
+from infopt.engines.llamacpp.rules import speculative
 from infopt.engines.quantize import requantize
+from infopt.engines.rules import LadderFacts, WeightVariant
 from infopt.loadgen.measure import measure_workload
 from infopt.loadgen.tokens import engine_counter
 from infopt.specs.serving import LlamaCppConfig

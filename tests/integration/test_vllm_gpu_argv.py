@@ -22,9 +22,9 @@ import subprocess
 import pytest
 
 from infopt.costmodel.layouts import candidate_layouts
-from infopt.engines import vllm
-from infopt.engines.base import ServingTarget
-from infopt.engines.vllm_ladder import LAYOUT
+from infopt.engines.launch import ServingTarget
+from infopt.engines.vllm import adapter as vllm
+from infopt.engines.vllm.rules import LAYOUT
 from infopt.specs.serving import with_knobs
 from tests.unit.test_layouts import model
 
@@ -74,7 +74,7 @@ def _configs() -> list[tuple[str, object]]:
             changes = LAYOUT.changes_from(base, layout)
             assert not isinstance(changes, str), changes
             out.append((f"{name} {layout.label}", with_knobs(base, changes)))
-        # What the other rules set (infopt.engines.vllm_ladder), on a TP=4 incumbent.
+        # What the other rules set (infopt.engines.vllm.rules), on a TP=4 incumbent.
         tp4 = with_knobs(base, {"tensor_parallel_size": 4})
         for knobs in ({"kv_cache_dtype": "fp8"}, {"max_num_seqs": 64},
                       {"max_num_batched_tokens": 8192}, {"enable_prefix_caching": False},

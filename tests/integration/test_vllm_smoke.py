@@ -11,7 +11,8 @@ import openai
 import pytest
 
 from infopt.contract.openai_chat import CHAT_FEATURES
-from infopt.engines import endpoint_for, process, vllm
+from infopt.engines import endpoint_for, process
+from infopt.engines.vllm import adapter as vllm
 
 pytestmark = [pytest.mark.integration, pytest.mark.vllm, pytest.mark.timeout(900)]
 
@@ -135,7 +136,8 @@ def test_vllm_scores_tokens_exactly_and_matches_llama_server(vllm_server, llama_
     llama-server (the GGUF vLLM's bf16 checkpoint was converted from) agree closely with it.
     Recorded (0.32.0 CPU vs llama.cpp 0.3.36 Q4_1, 8 prompts x 32 tokens): 98.0% top-1,
     perplexity ratio 1.001."""
-    from infopt.engines import identify_engine, llamacpp
+    from infopt.engines import identify_engine
+    from infopt.engines.llamacpp import adapter as llamacpp
     from infopt.quality.check import check_quality
     from infopt.specs.serving import LlamaCppConfig
 

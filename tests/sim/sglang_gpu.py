@@ -23,7 +23,7 @@ builds (its `python` is a wrapper that runs this file: `write_python`). It
   mem usage", "Capture cuda graph begin/end", "max_total_num_tokens=..., max_prefill_tokens=
   ..., max_running_requests=..., context_len=..." and "The server is fired up and ready to
   roll!" (sglang#2468's log), "KV Cache is allocated. dtype: ..., #tokens: N, K size: X GB,
-  V size: Y GB" (memory_pool.py, 0.5.23, as infopt.engines.sglang.kv_from_log quotes it),
+  V size: Y GB" (memory_pool.py, 0.5.23, as infopt.engines.sglang.adapter.kv_from_log quotes it),
   "Attention backend not explicitly specified. Use fa3 backend by default." (server_args.py);
 - fails as SGLang fails: weights beyond the GPU give PyTorch's "CUDA out of memory"; a static
   pool the weights fill gives model_runner.py's "RuntimeError: Not enough memory. Please try

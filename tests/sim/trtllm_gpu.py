@@ -50,7 +50,7 @@ this file (`write_serve`); the adapter finds it through INFOPT_TRTLLM_SERVE or a
 - prints TensorRT-LLM's own start-up lines with its numbers, each under a "[SIMULATED]" mark
   (the sources are quoted where each is printed): the temporary and then the real
   "[MemUsageChange] Allocated %0.2f GiB for max tokens in paged KV cache (%d)." (so
-  infopt.engines.trtllm.kv_from_log's "last such line" rule is exercised), the profiling
+  infopt.engines.trtllm.adapter.kv_from_log's "last such line" rule is exercised), the profiling
   lines, the attention-window warnings, and uvicorn's "Application startup complete." /
   "Uvicorn running on http://HOST:PORT (Press CTRL+C to quit)";
 - fails as TensorRT-LLM fails: weights beyond the GPU give PyTorch's "torch.OutOfMemoryError:

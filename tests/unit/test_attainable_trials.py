@@ -15,9 +15,9 @@ import sys
 import pytest
 
 from infopt.costmodel.attainable_fit import build
+from infopt.runs.attainable_trials import own_trials, trial_cases
 from infopt.specs.fit import Envelope
 from infopt.specs.results import OptimizationReport
-from infopt.tuning.attainable_trials import trial_cases
 from infopt.tuning.candidates import level_ceilings
 from tests.fake_nvml import recorded_inventory
 from tests.fixture_data import FIXTURES, MODEL_CONFIGS, require
@@ -105,7 +105,7 @@ def test_a_simulated_trial_of_a_real_run_is_left_out_and_the_rest_kept(gpu_run, 
 
 @pytest.fixture(scope="module")
 def fit_with_own(gpu_run):
-    return build(MODEL_CONFIGS, runs=[gpu_run[0], CPU_REPORT])
+    return build(MODEL_CONFIGS, own_trials=own_trials([gpu_run[0], CPU_REPORT]))
 
 
 def test_own_trials_join_the_fit_and_are_named_in_it(gpu_run, fit_with_own):
@@ -158,7 +158,7 @@ def test_a_runs_path_that_is_not_a_report_is_refused_in_one_paragraph(tmp_path):
     out = tmp_path / "fit.json"
     (tmp_path / "notareport.json").write_text(json.dumps({"run_id": 3}))
     for bad in (tmp_path / "missing", tmp_path / "notareport.json"):
-        p = subprocess.run([sys.executable, "-m", "infopt.costmodel.attainable_fit", "--runs",
+        p = subprocess.run([sys.executable, "-m", "infopt.runs.attainable_trials", "--runs",
                             str(bad), "--out", str(out)], capture_output=True, text=True)
         assert p.returncode == 2, p.stderr
         assert "Traceback" not in p.stderr and str(bad) in p.stderr

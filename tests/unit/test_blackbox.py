@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from infopt.engines import llamacpp
-from infopt.engines.base import ServingTarget
+from infopt.engines.launch import ServingTarget
+from infopt.engines.llamacpp import adapter as llamacpp
 from infopt.specs.results import Trial
 from infopt.specs.trial import TrialSpec
 from infopt.tuning.blackbox import SearchSpace, grid_search, random_search, tpe_search

@@ -1,4 +1,4 @@
-"""Fit-based pruning of candidate configurations (the flow's fit-candidates stage)."""
+"""Fit-based pruning of candidate configurations (the flow's pruning by fit, infopt.tuning.plan_run.fit_of)."""
 
 from __future__ import annotations
 

@@ -12,10 +12,11 @@ from pathlib import Path
 import pytest
 from pydantic import TypeAdapter
 
-from infopt.engines import adapter_for, llamacpp
-from infopt.engines.base import ServingTarget
-from infopt.engines.ladder import LadderFacts, WeightVariant
-from infopt.engines.layout import config_layout
+from infopt.engines import adapter_for
+from infopt.engines.config_layout import config_layout
+from infopt.engines.launch import ServingTarget
+from infopt.engines.llamacpp import adapter as llamacpp
+from infopt.engines.rules import LadderFacts, WeightVariant
 from infopt.specs.contract import CheckStatus, ContractGap, ContractRemedy
 from infopt.specs.fit import Layout
 from infopt.specs.quality import QualityVerdict
@@ -24,7 +25,7 @@ from infopt.specs.results import Trial
 from infopt.specs.serving import ServingConfig
 from infopt.specs.trial import TrialRole, TrialSpec
 from infopt.tuning.climb import ClimbOutcome, ClimbPlan, climb, drive
-from infopt.tuning.ladder import rules_for
+from infopt.tuning.dimension_rules import rules_for
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "climb"
 CONFIG: TypeAdapter = TypeAdapter(ServingConfig)
@@ -393,18 +394,18 @@ def test_a_retried_trial_counts_every_attempt_in_the_ids_that_follow():
     sim = Sim({"control": 40, "baseline": [50, 51, 49], "parallel_slots=2": 60,
                "parallel_slots=4": 70})
 
-    def run(spec):  # the first baseline's engine is killed once, then measures
-        out = sim(spec)
+    def run(spec):  # the first baseline's engine is killed once; the climb asks again
         if spec.trial_id == "t01-baseline-r1":
             killed = trial(spec, None, "the engine was killed by signal 9", None)
-            return [killed, out[0].model_copy(update={"trial_id": f"{spec.trial_id}-retry1"})]
-        return out
+            return [killed.model_copy(update={"killed_by_signal": 9})]
+        return sim(spec)
 
     outcome, trials = drive(climb(plan(["scheduling"], facts())), run)
     ids = [t.trial_id for t in trials]
     assert ids[:4] == ["t00-control-r1", "t01-baseline-r1", "t01-baseline-r1-retry1",
                        "t03-baseline-r2"]
     assert outcome.launches == len(trials)
+    assert [t.trial_id for t in outcome.trials] == ids  # the outcome carries every attempt
 
 
 def test_a_baseline_lacking_a_required_feature_is_re_planned_with_its_remedy():

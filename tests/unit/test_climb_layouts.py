@@ -6,15 +6,15 @@ Sim) answers each layout with a planted objective; no engine, no Prefect."""
 from __future__ import annotations
 
 from infopt.costmodel.layouts import candidate_layouts
-from infopt.engines import vllm
-from infopt.engines.base import ServingTarget
-from infopt.engines.ladder import LadderFacts
+from infopt.engines.launch import ServingTarget
 from infopt.engines.layout import rank_placement
+from infopt.engines.rules import LadderFacts
+from infopt.engines.vllm import adapter as vllm
 from infopt.specs.fit import Layout
 from infopt.specs.request import Budgets
 from infopt.specs.trial import TrialRole
 from infopt.tuning.climb import ClimbPlan, climb, drive
-from infopt.tuning.ladder import rules_for
+from infopt.tuning.dimension_rules import rules_for
 from tests.unit.test_climb_golden import Sim
 
 T = ServingTarget(model_path="/m/llama-8b", served_model_name="m", native_context_tokens=8192,

@@ -15,7 +15,8 @@ from infopt.cluster.routers import (
     router_argv,
     router_kind,
 )
-from infopt.engines import llamacpp, vllm
+from infopt.engines.llamacpp import adapter as llamacpp
+from infopt.engines.vllm import adapter as vllm
 
 FIX = Path(__file__).parents[1] / "fixtures" / "cluster"
 

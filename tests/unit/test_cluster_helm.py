@@ -14,9 +14,10 @@ from infopt.cluster.helm import (
     schema_errors,
     stack_values,
 )
-from infopt.engines import llamacpp, vllm
-from infopt.engines.base import ServingTarget, launch_for
+from infopt.engines.launch import ServingTarget, launch_for
+from infopt.engines.llamacpp import adapter as llamacpp
 from infopt.engines.render import container_args
+from infopt.engines.vllm import adapter as vllm
 
 
 def _launch(adapter, path: str):

@@ -37,7 +37,7 @@ def test_a_remedy_is_chosen_only_when_it_provides_every_required_failure():
 
 
 def test_the_vllm_tool_remedy_renders_the_flags_vllm_asked_for():
-    from infopt.engines import vllm
+    from infopt.engines.vllm import adapter as vllm
     from infopt.specs.serving import VllmConfig
 
     cfg = VllmConfig(model_path="/m", max_model_len=4096, **TOOLS.knob_changes)

@@ -9,7 +9,11 @@ import pytest
 import yaml
 from pydantic import ValidationError
 
-from infopt.engines import ENGINES, mlx, sglang, trtllm, vllm
+from infopt.engines import ENGINES
+from infopt.engines.mlx import adapter as mlx
+from infopt.engines.sglang import adapter as sglang
+from infopt.engines.trtllm import adapter as trtllm
+from infopt.engines.vllm import adapter as vllm
 from infopt.specs.base import EngineUnavailableError
 from infopt.specs.serving import (
     EngineName,
@@ -494,7 +498,7 @@ def test_with_knob_on_the_new_engines():
 def test_trtllm_shortening_max_seq_len_is_seen_only_for_the_served_pool():
     """TensorRT-LLM sizes a small pool for its profiling run (which may clamp max_seq_len)
     and then the real one; only a clamp of the real one shortens what is served."""
-    from infopt.engines import trtllm
+    from infopt.engines.trtllm import adapter as trtllm
     from infopt.specs.serving import TrtllmConfig
 
     cfg = TrtllmConfig(model_path="/m", served_model_name="m", max_seq_len=131072)

@@ -1,7 +1,9 @@
 """Argv/env rendering of the adapters, against the documented flags (see adapter docstrings)."""
 
-from infopt.engines import ENGINES, llamacpp, vllm
-from infopt.engines.base import Launch
+from infopt.engines import ENGINES
+from infopt.engines.launch import Launch
+from infopt.engines.llamacpp import adapter as llamacpp
+from infopt.engines.vllm import adapter as vllm
 from infopt.specs.serving import EngineName, LlamaCppConfig, VllmConfig
 
 

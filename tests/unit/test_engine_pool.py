@@ -10,8 +10,8 @@ from contextlib import contextmanager
 import pytest
 
 import infopt.engines.session as engine_mod
-from infopt.engines import llamacpp
-from infopt.engines.base import ServingTarget
+from infopt.engines.launch import ServingTarget
+from infopt.engines.llamacpp import adapter as llamacpp
 from infopt.engines.session import EnginePool, Started
 from infopt.specs.results import RunningEngine
 from infopt.specs.serving import with_knob

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from infopt.engines import llamacpp
 from infopt.engines.base import version_report
+from infopt.engines.llamacpp import adapter as llamacpp
 from infopt.engines.routing import RouteChoice, select_available
 from infopt.specs.base import EngineOverrideError, EngineUnavailableError
 from infopt.specs.serving import EngineName

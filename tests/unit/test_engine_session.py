@@ -8,13 +8,13 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from infopt.engines.base import launch_for
+from infopt.engines.launch import launch_for
 from infopt.engines.render import render_deployment
-from infopt.engines.session import apply_remedy
 from infopt.specs.diagnosis import Remedy
 from infopt.specs.serving import LlamaCppConfig, VllmConfig, with_knob
 from infopt.specs.trial import TrialRole, TrialSpec, changes_from, trial_key
 from infopt.specs.workload import fixed_levels
+from infopt.troubleshoot.diagnose import apply_remedy
 
 ENV_ONLY = Remedy(change="Set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True",
                   preserves_contract=True, diagnostic_only=False,
@@ -76,7 +76,7 @@ def test_the_env_reaches_the_launch_and_every_rendered_artifact():
 
 
 def _vllm():
-    from infopt.engines import vllm
+    from infopt.engines.vllm import adapter as vllm
 
     return vllm.ADAPTER
 

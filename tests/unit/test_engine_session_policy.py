@@ -13,8 +13,8 @@ import pytest
 
 import infopt.engines.session as session_mod
 from infopt.cluster.fleet import replicas
-from infopt.engines import llamacpp
-from infopt.engines.base import ServingTarget
+from infopt.engines.launch import ServingTarget
+from infopt.engines.llamacpp import adapter as llamacpp
 from infopt.engines.session import StartFailed, Troubleshooting, engine_session
 from infopt.specs.base import EngineStartError, PortTaken, ReadinessTimeout
 from infopt.specs.results import RunningEngine

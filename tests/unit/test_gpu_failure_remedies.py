@@ -15,11 +15,11 @@ from pydantic import ValidationError
 from typer.testing import CliRunner
 
 from infopt.cli import app
-from infopt.engines.base import ServingTarget
-from infopt.engines.session import apply_remedy
+from infopt.engines.launch import ServingTarget
 from infopt.specs.diagnosis import Remedy, RemedyAction
 from infopt.specs.serving import EngineName, with_knob
 from infopt.troubleshoot.diagnose import (
+    apply_remedy,
     contract_preserving_remedy,
     diagnose_text,
     load_catalog,

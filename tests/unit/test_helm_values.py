@@ -25,7 +25,7 @@ from infopt.cluster.helm import (
     schema_errors,
     stack_values,
 )
-from infopt.engines import render, trtllm, vllm
+from infopt.engines import render
 from infopt.engines.helm import (
     STACK_KEYS,
     HubDownload,
@@ -34,6 +34,8 @@ from infopt.engines.helm import (
     TokenSecret,
     vllm_stack_values,
 )
+from infopt.engines.trtllm import adapter as trtllm
+from infopt.engines.vllm import adapter as vllm
 from infopt.specs.serving import TrtllmConfig, VllmConfig
 
 COMMIT = "0123456789abcdef0123456789abcdef01234567"

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from infopt.engines.routing import engine_order_for
 from infopt.model.shortlist import build_shortlist
 from infopt.specs.base import InputError
 from infopt.specs.checkpoint import DeviceKind, DeviceTarget, HubFile
@@ -29,7 +30,7 @@ H200 = DeviceTarget(kind=DeviceKind.CUDA, compute_capability="9.0", name="NVIDIA
 def shortlist(tmp_path_factory):
     with FakeHub() as hub:
         return build_shortlist(QWEN, device=H200, cache_dir=tmp_path_factory.mktemp("c"),
-                               endpoint=hub.endpoint, target_concurrency=8)
+                               endpoint=hub.endpoint, engine_order=engine_order_for(H200, 8))
 
 
 def _request(**model) -> OptimizeRequest:
@@ -112,7 +113,7 @@ def test_format_and_reason(shortlist):
 
 
 def test_the_reference_is_the_highest_precision_downloaded_checkpoint_that_fits():
-    from infopt.engines.ladder import WeightVariant
+    from infopt.engines.rules import WeightVariant
     from infopt.tuning.hub_weights import reference_weights
 
     q8 = WeightVariant("Q8_0", "/hub/q8.gguf", 8.5, source="org/m-GGUF")
@@ -132,7 +133,7 @@ def test_an_hf_checkpoints_reference_is_raised_to_a_higher_precision_hf_download
     that fits becomes the reference."""
     import json
 
-    from infopt.engines.ladder import WeightVariant
+    from infopt.engines.rules import WeightVariant
     from infopt.model.classify import classify_config
     from infopt.specs.model import ModelFormat, ModelProfile
     from infopt.tuning.hub_weights import reference_weights, served_precision

@@ -27,8 +27,12 @@ import pytest
 
 from blocks.cluster import ClusterTarget
 from infopt.cluster.helm import llmd_values
-from infopt.engines import llamacpp, render, sglang, trtllm, vllm
+from infopt.engines import render
 from infopt.engines.helm import ModelClaim, ModelHostPath, TokenSecret, vllm_stack_values
+from infopt.engines.llamacpp import adapter as llamacpp
+from infopt.engines.sglang import adapter as sglang
+from infopt.engines.trtllm import adapter as trtllm
+from infopt.engines.vllm import adapter as vllm
 from infopt.specs.serving import LlamaCppConfig, SglangConfig, TrtllmConfig, VllmConfig
 
 K8S_VERSION = "1.36"

@@ -7,7 +7,8 @@ from __future__ import annotations
 import pytest
 
 from infopt.costmodel.kv_check import KV_STOP_ERROR, kv_check
-from infopt.engines import llamacpp, vllm
+from infopt.engines.llamacpp import adapter as llamacpp
+from infopt.engines.vllm import adapter as vllm
 from infopt.model.classify import classify_config
 from infopt.specs.fit import KvObservation
 from infopt.specs.hardware import HardwareInventory, HostInfo

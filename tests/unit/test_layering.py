@@ -80,3 +80,85 @@ def test_the_specs_import_nothing_above_them():
 def test_the_drafter_search_imports_no_engine():
     """A drafter is data (specs/drafters.py); the search that finds them knows no engine."""
     assert _imported_by(["infopt.model.drafters"], ("infopt.engines",)) == []
+
+
+def test_the_cost_model_and_the_model_room_import_no_engine_search_or_run():
+    """costmodel/ and model/ sit below the engines: routing and KV options come in as data
+    (engines/plan_request.py, build_shortlist's engine_order), a run's cases as a list
+    (runs/attainable_trials.py), so neither room imports an engine, the search or a run."""
+    import pkgutil
+
+    import infopt.costmodel
+    import infopt.model
+
+    mods = [f"{pkg.__name__}.{m.name}" for pkg in (infopt.costmodel, infopt.model)
+            for m in pkgutil.iter_modules(pkg.__path__)]
+    assert _imported_by(mods, ("infopt.engines", "infopt.tuning", "infopt.runs")) == []
+
+
+def _import_graph() -> dict[str, set[str]]:
+    """module -> the project modules it imports, at the top or inside a function (a lazy
+    import is still a dependency), read from the source."""
+    import ast
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    files = {}
+    for pkg in ("infopt", "flows", "tasks", "blocks"):
+        for f in (root / pkg).rglob("*.py"):
+            parts = list(f.relative_to(root).with_suffix("").parts)
+            files[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = f
+
+    def known(name: str) -> str | None:
+        while name and name not in files:
+            name = name.rpartition(".")[0]
+        return name or None
+
+    graph: dict[str, set[str]] = {m: set() for m in files}
+    for mod, f in files.items():
+        pkg = mod.split(".") if f.name == "__init__.py" else mod.split(".")[:-1]
+        for node in ast.walk(ast.parse(f.read_text())):
+            if isinstance(node, ast.Import):
+                targets = [known(a.name) for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = (".".join(pkg[:len(pkg) - node.level + 1] + [node.module or ""]).strip(".")
+                        if node.level else node.module or "")
+                targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in files else known(base)
+                           for a in node.names]
+            else:
+                continue
+            graph[mod] |= {t for t in targets if t and t != mod}
+    return graph
+
+
+def test_no_import_circle_anywhere():
+    """No two project modules import each other, directly or round a longer circle (issue 48:
+    the base <-> helm <-> layout circle went with engines/launch.py, session <-> diagnose with
+    apply_remedy moving to troubleshoot/)."""
+    graph = _import_graph()
+    assert len(graph) > 200 and "infopt.engines.launch" in graph["infopt.engines.base"]
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    circles: list[list[str]] = []
+
+    def visit(v: str) -> None:  # Tarjan: strongly connected components
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = [stack.pop()]
+            while comp[-1] != v:
+                comp.append(stack.pop())
+            if len(comp) > 1:
+                circles.append(sorted(comp))
+
+    for v in graph:
+        if v not in index:
+            visit(v)
+    assert circles == []

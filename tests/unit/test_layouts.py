@@ -15,15 +15,16 @@ from infopt.costmodel.interconnect import link_from_topology
 from infopt.costmodel.layouts import candidate_layouts
 from infopt.costmodel.weights import decode_weight_traffic_bytes, path_from_quantization
 from infopt.engines import adapter_for
-from infopt.engines.ladder import LadderFacts
-from infopt.engines.layout import matrix_for
+from infopt.engines.config_layout import matrix_for
+from infopt.engines.rules import LadderFacts
 from infopt.engines.support import kv_options
 from infopt.hardware.catalog import match_gpu
 from infopt.model.classify import classify_config
 from infopt.specs.fit import Envelope, Layout
 from infopt.specs.hardware import HardwareInventory
 from infopt.specs.ladder import Dimension
-from infopt.tuning import ladder as lad
+from infopt.tuning import decide
+from infopt.tuning import dimension_rules as dr
 from tests.fake_nvml import recorded_inventory as recorded
 from tests.fixture_data import MODEL_CONFIGS
 
@@ -129,19 +130,19 @@ def test_moe_on_pcie_4090s_ep_rows_and_engines_without_an_axis():
 def _vllm_layout_step(**incumbent):
     """vLLM's parallel-layout candidates for Llama-3.1-8B on 4 GPUs, from its baseline with
     `incumbent`'s knobs."""
-    from infopt.engines.base import ServingTarget
+    from infopt.engines.launch import ServingTarget
     from infopt.specs.serving import with_knob
 
     m = model("meta-llama__Llama-3.1-8B-Instruct")
     f = LadderFacts(target_concurrency=8, usable_cpus=32, physical_cores=16, gpu_count=4,
                     mean_prompt_tokens=512, mean_output_tokens=128, prefix_reuse=False,
                     kv_read_share=0.1, layouts=tuple(candidate_layouts(m, 4)))
-    rule = lad.rules_for(adapter_for("vllm"))[Dimension.PARALLEL_LAYOUT]
+    rule = dr.rules_for(adapter_for("vllm"))[Dimension.PARALLEL_LAYOUT]
     cfg = adapter_for("vllm").baseline_config(ServingTarget(
         model_path="/m", served_model_name="m", native_context_tokens=8192, usable_cpus=32))
     for knob, value in incumbent.items():
         cfg = with_knob(cfg, knob, value)
-    return cfg, lad.derive(rule, "vllm", cfg, f)
+    return cfg, decide.derive(rule, "vllm", cfg, f)
 
 
 def test_vllms_ladder_takes_the_matrix_as_its_parallel_layout_step():
@@ -172,7 +173,7 @@ def test_a_layout_candidate_runs_its_own_layout_not_its_product_with_the_incumbe
 
 
 def test_the_rendered_deployment_requests_the_winners_layout_not_every_host_gpu():
-    from infopt.engines.layout import deployed_gpus
+    from infopt.engines.config_layout import deployed_gpus
     from infopt.engines.render import render_deployment
     from infopt.specs.serving import LlamaCppConfig, VllmConfig
 
@@ -193,8 +194,8 @@ def test_the_rendered_deployment_requests_the_winners_layout_not_every_host_gpu(
 def test_an_incumbents_expert_parallel_switch_is_reset_and_read_as_a_switch():
     """vLLM's --enable-expert-parallel is a switch: True is not a size of 1 (True == 1 in
     Python), so a layout without EP turns it off and the config reads as EP."""
-    from infopt.engines.layout import config_layout
-    from infopt.engines.vllm_ladder import LAYOUT
+    from infopt.engines.config_layout import config_layout
+    from infopt.engines.vllm.rules import LAYOUT
     from infopt.specs.serving import VllmConfig
 
     ep = VllmConfig(model_path="/m", max_model_len=8192, tensor_parallel_size=2,

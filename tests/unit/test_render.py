@@ -10,9 +10,12 @@ import pytest
 import yaml
 from kubernetes import client as k8s
 
-from infopt.engines import ENGINES, render, sglang, trtllm, vllm
-from infopt.engines.base import Launch
+from infopt.engines import ENGINES, render
 from infopt.engines.helm import ModelClaim, ModelHostPath
+from infopt.engines.launch import Launch
+from infopt.engines.sglang import adapter as sglang
+from infopt.engines.trtllm import adapter as trtllm
+from infopt.engines.vllm import adapter as vllm
 from infopt.specs.base import InputError
 from infopt.specs.serving import EngineName, SglangConfig, TrtllmConfig, VllmConfig
 

@@ -2,7 +2,11 @@
 copied from a real llama-server (llama-cpp-python 0.3.36's llama.cpp) and from vLLM's
 documented continuous-usage chunks; the integration tests drive the same routes live."""
 
-from infopt.engines import llamacpp, mlx, sglang, trtllm, vllm
+from infopt.engines.llamacpp import adapter as llamacpp
+from infopt.engines.mlx import adapter as mlx
+from infopt.engines.sglang import adapter as sglang
+from infopt.engines.trtllm import adapter as trtllm
+from infopt.engines.vllm import adapter as vllm
 from infopt.loadgen.routes import DRIVERS, request_body
 from infopt.specs.traffic import RouteName
 

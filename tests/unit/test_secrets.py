@@ -16,7 +16,7 @@ from urllib.parse import parse_qs
 
 import pytest
 
-from infopt.engines import llamacpp
+from infopt.engines.llamacpp import adapter as llamacpp
 from infopt.engines.process import engine_environ
 from infopt.environ import is_secret_name, scrubbed
 from infopt.troubleshoot.diagnose import diagnose_text

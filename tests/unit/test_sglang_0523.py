@@ -9,18 +9,19 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from infopt.engines import sglang, vllm
-from infopt.engines.base import ServingTarget
-from infopt.engines.ladder import Drafter, LadderFacts
-from infopt.engines.sglang_ladder import (
+from infopt.engines.launch import ServingTarget
+from infopt.engines.rules import Drafter, LadderFacts
+from infopt.engines.sglang import adapter as sglang
+from infopt.engines.sglang.rules import (
     SPECULATIVE_RUNNING_CAP,
     default_cuda_graph_max_bs,
     default_running_cap,
 )
+from infopt.engines.vllm import adapter as vllm
 from infopt.specs.ladder import Dimension
 from infopt.specs.serving import SglangConfig, with_knobs
 from infopt.tuning.decide import apply, derive
-from infopt.tuning.ladder import rules_for
+from infopt.tuning.dimension_rules import rules_for
 
 T = ServingTarget(model_path="/m/hf", served_model_name="m", native_context_tokens=8192,
                   usable_cpus=16)

@@ -7,6 +7,7 @@ import re
 
 import pytest
 
+from infopt.engines.routing import engine_order_for
 from infopt.model.hub import fetch_model_facts
 from infopt.model.shortlist import (
     KNOWN_QUANTIZERS,
@@ -62,7 +63,7 @@ def cache(tmp_path_factory):
 def hopper(hub, cache):
     # 8 active generations: the router puts vLLM first on an NVIDIA GPU.
     return build_shortlist(QWEN, device=H200, cache_dir=cache, endpoint=hub.endpoint,
-                           target_concurrency=8)
+                           engine_order=engine_order_for(H200, 8))
 
 
 def _by_repo(items):
@@ -74,7 +75,7 @@ def test_ties_go_to_the_engine_the_router_tries_first(hub, cache):
     # two fallback-tier 4-bit checkpoints from known quantizers the one SGLang serves (bnb)
     # now ranks ahead of the one only vLLM serves (NVFP4 on Hopper).
     single = build_shortlist(QWEN, device=H200, cache_dir=cache, endpoint=hub.endpoint,
-                             target_concurrency=1)
+                             engine_order=engine_order_for(H200, 1))
     order = [c.repo_id for c in single.candidates]
     assert order.index("unsloth/Qwen3-8B-bnb-4bit") < order.index("nvidia/Qwen3-8B-NVFP4")
     assert "routed engine order" in single.ranking
@@ -140,7 +141,8 @@ def test_nvfp4_native_only_on_blackwell(hopper, hub, cache):
     on_hopper = _by_repo(hopper.candidates)[("nvidia/Qwen3-8B-NVFP4", None)]
     assert on_hopper.best_tier is KernelTier.FALLBACK
     assert not any(p.low_precision_math for p in on_hopper.kernel_paths)
-    blackwell = build_shortlist(QWEN, device=B200, cache_dir=cache, endpoint=hub.endpoint)
+    blackwell = build_shortlist(QWEN, device=B200, cache_dir=cache, endpoint=hub.endpoint,
+                                engine_order=engine_order_for(B200, 1))
     first = blackwell.candidates[0]
     assert first.repo_id == "nvidia/Qwen3-8B-NVFP4" and first.best_tier is KernelTier.NATIVE
     assert first.quantization.scheme == "W4A4" and first.provenance is Provenance.KNOWN_QUANTIZER
@@ -149,7 +151,7 @@ def test_nvfp4_native_only_on_blackwell(hopper, hub, cache):
 
 def test_wider_search_admits_fp8(hub, cache):
     s = build_shortlist(QWEN, device=H200, cache_dir=cache, endpoint=hub.endpoint,
-                        max_weight_bits=8)
+                        max_weight_bits=8, engine_order=engine_order_for(H200, 1))
     first = s.candidates[0]
     assert first.repo_id == "Qwen/Qwen3-8B-FP8" and first.best_tier is KernelTier.NATIVE
     assert first.quantization.weight_block_size == [128, 128]
@@ -158,11 +160,13 @@ def test_wider_search_admits_fp8(hub, cache):
 
 
 def test_cpu_and_apple_routes(hub, cache):
-    cpu = build_shortlist(QWEN, device=CPU, cache_dir=cache, endpoint=hub.endpoint)
+    cpu = build_shortlist(QWEN, device=CPU, cache_dir=cache, endpoint=hub.endpoint,
+                          engine_order=engine_order_for(CPU, 1))
     assert cpu.candidates[0].gguf_file == "Qwen3-8B-Q4_K_M.gguf"
     assert [p.engine for p in cpu.candidates[0].kernel_paths] == [EngineName.LLAMACPP]
-    apple = build_shortlist(QWEN, device=DeviceTarget(kind=DeviceKind.METAL), cache_dir=cache,
-                            endpoint=hub.endpoint)
+    metal = DeviceTarget(kind=DeviceKind.METAL)
+    apple = build_shortlist(QWEN, device=metal, cache_dir=cache, endpoint=hub.endpoint,
+                            engine_order=engine_order_for(metal, 1))
     mlx = _by_repo(apple.candidates)[("mlx-community/Qwen3-8B-4bit", None)]
     assert mlx.format is F.MLX and mlx.quantization.group_size == 64
     assert mlx.kernel_paths[0].engine is EngineName.MLX
@@ -171,9 +175,10 @@ def test_cpu_and_apple_routes(hub, cache):
 def test_gated_base_needs_a_token(hub, cache):
     llama = "meta-llama/Llama-3.1-8B-Instruct"
     with pytest.raises(InputError, match="gated"):
-        build_shortlist(llama, device=H200, cache_dir=cache, endpoint=hub.endpoint)
+        build_shortlist(llama, device=H200, cache_dir=cache, endpoint=hub.endpoint,
+                        engine_order=engine_order_for(H200, 1))
     s = build_shortlist(llama, device=H200, cache_dir=cache, endpoint=hub.endpoint,
-                        token="hf_fake_granted")
+                        token="hf_fake_granted", engine_order=engine_order_for(H200, 1))
     assert [c.repo_id for c in s.candidates] == [
         "hugging-quants/Meta-Llama-3.1-8B-Instruct-AWQ-INT4"]
     c = s.candidates[0]

@@ -11,7 +11,7 @@ import pytest
 
 from infopt.costmodel.layouts import fitting_layouts
 from infopt.engines import adapter_for
-from infopt.engines.base import ServingTarget
+from infopt.engines.launch import ServingTarget
 from infopt.model.classify import classify_config
 from infopt.specs.fit import Layout
 from infopt.specs.hardware import HardwareInventory

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from infopt.engines import llamacpp, vllm
-from infopt.engines.base import ServingTarget
+from infopt.engines.launch import ServingTarget
+from infopt.engines.llamacpp import adapter as llamacpp
+from infopt.engines.vllm import adapter as vllm
 from infopt.specs.request import OptimizeRequest
 from infopt.specs.serving import same_config, with_knob
 from infopt.specs.trial import TrialRole, TrialSpec, changes_from, trial_key

@@ -18,13 +18,13 @@ import pytest
 import yaml
 from pydantic import ValidationError
 
-from infopt.engines import trtllm
-from infopt.engines.base import ServingTarget
-from infopt.engines.ladder import Drafter, LadderFacts
-from infopt.engines.trtllm_ladder import prefill, speculative
+from infopt.engines.launch import ServingTarget
+from infopt.engines.rules import Drafter, LadderFacts
+from infopt.engines.trtllm import adapter as trtllm
+from infopt.engines.trtllm.rules import prefill, speculative
 from infopt.specs.serving import TrtllmSpeculativeOptions, with_knobs
 from infopt.tuning.control import control_ineligible
-from infopt.tuning.ladder import apply
+from infopt.tuning.decide import apply
 
 LONG = ServingTarget(model_path="/m/Llama-3.1-8B", served_model_name="Llama-3.1-8B",
                      native_context_tokens=131_072, usable_cpus=16)
@@ -97,7 +97,7 @@ def test_mtp_candidates_render_their_draft_length_as_num_nextn_predict_layers():
 
 
 def test_drafter_and_ngram_candidates_use_the_tags_and_fields_1_2_takes():
-    from infopt.engines.trtllm_ladder import ngram_pattern_tokens
+    from infopt.engines.trtllm.rules import ngram_pattern_tokens
 
     base = trtllm.baseline_config(LONG)
     drafters = (Drafter("eagle3", "/d/e3", "o/e3"), Drafter("draft_model", "/d/small", "o/s"))

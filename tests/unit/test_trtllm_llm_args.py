@@ -2,10 +2,10 @@
 TensorRT-LLM 1.2's own argument models and click options (issue 46). TensorRT-LLM cannot be
 imported here (no wheel on PyPI; llm_args.py imports the CUDA bindings), so its models are
 recorded as data with their sources (infopt/engines/data/trtllm-1.2-llm-args.json) and rebuilt
-as pydantic models with extra="forbid" (infopt.engines.trtllm_args): an unknown field, a wrong
+as pydantic models with extra="forbid" (infopt.engines.trtllm.args): an unknown field, a wrong
 type, an unknown decoding type, a failed speculative assert or an option serve.py lacks is
 refused as 1.2 would refuse it. The configurations: the control and the baseline, every
-candidate each rule of infopt.engines.trtllm_ladder derives (with drafters of every kind, short
+candidate each rule of infopt.engines.trtllm.rules derives (with drafters of every kind, short
 and long outputs, shared prefixes and a host-RAM allowance), and the layout candidates of
 infopt.costmodel.layouts on 1- and 8-GPU hosts for a dense 70B, two MoE models and DeepSeek-V3
 (MTP). Planted mistakes must be refused, so the check can fail."""
@@ -16,14 +16,15 @@ import pytest
 import yaml
 
 from infopt.costmodel.layouts import candidate_layouts
-from infopt.engines import trtllm
-from infopt.engines import trtllm_args as args
-from infopt.engines.base import ServingTarget
-from infopt.engines.ladder import Drafter, LadderFacts
-from infopt.engines.trtllm_ladder import LAYOUT
+from infopt.engines.launch import ServingTarget
+from infopt.engines.rules import Drafter, LadderFacts
+from infopt.engines.trtllm import adapter as trtllm
+from infopt.engines.trtllm import args as args
+from infopt.engines.trtllm.rules import LAYOUT
 from infopt.specs.ladder import Dimension
 from infopt.specs.serving import with_knobs
-from infopt.tuning import ladder as lad
+from infopt.tuning import decide
+from infopt.tuning import dimension_rules as dr
 from tests.unit.test_layouts import model
 
 MODELS = ("meta-llama__Meta-Llama-3.1-70B", "mistralai__Mixtral-8x7B-v0.1",
@@ -43,7 +44,7 @@ def facts(gpus: int, m, **kw) -> LadderFacts:
 
 def _configs() -> list[tuple[str, object]]:
     out = []
-    rules = lad.rules_for(trtllm.ADAPTER)
+    rules = dr.rules_for(trtllm.ADAPTER)
     for name in MODELS:
         m = model(name)
         t = ServingTarget(model_path=f"/models/{name}", served_model_name=name,
@@ -63,12 +64,12 @@ def _configs() -> list[tuple[str, object]]:
             for incumbent in (control, base):
                 for f in variants:
                     for dim, rule in rules.items():
-                        got = lad.derive(rule, "trtllm", incumbent, f) if rule else "none"
+                        got = decide.derive(rule, "trtllm", incumbent, f) if rule else "none"
                         if isinstance(got, str):
                             continue
                         for c in got:
                             out.append((f"{name} {gpus} GPUs {dim.value} {c.label}",
-                                        lad.apply(incumbent, c)))
+                                        decide.apply(incumbent, c)))
     return out
 
 

@@ -12,8 +12,8 @@ import pytest
 
 from bench import tuner_finalists as fin
 from bench.tuner_bench import finalist_rounds, ladder_pick, search_pick, summarize
-from infopt.engines import llamacpp
-from infopt.engines.base import ServingTarget
+from infopt.engines.launch import ServingTarget
+from infopt.engines.llamacpp import adapter as llamacpp
 from infopt.specs.results import Trial
 from infopt.specs.trial import TrialRole, TrialSpec
 from infopt.tuning.blackbox import SearchOutcome, SearchSpace

@@ -3,7 +3,7 @@ import pytest
 from infopt.specs.results import Trial
 from infopt.specs.serving import LlamaCppConfig
 from infopt.specs.workload import Objective, fixed_levels
-from infopt.tuning.ladder import judge
+from infopt.tuning.decide import judge
 
 CFG = LlamaCppConfig(model_path="/m.gguf", ctx_per_slot_tokens=8192)
 
@@ -45,7 +45,7 @@ def test_decision_is_the_bootstrap_interval_of_the_difference():
 
 
 def test_scheduling_values_reach_the_target_concurrency():
-    from infopt.engines import llamacpp
+    from infopt.engines.llamacpp import adapter as llamacpp
     dim = llamacpp.ADAPTER.scheduling_dimension(4)
     assert dim.knob == "parallel_slots" and dim.values == [1, 2, 4]
     assert llamacpp.ADAPTER.scheduling_dimension(6).values == [1, 2, 4, 6]
@@ -85,8 +85,8 @@ def test_baseline_and_dimension_for_every_engine():
 
 
 def test_llamacpp_control_is_the_bare_command_and_differs_from_the_baseline():
-    from infopt.engines import llamacpp
-    from infopt.engines.base import ServingTarget
+    from infopt.engines.launch import ServingTarget
+    from infopt.engines.llamacpp import adapter as llamacpp
 
     t = ServingTarget(model_path="/m.gguf", served_model_name="m", native_context_tokens=8192,
                       usable_cpus=2)

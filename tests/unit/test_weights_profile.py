@@ -33,7 +33,7 @@ def test_a_downloaded_checkpoint_is_profiled_as_itself(tmp_path):
 
 
 def test_the_fit_of_a_checkpoint_folder_uses_its_own_weights(tmp_path):
-    # flows.engine_tuning.fit_of is fit_candidates (a Prefect task) over this profile.
+    # infopt.tuning.plan_run.fit_of (the flow's and the winner's) is fit_config over it.
     from infopt.specs.serving import VllmConfig
     from infopt.tuning.candidates import fit_config
 

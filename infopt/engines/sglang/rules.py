@@ -1,5 +1,5 @@
 """SGLang's tuning ladder: which values of each dimension are worth a launch, derived from the
-incumbent and the run's facts. Flags as in infopt.engines.sglang (SGLang 0.5.23, its
+incumbent and the run's facts. Flags as in infopt.engines.sglang.adapter (SGLang 0.5.23, its
 server arguments in python/sglang/srt/arg_groups/ of the sglang-0.5.23 wheel;
 https://docs.sglang.io/advanced_features/server_arguments.html). Every candidate's command is
 parsed and resolved by that wheel's own code in tests/integration/test_sglang_argv.py."""
@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from infopt.engines.ladder import Drafter, LadderFacts, candidate, ladder_rules
 from infopt.engines.layout import LayoutKnobs
+from infopt.engines.rules import Drafter, LadderFacts, candidate, ladder_rules
 from infopt.engines.shared_rules import (
     checkpoint_variants,
     host_ram_tier,
@@ -138,7 +138,7 @@ def default_cuda_graph_max_bs(gpu_memory_bytes: int | None, tp: int,
 
 
 # arg_groups/memory_hook.py (0.5.23) handle_gpu_memory_settings: chunked_prefill_size by GPU
-# memory (MiB bound, tokens), and the decode graphs' max_bs (infopt.engines.sglang_ladder).
+# memory (MiB bound, tokens), and the decode graphs' max_bs (infopt.engines.sglang.rules).
 _CHUNKED_PREFILL = ((20 * 1024, 2048), (35 * 1024, 4096), (60 * 1024, 4096),
                     (160 * 1024, 8192))
 

@@ -1,12 +1,12 @@
 """vLLM's tuning ladder: which values of each dimension are worth a launch, derived from the
-incumbent and the run's facts. Flags as in infopt.engines.vllm (vLLM 0.32)."""
+incumbent and the run's facts. Flags as in infopt.engines.vllm.adapter (vLLM 0.32)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from infopt.engines.ladder import Drafter, LadderFacts, candidate, ladder_rules
 from infopt.engines.layout import LayoutKnobs
+from infopt.engines.rules import Drafter, LadderFacts, candidate, ladder_rules
 from infopt.engines.shared_rules import (
     checkpoint_variants,
     host_ram_tier,

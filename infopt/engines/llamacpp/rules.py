@@ -1,9 +1,9 @@
 """llama.cpp's tuning ladder: which values of each dimension are worth a launch, derived from the
-incumbent and the run's facts. Flags as in infopt.engines.llamacpp (llama-server 0.3.36)."""
+incumbent and the run's facts. Flags as in infopt.engines.llamacpp.adapter (llama-server 0.3.36)."""
 
 from __future__ import annotations
 
-from infopt.engines.ladder import (
+from infopt.engines.rules import (
     Drafter,
     LadderFacts,
     candidate,

@@ -24,9 +24,7 @@ from infopt.costmodel.allocation import (
 from infopt.engines.base import (
     CheckedVersions,
     EngineAdapter,
-    Launch,
     MemoryShape,
-    ServingTarget,
     StreamCounting,
     locate_executable,
     probe_error,
@@ -34,9 +32,10 @@ from infopt.engines.base import (
     version_report,
 )
 from infopt.engines.kernel_log import KernelLog
+from infopt.engines.launch import Launch, ServingTarget
 from infopt.engines.layout import LayoutKnobs
-from infopt.engines.llamacpp_ladder import DEFAULT_CACHE_RAM_MIB
-from infopt.engines.llamacpp_ladder import RULES as LADDER
+from infopt.engines.llamacpp.rules import DEFAULT_CACHE_RAM_MIB
+from infopt.engines.llamacpp.rules import RULES as LADDER
 from infopt.engines.scoring import LLAMACPP_SCORING
 from infopt.specs.contract import ContractRemedy
 from infopt.specs.endpoint import PrefixCacheCounters, SpecCounters

@@ -46,16 +46,15 @@ from infopt.engines.base import (
     CheckedVersions,
     CpuKernelRequirement,
     EngineAdapter,
-    Launch,
     MemoryShape,
-    ServingTarget,
     locate_executable,
     min_tokens_and_ignore_eos,
     version_report,
 )
+from infopt.engines.launch import Launch, ServingTarget
 from infopt.engines.scoring import SGLANG_SCORING
-from infopt.engines.sglang_ladder import LAYOUT, default_mem_fraction_static
-from infopt.engines.sglang_ladder import RULES as LADDER
+from infopt.engines.sglang.rules import LAYOUT, default_mem_fraction_static
+from infopt.engines.sglang.rules import RULES as LADDER
 from infopt.specs.fit import KvObservation
 from infopt.specs.inspection import ModelInspection
 from infopt.specs.serving import EngineName, SglangConfig

@@ -1,5 +1,5 @@
 """TensorRT-LLM's tuning ladder: which values of each dimension are worth a launch, derived from
-the incumbent and the run's facts. Flags and LLM API options as in infopt.engines.trtllm
+the incumbent and the run's facts. Flags and LLM API options as in infopt.engines.trtllm.adapter
 (trtllm-serve 1.2, PyTorch backend; tensorrt_llm/llmapi/llm_args.py for the YAML's keys).
 Options without a flag are nested knobs ("extra_llm_api_options.kv_cache_config.dtype")."""
 
@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from infopt.engines.ladder import Drafter, LadderFacts, candidate, ladder_rules
 from infopt.engines.layout import LayoutKnobs
+from infopt.engines.rules import Drafter, LadderFacts, candidate, ladder_rules
 from infopt.engines.shared_rules import (
     checkpoint_variants,
     host_ram_tier,

@@ -1,11 +1,10 @@
 """The tuning ladder inside the optimize flow: a thin driver of the climb
 (infopt.tuning.climb), which owns the whole policy (control and baseline with repeats, every
-dimension in the specification's order, screen, confirm, carry the incumbent, budgets). This
-module only executes what the climb yields: each `TrialSpec` as a run-trial task (started afresh
-while a signal kills its engine, tasks.trial.run_attempts), the last attempt sent back.
-
-Every trial is persisted under its key (tasks.trial): a resumed run re-derives the same
-candidates from the same loaded measurements and re-runs nothing that completed."""
+dimension in the specification's order, screen, confirm, carry the incumbent, budgets, a fresh
+start of a trial whose engine a signal killed). This module only runs what the climb yields,
+each `TrialSpec` as the run-trial task, and sends the trial back. Every trial is persisted under
+its key (infopt.runs.trial_run): a resumed run re-derives the same candidates from the same
+loaded measurements and re-runs nothing that completed."""
 
 from __future__ import annotations
 
@@ -22,36 +21,36 @@ from infopt.runs.engine_run import EngineRun
 from infopt.specs.approval import GateAnswer
 from infopt.specs.fit import MemoryFit
 from infopt.specs.ladder import ClimbProgress
-from infopt.specs.results import Trial
 from infopt.specs.serving import AnyServingConfig
 from infopt.specs.trial import TrialSpec
-from infopt.tuning.climb import ClimbOutcome, ClimbPlan, climb, drive
-from tasks.trial import run_attempts
+from infopt.tuning.climb import ClimbOutcome, ClimbPlan, climb
+from tasks.trial import run_trial
 
 __all__ = ["Progress", "run_climb", "weight_approvals"]
 
 
 def run_climb(plan: ClimbPlan, ctx: EngineRun, key: Callable[[TrialSpec], str],
-              fit: Callable[[AnyServingConfig], MemoryFit], retries: int, engines_up: int = 2
-              ) -> tuple[ClimbOutcome, list[Trial]]:
-    """The climb, each yielded trial run as a task under its persistence key `key(spec)`;
-    returns the outcome and every attempt, in order."""
+              fit: Callable[[AnyServingConfig], MemoryFit], engines_up: int = 2
+              ) -> ClimbOutcome:
+    """The climb, each yielded trial run as a task under its persistence key `key(spec)`; the
+    outcome carries every attempt, in order."""
     # Paired windows alternate between engines kept up: the incumbent's and its candidate's on
     # a CPU host; on a GPU host one at a time (each claims most of the GPU's memory).
     up = min(engines_up, 1) if ctx.hw.gpus else engines_up
     pool = EnginePool(up, ctx.troubleshoot) if up else None
-
-    def run(spec: TrialSpec) -> list[Trial]:
-        return run_attempts(spec, key(spec), fit(spec.config), ctx, retries, pool)
-
+    gen = climb(plan)
     try:
-        outcome, trials = drive(climb(plan), run)
+        spec = next(gen)
+        while True:  # the driver inline: one hop from here to the task
+            spec = gen.send(run_trial(spec, key(spec), fit(spec.config), ctx, pool))
+    except StopIteration as done:
+        outcome: ClimbOutcome = done.value
     finally:
         if pool is not None:
             pool.close()
     if isinstance(plan.progress, Progress):
-        plan.progress.finish(len(trials))
-    return outcome, trials
+        plan.progress.finish(len(outcome.trials))
+    return outcome
 
 
 class Progress:

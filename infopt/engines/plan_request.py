@@ -13,6 +13,8 @@ from infopt.costmodel.plan import with_path
 from infopt.costmodel.weights import BF16
 from infopt.engines.routing import route_for
 from infopt.engines.support import kv_options
+from infopt.specs.hardware import HardwareInventory
+from infopt.specs.inspection import ModelInspection
 from infopt.specs.model import ModelFormat
 from infopt.specs.plan_request import PlanRequest
 
@@ -21,7 +23,8 @@ def is_local(model: str) -> bool:
     return Path(model).expanduser().exists() or model.startswith((".", "/", "~"))
 
 
-def load_model(model: str, revision: str | None, endpoint: str | None, token: str | None):
+def load_model(model: str, revision: str | None, endpoint: str | None, token: str | None
+               ) -> tuple[ModelInspection, int | None]:
     """(ModelInspection, exact weight bytes or None) from a local path or the hub's metadata."""
     if is_local(model):
         from infopt.model.profile import profile_model
@@ -36,7 +39,8 @@ def load_model(model: str, revision: str | None, endpoint: str | None, token: st
     return to_inspection(facts), facts.safetensors.total_bytes if facts.safetensors else None
 
 
-def fit_request(p: PlanRequest, insp, exact: int | None, hw) -> FitRequest:
+def fit_request(p: PlanRequest, insp: ModelInspection, exact: int | None,
+                hw: HardwareInventory | None) -> FitRequest:
     """`hw`: a HardwareInventory (detected or recorded), or None with a catalog `p.gpu`."""
     device, detected, is_cpu = resolve_device(p.gpu, hw)
     count = p.gpu_count if p.gpu_count is not None else (

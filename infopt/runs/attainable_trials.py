@@ -12,10 +12,16 @@ a GPU's, and would fit the estimate to that model.
 
 from __future__ import annotations
 
+import argparse
+import hashlib
+import json
+import sys
 from pathlib import Path
+from typing import Any
 
 from infopt.costmodel.attainable import gpu_family, terms
-from infopt.costmodel.attainable_data import Case
+from infopt.costmodel.attainable_data import DATA, Case
+from infopt.costmodel.attainable_fit import build
 from infopt.specs.base import InputError
 from infopt.specs.results import OptimizationReport
 from infopt.tuning.candidates import run_device
@@ -102,3 +108,51 @@ def trial_cases(path: Path) -> tuple[list[Case], list[str]]:
                                   output or None),
                 step.measured_step_s, decode.tokens_per_s))
     return cases, left
+
+
+def own_trials(runs: list[Path]) -> tuple[list[Case], dict[str, Any]]:
+    """The cases of every run's measured GPU levels, and what was used and left out (each
+    report's path and sha256), for build()'s record."""
+    cases: list[Case] = []
+    used: list[dict[str, str | int]] = []
+    left: list[str] = []
+    for run in runs:
+        got, why = trial_cases(run)
+        cases += got
+        left += why
+        if got:
+            file = run / "report.json" if run.is_dir() else run
+            used.append({"report": str(run), "cases": len(got),
+                         "sha256": hashlib.sha256(file.read_bytes()).hexdigest()})
+    return cases, {"runs": used, "rows_used": len(cases), "rows_left_out": left}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description="Fit the attainable estimate on published results "
+                                 "and, with --runs, this project's measured GPU trials.")
+    ap.add_argument("--configs", type=Path, default=Path("tests/fixtures/model_configs"))
+    ap.add_argument("--runs", type=Path, nargs="*", default=[],
+                    help="run folders (or their report.json) whose measured GPU trials join "
+                         "the published results")
+    ap.add_argument("--out", type=Path, default=DATA / "attainable_fit.json")
+    args = ap.parse_args(argv)
+    try:
+        result = build(args.configs, own_trials=own_trials(list(args.runs)))
+    except InputError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    args.out.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
+    print(json.dumps({k: result[k] for k in ("leave_one_out", "leave_one_configuration_out")}))
+    for why in result["data"]["own_trials"]["rows_left_out"]:
+        print(f"left out: {why}")
+    for key, g in result["groups"].items():
+        held = g["leave_one_configuration_out"]
+        loco = f"{held['median_abs_error']:.1%} over {held['rows']}" if held else "answers none"
+        print(f"{key:18} rows {g['rows']:4}  loco median {loco}  "
+              f"bw {g['bandwidth_fraction']:.2f}  dense layer {g['t_dense_layer_s'] * 1e6:.0f} us"
+              f"  moe layer {g['t_moe_layer_s'] * 1e6:.0f} us")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -23,7 +23,7 @@ from typing import Any, Literal, Optional
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError, create_model
 
-DATA = Path(__file__).with_name("data") / "trtllm-1.2-llm-args.json"
+DATA = Path(__file__).parent.parent / "data" / "trtllm-1.2-llm-args.json"
 
 
 @cache

@@ -31,14 +31,8 @@ from infopt.costmodel.allocation import (
     EngineKnobs,
     KvBudget,
 )
-from infopt.engines.base import (
-    EngineAdapter,
-    Launch,
-    MemoryShape,
-    ServingTarget,
-    locate_executable,
-    version_report,
-)
+from infopt.engines.base import EngineAdapter, MemoryShape, locate_executable, version_report
+from infopt.engines.launch import Launch, ServingTarget
 from infopt.engines.layout import LayoutKnobs
 from infopt.specs.inspection import ModelInspection
 from infopt.specs.serving import EngineName, MlxConfig

@@ -30,18 +30,17 @@ from infopt.engines.base import (
     CheckedVersions,
     CpuKernelRequirement,
     EngineAdapter,
-    Launch,
     MemoryShape,
-    ServingTarget,
     locate_executable,
     min_tokens_and_ignore_eos,
     version_report,
 )
 from infopt.engines.helm import VLLM_STACK
 from infopt.engines.kernel_log import KernelLog
+from infopt.engines.launch import Launch, ServingTarget
 from infopt.engines.scoring import PROMPT_LOGPROBS_SCORING
-from infopt.engines.vllm_ladder import LAYOUT
-from infopt.engines.vllm_ladder import RULES as LADDER
+from infopt.engines.vllm.rules import LAYOUT
+from infopt.engines.vllm.rules import RULES as LADDER
 from infopt.specs.contract import ContractRemedy
 from infopt.specs.endpoint import PrefixCacheCounters, SpecCounters
 from infopt.specs.fit import KvObservation

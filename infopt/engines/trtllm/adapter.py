@@ -27,7 +27,7 @@ The served model name is the model directory's basename (no rename flag in the p
 TensorRT-LLM is not installed on the optimizer's machines: tested on argv, YAML and log lines,
 and every argv and YAML the adapter and its ladder build is checked against TensorRT-LLM 1.2's
 own argument models and click options, recorded as data with their sources
-(infopt/engines/data/trtllm-1.2-llm-args.json, read by infopt.engines.trtllm_args).
+(infopt/engines/data/trtllm-1.2-llm-args.json, read by infopt.engines.trtllm.args).
 """
 
 from __future__ import annotations
@@ -52,15 +52,14 @@ from infopt.engines.base import (
     CONTINUOUS_USAGE,
     CheckedVersions,
     EngineAdapter,
-    Launch,
     MemoryShape,
-    ServingTarget,
     locate_executable,
     min_tokens_and_ignore_eos,
     version_report,
 )
-from infopt.engines.trtllm_ladder import LAYOUT
-from infopt.engines.trtllm_ladder import RULES as LADDER
+from infopt.engines.launch import Launch, ServingTarget
+from infopt.engines.trtllm.rules import LAYOUT
+from infopt.engines.trtllm.rules import RULES as LADDER
 from infopt.specs.fit import KvObservation
 from infopt.specs.inspection import ModelInspection
 from infopt.specs.serving import EngineName, TrtllmConfig, with_knobs

@@ -1,0 +1,1 @@
+"""llama.cpp's llama-server: the adapter (adapter.py) and its tuning ladder's rules (rules.py)."""

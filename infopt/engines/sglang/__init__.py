@@ -1,0 +1,1 @@
+"""SGLang: the adapter (adapter.py) and its tuning ladder's rules (rules.py)."""
