@@ -182,7 +182,8 @@ def _tune_all(request: OptimizeRequest, plans: tuple[EnginePlan, ...], hw, workl
         results.append(EngineResult(
             **base, engine_version=tn.version, control_median=lad_median(c_values),
             winner_label=final.winner_label, winner_median=lad_median(final.values),
-            winner_values=final.values, launches=len(tn.run.trials), ladder=tn.ladder))
+            winner_values=final.values, launches=len(tn.run.trials), ladder=tn.ladder,
+            slos_met=tn.ladder.decision.slos_met if tn.ladder.decision else None))
     if not tunings:
         assert first_error is not None  # every planned engine failed: the first one's error
         raise first_error

@@ -24,6 +24,11 @@ if TYPE_CHECKING:
     from infopt.specs.serving import EngineName
 
 
+# Exit statuses: 2 bad input (one paragraph, nothing run or written half); 3 the run completed
+# and no configuration meets the SLOs at the target load (its report says which binds).
+SLOS_NOT_MET = 3
+
+
 def _fail(exc: InfoptError) -> None:
     typer.secho(f"infopt: {exc}", err=True, fg=typer.colors.RED)
     raise typer.Exit(code=2)
@@ -356,6 +361,11 @@ def optimize(
     typer.echo(f"\nwinner: {report.winner_command}")
     typer.echo(f"report: {run_dir / 'report.md'}\n        {run_dir / 'report.json'}")
     typer.echo(f"run id: {report.run_id} (infopt optimize --resume {report.run_id})")
+    if report.slos is not None and not report.slos.met:
+        typer.secho(f"infopt: no configuration meets the SLOs at the target load: "
+                    f"{report.slos.binding}. The report leads with the loads that were measured "
+                    "and the smallest viable alternatives.", err=True, fg=typer.colors.RED)
+        raise typer.Exit(code=SLOS_NOT_MET)
 
 
 def _preflight_plan(request, hw, profile):

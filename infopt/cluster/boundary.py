@@ -19,9 +19,8 @@ import statistics
 from collections.abc import Callable, Sequence
 from typing import Literal
 
-from scipy.stats import binomtest
-
-from infopt.specs.cluster import Boundary, Probe, SloCheck, Verdict
+from infopt.analysis.slo_share import DEFAULT_CONFIDENCE, check, overall
+from infopt.specs.cluster import Boundary, Probe, Verdict
 from infopt.specs.results import RequestRecord, ScenarioResult
 
 DEFAULT_PROBES = 15
@@ -29,44 +28,8 @@ DEFAULT_PROBES = 15
 # capacity prediction is compared with (infopt.cluster.capacity.reference_rate), is then within
 # 7% of either end.
 DEFAULT_REL_TOLERANCE = 0.15
-DEFAULT_CONFIDENCE = 0.90  # one-sided, per SLO verdict
 # Bracketing gives up this many halvings or doublings away from the start rate.
 MAX_STEPS_FROM_START = 8
-
-
-def share_interval(meeting: int, requests: int, confidence: float) -> tuple[float, float]:
-    """One-sided bounds at `confidence` each (a two-sided exact interval at 2c - 1)."""
-    if requests == 0:
-        return 0.0, 1.0
-    ci = binomtest(meeting, requests).proportion_ci(confidence_level=2 * confidence - 1,
-                                                    method="exact")
-    return float(ci.low), float(ci.high)
-
-
-def check(metric: str, percentile: int, max_s: float, observed_s: float | None,
-          requests: int, meeting: int, confidence: float) -> SloCheck:
-    low, high = share_interval(meeting, requests, confidence)
-    need = percentile / 100
-    verdict = (Verdict.MEETS if low >= need else Verdict.MISSES if high < need
-               else Verdict.UNDECIDED)
-    return SloCheck(metric=metric, percentile=percentile, max_s=max_s, observed_s=observed_s,
-                    requests=requests, meeting=meeting, share_low=low, share_high=high,
-                    verdict=verdict)
-
-
-def _overall(checks: list[SloCheck]) -> tuple[Verdict, str]:
-    missed = [c for c in checks if c.verdict is Verdict.MISSES]
-    if missed:
-        return Verdict.MISSES, "; ".join(
-            f"{c.metric} p{c.percentile}: {c.meeting}/{c.requests} within {c.max_s:g} s "
-            f"(at most {c.share_high:.0%} of requests, {c.percentile}% needed)" for c in missed)
-    open_ = [c for c in checks if c.verdict is Verdict.UNDECIDED]
-    if open_:
-        return Verdict.UNDECIDED, "; ".join(
-            f"{c.metric} p{c.percentile}: {c.meeting}/{c.requests} within {c.max_s:g} s, "
-            f"between {c.share_low:.0%} and {c.share_high:.0%} of requests: too few to tell "
-            f"from {c.percentile}%" for c in open_)
-    return Verdict.MEETS, "every SLO met beyond the sampling noise"
 
 
 # A probe whose completions keep up with less than this share of the rate its requests were
@@ -129,7 +92,7 @@ def probe_from(rate_per_s: float, scenario: ScenarioResult,
               for s in scenario.slos]
     mean, cv2 = e2e_moments(records)
     completed, sent = completion_rate(records), send_rate(records)
-    verdict, why = _sustained(rate_per_s, sent, completed, *_overall(checks))
+    verdict, why = _sustained(rate_per_s, sent, completed, *overall(checks))
     return Probe(rate_per_s=rate_per_s, achieved_requests_per_s=scenario.level.requests_per_s,
                  goodput_requests_per_s=scenario.goodput_requests_per_s or 0.0, requests=n,
                  errors=scenario.level.errors, checks=checks, verdict=verdict, why=why,
@@ -147,7 +110,7 @@ def pooled(a: Probe, b: Probe, confidence: float = DEFAULT_CONFIDENCE) -> Probe:
     n = a.requests + b.requests
     completed = _weighted(a, b, "completion_rate_per_s")
     verdict, why = _sustained(a.rate_per_s, _weighted(a, b, "send_rate_per_s"), completed,
-                              *_overall(checks))
+                              *overall(checks))
     return Probe(rate_per_s=a.rate_per_s,
                  achieved_requests_per_s=(a.achieved_requests_per_s * a.requests
                                           + b.achieved_requests_per_s * b.requests) / n,

@@ -72,7 +72,7 @@ def quality_reference(config: AnyServingConfig, quality_dir: str, weights_bytes:
     ref_path, floor_path = d / f"reference-{key}.json", d / f"floor-{key}.json"
     weights = (f"the weights of {weights_why}" if weights_why else
                "the checkpoint's own weights, the highest precision this run's candidates share")
-    what = (f"ReferenceSet: the control configuration ({weights}, the engine's default KV "
+    what = (f"Reference: the control configuration ({weights}, the engine's default KV "
             f"precision); floor: a fresh restart of it at {adapter_for(config.engine).concurrency_knob}"
             f"={getattr(_floor_config(config), adapter_for(config.engine).concurrency_knob)} "
             f"scoring two sequences at once; {prompts} prompts of the pool, a candidate scored on "

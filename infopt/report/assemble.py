@@ -19,10 +19,13 @@ from infopt.runs.outcomes import EngineTuning, Finish, Target
 from infopt.specs.contract import ContractOutcome
 from infopt.specs.ladder import EngineChoice
 from infopt.specs.request import OptimizeRequest
-from infopt.specs.results import OptimizationReport, RunningEngine, Trial
+from infopt.specs.results import OptimizationReport, RunningEngine, SloOutcome, Trial
+from infopt.specs.trial import TrialRole
 from infopt.specs.workload import Workload
+from infopt.tuning.climb_data import Incumbent
 from infopt.tuning.pareto import closest_to_ceiling, config_label
 from infopt.tuning.pareto import points as pareto_points
+from infopt.tuning.slo_gate import slo_outcome
 
 # What every report says of how it measured (the notes after the run's own).
 METHOD_NOTES = (
@@ -109,9 +112,20 @@ def assemble_report(run_id: str, run_dir: Path, request: OptimizeRequest, worklo
                                                        for a in target.download_answers)),
             token=request.deploy.token()),
         scenarios=decision.scenarios, tasks=decision.tasks, kernel_path=finish.kernels,
+        slos=_slos(tuned, chosen_inc, workload, request.model.hub_id or tuned.model.path),
         reproduce=reproduction(run_dir, workload, winner, chosen_inc.trials, tuned.run.trials),
         winner_weights=weights_identity(winner.config.model_path, request.model.hub_id,
                                         request.model.revision),
         approvals=target.download_answers + [a for tn in tunings for a in tn.weight_answers]
         + finish.expose_answers, exposure=finish.exposure,
         notes=_notes(request, target, tunings, tuned))
+
+
+def _slos(tuned: EngineTuning, chosen: Incumbent, workload: Workload, model: str
+          ) -> SloOutcome | None:
+    """The SLOs against the recommended configuration, the defaults beside it for the loads
+    they meet (infopt.tuning.slo_gate)."""
+    control = [t for t in tuned.run.trials if t.role == TrialRole.CONTROL.value]
+    others = [] if chosen.role is TrialRole.CONTROL else [("the engine's defaults", control)]
+    return slo_outcome((chosen.winner_label, chosen.trials), others,
+                       workload.target_concurrency, model)

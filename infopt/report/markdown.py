@@ -407,6 +407,23 @@ def _version_note(r: OptimizationReport) -> str | None:
     return unchecked_version_note(a.checked_versions, a.display_name, r.engine_version)
 
 
+def _slos_missed_lines(r: OptimizationReport) -> list[str]:
+    """What the report leads with when no configuration met the SLOs (issue 49)."""
+    o = r.slos
+    if o is None or o.met:
+        return []
+    return ["## No configuration meets the SLOs at the target load", "",
+            f"**Binding constraint:** {o.binding}.", "",
+            "Loads measured (pooled over each configuration's trials; a verdict is decided "
+            "only where the exact interval on the share of requests within the limit lies "
+            "wholly on one side of the percentile):", "",
+            *[f"- {line}" for line in o.loads], "",
+            "Smallest viable alternatives:", "",
+            *[f"- {a}" for a in o.alternatives], "",
+            "The configuration below is what the run would otherwise recommend; it does NOT "
+            "meet the SLOs. `infopt optimize` exits with status 3 for this outcome.", ""]
+
+
 def _header_lines(r: OptimizationReport) -> list[str]:
     w = r.workload
     winner = next(t for t in r.trials if t.trial_id == r.winner_trial_id)
@@ -417,6 +434,7 @@ def _header_lines(r: OptimizationReport) -> list[str]:
         "All latencies and rates below are **measured** on this machine unless marked otherwise.",
         "",
         *([f"> {note}", ""] if (note := _version_note(r)) else []),
+        *_slos_missed_lines(r),
         "## Runnable configuration (winner)",
         "",
         "```sh",

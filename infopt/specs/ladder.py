@@ -158,6 +158,9 @@ class EngineResult(Spec):
     launches: int = 0
     ladder: LadderOutcome | None = None
     failed: str | None = None  # why it produced no result
+    # Whether its recommended configuration meets the SLOs at the target load (None: the
+    # workload states none): one that does not cannot be the engines' choice while one does.
+    slos_met: bool | None = None
 
 
 class EngineChoice(Spec):

@@ -102,4 +102,9 @@ class FinalDecision(Spec):
     # The winner shown at least as good as the defaults: the worse end of its objective's
     # interval within the equivalence margin (None: not compared).
     at_least_as_good: bool | None = None
+    # The SLOs at the target load (infopt.tuning.slo_gate): whether the recommended
+    # configuration meets them beyond the sampling noise (None: the workload states none), and
+    # when it does not, the SLO that binds hardest, by how much, at which load.
+    slos_met: bool | None = None
+    slo_binding: str | None = None
     why: str

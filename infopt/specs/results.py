@@ -391,6 +391,17 @@ class PlotRef(Spec):
 REPORT_SCHEMA_VERSION = 1
 
 
+class SloOutcome(Spec):
+    """The SLOs at the target load against what the run recommends (infopt.tuning.slo_gate):
+    met beyond the sampling noise, or the SLO that binds hardest with the smallest viable
+    alternatives, each from a measurement or labelled an estimate."""
+
+    met: bool
+    binding: str | None = None  # which SLO, by how much, at which load (None: met)
+    loads: list[str] = Field(default_factory=list)  # each load measured, met or not
+    alternatives: list[str] = Field(default_factory=list)
+
+
 class OptimizationReport(Spec):
     schema_version: int = REPORT_SCHEMA_VERSION
     run_id: str
@@ -437,6 +448,9 @@ class OptimizationReport(Spec):
     # The pictures (infopt.report.plots), drawn by the report writer from the run's records.
     plots: list[PlotRef] = Field(default_factory=list)
     kernel_path: KernelPath | None = None
+    # The SLOs against the recommended configuration (None: the workload states none). When
+    # they are not met the report leads with it and `infopt optimize` exits 3.
+    slos: SloOutcome | None = None
     reproduce: Reproduction | None = None
     winner_weights: WeightsIdentity | None = None
     # Where every number above comes from (infopt.report.provenance), one rule per path.

@@ -123,8 +123,11 @@ class Workload(Spec):
     @property
     def target_scenario(self) -> str:
         """The scenario the objective is read from (latency: the single stream)."""
-        if self.objective is Objective.LATENCY:
-            return self._at(1)
+        return self._at(1) if self.objective is Objective.LATENCY else self.load_scenario
+
+    @property
+    def load_scenario(self) -> str:
+        """The scenario at the target load, where the SLOs bind (infopt.tuning.slo_gate)."""
         if _closed_concurrencies(self.traffic) is None:
             return self.traffic.name
         return self._at(self.target_concurrency)

@@ -37,6 +37,7 @@ from infopt.analysis.paired import noise_sd_log
 from infopt.contract.remedies import remedy_for_required
 from infopt.costmodel.kv_check import stop_reason as kv_stop_reason
 from infopt.specs.approval import GateAnswer
+from infopt.specs.cluster import Verdict
 from infopt.specs.contract import ContractGap, ContractRemedy
 from infopt.specs.fit import LAYOUT_FAMILIES
 from infopt.specs.ladder import (
@@ -62,6 +63,7 @@ from infopt.tuning.climb_data import (
 )
 from infopt.tuning.final import drift_check, recommend
 from infopt.tuning.pairs import Pairs, fill, result_of
+from infopt.tuning.slo_gate import binding, control_fails, slo_gate, with_slos
 
 if TYPE_CHECKING:  # the adapters' rules and facts arrive as data
     from infopt.engines.rules import DimensionRule, LadderFacts
@@ -529,6 +531,15 @@ class _Climber:
             fill(result, pairs, decision, failed)
             if result.status != "accepted":
                 continue
+            gate = slo_gate(pairs.b_trials)
+            if gate is not None and not gate.passed:  # the SLOs bind: it cannot replace
+                result.status, result.reason = "gate", (
+                    f"beat its incumbent ({result.reason}) but "
+                    f"{'misses' if gate.verdict is Verdict.MISSES else 'is not shown to meet'} "
+                    f"the SLOs: {binding(gate)}")
+                p.log.info("ladder %s: %s rejected by the SLOs (%s)", dim.value, c.label,
+                           binding(gate))
+                continue
             step.accepted = c.label
             q = pairs.b_trials[0].quality
             step.quality_recheck = q.summary if q is not None else "no quality reference"
@@ -553,9 +564,10 @@ class _Climber:
         self.phase, self.steps_left = "decision", 0
         if control is None:  # the control is the baseline
             if not winner.chain:
-                return FinalDecision(recommended="winner", winner_label=winner.winner_label,
-                                     why="the engine's defaults are the baseline, and the "
-                                         "ladder kept them: nothing to compare"), winner
+                return with_slos(FinalDecision(
+                    recommended="winner", winner_label=winner.winner_label,
+                    why="the engine's defaults are the baseline, and the ladder kept them: "
+                        "nothing to compare"), slo_gate(winner.trials), None), winner
             control = Incumbent("control", p.control, [], role=TrialRole.CONTROL)
             start_values: list[float] = []
         else:
@@ -563,15 +575,21 @@ class _Climber:
         ineligible = p.control_ineligible(control.trials[0]) if control.trials else None
         if not self.confirming or (control.trials and control.trials[0].objective_value is None):
             why = None if self.confirming else "repeats=1: one round decides nothing"
-            return recommend(winner.winner_label, None, None, ineligible, None,
-                             not_compared=why), winner
+            cgate = slo_gate(control.trials)
+            decision = with_slos(recommend(winner.winner_label, None, None,
+                                           ineligible or control_fails(cgate), None,
+                                           not_compared=why), slo_gate(winner.trials), cgate)
+            return decision, (winner if decision.recommended == "winner" else control)
         first = yield from self._against(winner, control)
         drift, again = drift_check(start_values, control.values[len(start_values):]), None
         if drift is not None and drift.moved:
             p.log.warning("drift: %s; the winner is compared with the control afresh",
                           drift.why)
             again = yield from self._against(winner, control)
-        decision = recommend(winner.winner_label, first, again, ineligible, drift)
+        cgate = slo_gate(control.trials)
+        decision = recommend(winner.winner_label, first, again,
+                             ineligible or control_fails(cgate), drift)
+        decision = with_slos(decision, slo_gate(winner.trials), cgate)
         p.log.info("decision: %s", decision.why)
         return decision, (winner if decision.recommended == "winner" else control)
 

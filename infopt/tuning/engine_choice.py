@@ -20,7 +20,10 @@ def engine_choice(results: list[EngineResult], higher: bool, seed: int, min_gain
                   ) -> EngineChoice:
     """The routed engine's winner unless the comparator's beats it beyond the noise (the
     same bootstrap rule as every ladder step) and by ENGINE_SWITCH_MARGIN; a failed engine
-    cannot win."""
+    cannot win, nor one that misses the SLOs while another meets them."""
+    slo = _slo_choice(results)
+    if slo is not None:
+        return slo
     routed, others = results[0], [r for r in results[1:] if r.failed is None]
     if routed.failed is not None:
         if not others:
@@ -68,3 +71,16 @@ def _below_switch_margin(routed: EngineResult, comp: EngineResult, higher: bool,
             f"[{cmp.ci_low:.4g}, {cmp.ci_high:.4g}]), under the {margin:.0%} an engine switch "
             "must clear: the engines were measured in separate windows, so drift between them "
             "is outside the interval; practically equal, the routed engine stands")
+
+
+def _slo_choice(results: list[EngineResult]) -> EngineChoice | None:
+    """The SLOs bind before speed: when some engines' recommendations meet them and others'
+    do not, the first that meets them (the routed one when it does) is chosen."""
+    ran = [r for r in results if r.failed is None]
+    meets = [r for r in ran if r.slos_met is not False]
+    if not meets or len(meets) == len(ran):
+        return None  # all meet, none do, or none was judged: speed decides
+    missed = ", ".join(r.engine for r in ran if r.slos_met is False)
+    return EngineChoice(results=results, chosen=meets[0].engine, reason=(
+        f"{missed}'s recommended configuration misses the SLOs at the target load; "
+        f"{meets[0].engine}'s meets them, so it is chosen whatever the speed"))

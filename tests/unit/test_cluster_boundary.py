@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from infopt.cluster.boundary import check, probe_from, search_boundary, with_light_probe
+from infopt.analysis.slo_share import check
+from infopt.cluster.boundary import probe_from, search_boundary, with_light_probe
 from infopt.specs.cluster import Probe, Verdict
 from infopt.specs.results import LevelResult, Percentiles, ScenarioResult, SloResult
 
