@@ -102,6 +102,8 @@ class RecordedBackend:
         return self._sub(i, "pcie", field)
 
     def cuda_driver_version(self) -> int:
+        if "cuda_driver_version" not in self.data:  # an older nvidia-smi does not print it
+            raise NvmlError("not_recorded")
         major, minor = self.data["cuda_driver_version"].split(".")
         return int(major) * 1000 + int(minor) * 10
 

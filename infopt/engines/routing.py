@@ -14,9 +14,13 @@ requantizes a GGUF). llama.cpp is tuned beside it when a GGUF of the model is gi
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Literal
 
+from infopt.hardware.catalog import match_gpu
+from infopt.model.quantization import format_of
+from infopt.model.support_matrix import cuda_refusal
 from infopt.specs.base import Spec
-from infopt.specs.checkpoint import DeviceKind, DeviceTarget
+from infopt.specs.checkpoint import CheckpointFormat, DeviceKind, DeviceTarget
 from infopt.specs.hardware import HardwareInventory
 from infopt.specs.model import ModelFormat, ModelProfile
 from infopt.specs.serving import EngineName
@@ -27,11 +31,93 @@ class RouteChoice(Spec):
     reason: str
 
 
-def route(hw: HardwareInventory, model: ModelProfile, target_concurrency: int) -> list[RouteChoice]:
-    """The routed engines for this machine and checkpoint (the flow's view)."""
+class DeviceFacts(Spec):
+    """What routing needs of the accelerator: its vendor, the lowest compute capability among
+    its NVIDIA GPUs (and where that figure comes from), the driver and a name to show."""
+
+    vendor: Literal["nvidia", "amd", "apple", "none"]
+    name: str | None = None
+    compute_capability: str | None = None  # "7.5"; NVIDIA only
+    cc_source: str | None = None  # "NVML", or the catalog row it was read from
+    driver: str | None = None
+
+    def label(self) -> str:
+        cc = (f", compute capability {self.compute_capability} ({self.cc_source})"
+              if self.compute_capability else "")
+        return f"{self.name or self.vendor}{cc}"
+
+
+def device_of(hw: HardwareInventory) -> DeviceFacts:
+    """The inventory's accelerator as routing reads it: an NVIDIA GPU's compute capability from
+    NVML, else from its catalog row (a recorded nvidia-smi may not state it); an AMD GPU from
+    the probe's notes (amdgpu in /sys: no NVML, no CUDA capability)."""
+    if hw.gpus:
+        ccs = []
+        for g in hw.gpus:
+            if g.compute_capability:
+                ccs.append((float(g.compute_capability), g.compute_capability, "NVML"))
+            elif (spec := match_gpu(g.name, g.memory_total_bytes)) is not None:
+                ccs.append((float(spec.compute_capability), spec.compute_capability,
+                            f"catalog row {spec.key}"))
+        _, cc, src = min(ccs) if ccs else (None, None, None)
+        return DeviceFacts(vendor="nvidia", name=hw.gpus[0].name, compute_capability=cc,
+                           cc_source=src, driver=hw.gpu_driver_version)
+    if hw.accelerator == "amd":
+        found = [n for n in hw.gpu_notes if n.startswith("AMD GPU")]
+        return DeviceFacts(vendor="amd", name=found[0] if found else "AMD GPU")
     apple = hw.host.architecture in ("arm64",) and hw.host.os.startswith("Darwin")
-    return route_for(gpu=hw.has_gpu, apple=apple, fmt=model.format,
-                     target_concurrency=target_concurrency, no_gpu=hw.gpu_probe)
+    return DeviceFacts(vendor="apple" if apple else "none")
+
+
+def checkpoint_format_of(model: ModelProfile) -> CheckpointFormat:
+    """The format family the support matrix is keyed by: GGUF, else from its quantization."""
+    if model.format is ModelFormat.GGUF:
+        return CheckpointFormat.GGUF
+    return format_of(model.inspection.quantization)
+
+
+def device_refusal(engine: EngineName | str, device: DeviceFacts,
+                   fmt: CheckpointFormat) -> str | None:
+    """Why `engine` cannot serve `fmt` on this accelerator (None: nothing known against it).
+    An NVIDIA GPU is judged by the support matrix's minimum compute capability, each row with
+    its source; on an AMD GPU only llama.cpp (a Vulkan or ROCm/HIP build) is routed: the other
+    engines' builds infopt runs are CUDA or CPU builds."""
+    engine = EngineName(engine)
+    if device.vendor == "amd" and engine is not EngineName.LLAMACPP:
+        return (f"{device.label()}: {engine.value}'s builds here are CUDA or CPU builds; an "
+                "AMD GPU is served by llama.cpp with a Vulkan (or ROCm/HIP) build")
+    if device.vendor != "nvidia" or device.compute_capability is None:
+        return None
+    return cuda_refusal(engine, fmt, device.compute_capability)
+
+
+def _legacy(device: DeviceFacts, fmt: CheckpointFormat) -> str | None:
+    """Why this GPU takes the compatibility route (llama.cpp first): an AMD GPU, or an NVIDIA
+    GPU that an engine of the workload defaults (vLLM, SGLang) cannot run the checkpoint on."""
+    if device.vendor == "amd":
+        return (f"{device.label()}: llama.cpp with a Vulkan (or ROCm/HIP) build first, the "
+                "specification's route for AMD GPUs (a GGUF of the model is needed)")
+    refused = [why for e in (EngineName.VLLM, EngineName.SGLANG)
+               if (why := device_refusal(e, device, fmt)) is not None]
+    if not refused:
+        return None
+    return (f"legacy GPU ({device.label()}): llama.cpp first, before the workload defaults "
+            f"({'; '.join(refused)})")
+
+
+def route(hw: HardwareInventory, model: ModelProfile, target_concurrency: int) -> list[RouteChoice]:
+    """The routed engines for this machine and checkpoint (the flow's view): the compatibility
+    route first on a legacy NVIDIA or an AMD GPU, then the workload defaults."""
+    device = device_of(hw)
+    routes = route_for(gpu=hw.has_gpu or device.vendor == "amd", apple=device.vendor == "apple",
+                       fmt=model.format, target_concurrency=target_concurrency,
+                       no_gpu=hw.gpu_probe)
+    legacy = _legacy(device, checkpoint_format_of(model)) if device.vendor in ("nvidia",
+                                                                              "amd") else None
+    if legacy is None:
+        return routes
+    return [RouteChoice(engine=EngineName.LLAMACPP, reason=legacy),
+            *[r for r in routes if r.engine is not EngineName.LLAMACPP]]
 
 
 def route_for(*, gpu: bool, apple: bool, fmt: ModelFormat, target_concurrency: int,

@@ -21,6 +21,7 @@ from __future__ import annotations
 from typing import Any
 
 from infopt.specs.base import InputError
+from infopt.specs.checkpoint import CheckpointFormat
 from infopt.specs.inspection import QuantizationInfo, QuantMethod
 
 # ModelOpt quant_algo -> (weight bits, group size, element format, activation bits or None).
@@ -263,3 +264,25 @@ def gguf_tensor_bytes(type_name: str, n_elements: int) -> int:
         raise InputError(f"{n_elements} weights is not a whole number of {key} blocks of "
                          f"{weights}; the tensor's row length must be a multiple of {weights}.")
     return n_elements // weights * nbytes
+
+
+def format_of(q: QuantizationInfo | None) -> CheckpointFormat:
+    """The format family the engines dispatch on, from a checkpoint's quantization."""
+    if q is None:
+        return CheckpointFormat.UNQUANTIZED
+    fmt = (q.format or "").lower()
+    if q.method is QuantMethod.COMPRESSED_TENSORS:
+        if not q.activations_quantized:
+            return CheckpointFormat.CT_WNA16
+        if "float" in fmt:
+            return CheckpointFormat.CT_NVFP4 if q.bits == 4 else CheckpointFormat.CT_FP8
+        return CheckpointFormat.CT_INT8
+    if q.method is QuantMethod.MODELOPT:
+        if "nvfp4" in fmt:
+            return CheckpointFormat.MODELOPT_NVFP4
+        return CheckpointFormat.MODELOPT_FP8 if "e4m3" in fmt else CheckpointFormat.OTHER
+    if q.method is QuantMethod.BITSANDBYTES:
+        return CheckpointFormat.BNB_NF4 if q.bits == 4 else CheckpointFormat.BNB_INT8
+    simple = {QuantMethod.AWQ: CheckpointFormat.AWQ, QuantMethod.GPTQ: CheckpointFormat.GPTQ,
+              QuantMethod.FP8: CheckpointFormat.FP8, QuantMethod.MXFP4: CheckpointFormat.MXFP4}
+    return simple.get(q.method, CheckpointFormat.OTHER)

@@ -31,7 +31,7 @@ from infopt.model.hub import (
     gguf_type_from_name,
     search_models,
 )
-from infopt.model.quantization import parse_quantization
+from infopt.model.quantization import format_of, parse_quantization
 from infopt.model.support_matrix import kernel_paths, unsupported_reason
 from infopt.specs.base import InputError
 from infopt.specs.checkpoint import (
@@ -134,24 +134,7 @@ def checkpoint_format(facts: HubModelFacts) -> tuple[F, QuantizationInfo | None]
                                 source="config.json quantization (mlx-lm)")
         return F.MLX, info
     q = parse_quantization(config, facts.hf_quant_config)
-    if q is None:
-        return F.UNQUANTIZED, None
-    fmt = (q.format or "").lower()
-    if q.method is QuantMethod.COMPRESSED_TENSORS:
-        if not q.activations_quantized:
-            return F.CT_WNA16, q
-        if "float" in fmt:
-            return (F.CT_NVFP4 if q.bits == 4 else F.CT_FP8), q
-        return F.CT_INT8, q
-    if q.method is QuantMethod.MODELOPT:
-        if "nvfp4" in fmt:
-            return F.MODELOPT_NVFP4, q
-        return (F.MODELOPT_FP8 if "e4m3" in fmt else F.OTHER), q
-    if q.method is QuantMethod.BITSANDBYTES:
-        return (F.BNB_NF4 if q.bits == 4 else F.BNB_INT8), q
-    simple = {QuantMethod.AWQ: F.AWQ, QuantMethod.GPTQ: F.GPTQ, QuantMethod.FP8: F.FP8,
-              QuantMethod.MXFP4: F.MXFP4}
-    return simple.get(q.method, F.OTHER), q
+    return format_of(q), q
 
 
 def name_claims(repo_id: str) -> tuple[set[str], int | None]:

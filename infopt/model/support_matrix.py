@@ -226,6 +226,19 @@ def _where(row: SupportRow) -> str:
     return f"CUDA CC >= {lo}" if lo else (f"CUDA CC <= {hi}" if hi else "CUDA")
 
 
+def cuda_refusal(engine: E, fmt: F, compute_capability: str) -> str | None:
+    """Why `engine` has no path for `fmt` checkpoints on a CUDA GPU of this capability, with the
+    row's source (None: it has one, or the matrix has no CUDA row of it to judge by)."""
+    rows = [r for r in ROWS if r.engine is engine and r.format is fmt and r.device is D.CUDA
+            and r.supported]
+    dev = DeviceTarget(kind=D.CUDA, compute_capability=compute_capability)
+    if not rows or any(_matches(r, fmt, dev) for r in rows):
+        return None
+    where = ", ".join(sorted({_where(r) for r in rows}))
+    return (f"{engine.value} runs {fmt.value} checkpoints on {where}, not compute capability "
+            f"{compute_capability} (support matrix: {rows[0].source_url})")
+
+
 def unsupported_reason(fmt: F, device: DeviceTarget) -> str:
     """Why no engine runs `fmt` on `device`, naming where the matrix says it does run."""
     here = [r for r in ROWS if not r.supported and _matches(r, fmt, device)]

@@ -14,7 +14,15 @@ from typing import Any
 
 from infopt.bootstrap import default_paths
 from infopt.engines import adapter_for, serves
-from infopt.engines.routing import RouteChoice, comparator_for, route, select_available
+from infopt.engines.routing import (
+    RouteChoice,
+    checkpoint_format_of,
+    comparator_for,
+    device_of,
+    device_refusal,
+    route,
+    select_available,
+)
 from infopt.engines.rules import WeightVariant
 from infopt.engines.support import locate_for_host
 from infopt.model.digest import model_digest
@@ -22,7 +30,7 @@ from infopt.model.profile import weights_profile
 from infopt.specs.base import InfoptError
 from infopt.specs.fit import MemoryFit
 from infopt.specs.hardware import HardwareInventory
-from infopt.specs.model import ModelProfile
+from infopt.specs.model import ModelFormat, ModelProfile
 from infopt.specs.request import OptimizeRequest
 from infopt.specs.results import EngineFit
 from infopt.specs.serving import AnyServingConfig, EngineName, engine_knobs, with_knob, with_knobs
@@ -80,12 +88,13 @@ def plan_run(request: OptimizeRequest, hw: HardwareInventory, model: ModelProfil
     host_locate(hw). Raises InfoptError for an override no planned engine has."""
     locate = locate or host_locate(hw)
     routes = route(hw, model, workload.target_concurrency)
+    here = _serves_here(hw, [model, *others])
     chosen, skipped = select_available(routes, request.engines, locate,
-                                       lambda n: serves(n, model.format))
+                                       lambda n: here(n, model.format))
     comp, comp_why = comparator_for(
         chosen, [(model.format, routes)] + [(o.format, route(hw, o, workload.target_concurrency))
                                            for o in others],
-        request.engines, locate, serves)
+        request.engines, locate, here)
     planned = [(chosen, model, "routed", "; ".join(r.reason for r in routes
                                                    if r.engine == chosen) or "request.engines")]
     if comp is not None:
@@ -125,6 +134,19 @@ def fit_of(model: ModelProfile, hw: HardwareInventory, config: AnyServingConfig,
            target_concurrency: int) -> MemoryFit:
     """The fit of `config`, with its own weights' size and quantization when it changes them."""
     return fit_config(weights_profile(model, config.model_path), hw, config, target_concurrency)
+
+
+def _serves_here(hw: HardwareInventory, models: list[ModelProfile]
+                 ) -> Callable[[EngineName | str, ModelFormat], str | None]:
+    """Whether an engine serves a local format of the model on this accelerator: it loads the
+    format (its adapter), and the support matrix gives it a path for the checkpoint on this
+    GPU (engines.routing.device_refusal); None, or why not."""
+    device = device_of(hw)
+
+    def here(name: EngineName | str, fmt: ModelFormat) -> str | None:
+        m = next(o for o in models if o.format is fmt)
+        return serves(name, fmt) or device_refusal(name, device, checkpoint_format_of(m))
+    return here
 
 
 def served_name(model: ModelProfile) -> str:
