@@ -290,6 +290,10 @@ class EngineAdapter(Generic[C]):
     kernel_log: KernelLog | None = None
     # Its own Helm chart (infopt.engines.helm.HelmChart); None: it has none infopt knows.
     helm_chart: HelmChart | None = None
+    # The model architectures (config.json `architectures`) the installed engine's own registry
+    # lists, read through its located executable; None from the call: the probe did not
+    # answer. None here: infopt cannot read its registry (the architecture is not judged).
+    architectures: Callable[[str], frozenset[str] | None] | None = None
 
     def scheduling_dimension(self, target_concurrency: int) -> TuningDimension:
         """Scheduling/batching, the first dimension on a fixed checkpoint: the running-request

@@ -8,13 +8,15 @@ when the engine runs on a GPU, where none of these CPU limits apply.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from infopt.costmodel.fit import KvOptions
 from infopt.engines import adapter_for
 from infopt.engines.base import probe_error
-from infopt.specs.base import Spec
+from infopt.specs.base import InfoptError, Spec
+from infopt.specs.model import ModelFormat, ModelProfile
+from infopt.specs.serving import EngineName
 
 
 class Unsupported(Spec):
@@ -101,3 +103,24 @@ def locate_for_host(engine: str, gpu_count: int) -> str:
     if why := build_mismatch(engine, executable, gpu_count):
         raise probe_error(adapter.executable_env or "")(why)
     return executable
+
+
+def architecture_refusal(engine: EngineName | str, model: ModelProfile,
+                         locate: Callable[[str], str]) -> str | None:
+    """Why the installed `engine` cannot run this HF checkpoint's architecture: its own model
+    registry (read through its located executable: vLLM's ModelRegistry) does not list it.
+    None: it does, or the engine is not installed (its locate says so elsewhere), or infopt
+    cannot read its registry, or the checkpoint is a GGUF (llama.cpp reads its own arch key)."""
+    a = adapter_for(engine)
+    arch = model.inspection.architecture
+    if a.architectures is None or model.format is not ModelFormat.HF or not arch:
+        return None
+    try:
+        listed = a.architectures(locate(a.name.value))
+    except InfoptError:
+        return None
+    if listed is None or arch in listed:
+        return None
+    return (f"{a.display_name}'s own model registry ({len(listed)} architectures, read from the "
+            f"installed build) does not list {arch}, the checkpoint's architecture "
+            "(config.json `architectures`): this build cannot run it")

@@ -24,7 +24,7 @@ from infopt.engines.routing import (
     select_available,
 )
 from infopt.engines.rules import WeightVariant
-from infopt.engines.support import locate_for_host
+from infopt.engines.support import architecture_refusal, locate_for_host
 from infopt.model.digest import model_digest
 from infopt.model.profile import weights_profile
 from infopt.specs.base import InfoptError
@@ -88,7 +88,7 @@ def plan_run(request: OptimizeRequest, hw: HardwareInventory, model: ModelProfil
     host_locate(hw). Raises InfoptError for an override no planned engine has."""
     locate = locate or host_locate(hw)
     routes = route(hw, model, workload.target_concurrency)
-    here = _serves_here(hw, [model, *others])
+    here = _serves_here(hw, [model, *others], locate)
     chosen, skipped = select_available(routes, request.engines, locate,
                                        lambda n: here(n, model.format))
     comp, comp_why = comparator_for(
@@ -136,16 +136,18 @@ def fit_of(model: ModelProfile, hw: HardwareInventory, config: AnyServingConfig,
     return fit_config(weights_profile(model, config.model_path), hw, config, target_concurrency)
 
 
-def _serves_here(hw: HardwareInventory, models: list[ModelProfile]
+def _serves_here(hw: HardwareInventory, models: list[ModelProfile], locate: Locate
                  ) -> Callable[[EngineName | str, ModelFormat], str | None]:
     """Whether an engine serves a local format of the model on this accelerator: it loads the
-    format (its adapter), and the support matrix gives it a path for the checkpoint on this
-    GPU (engines.routing.device_refusal); None, or why not."""
+    format (its adapter), the support matrix gives it a path for the checkpoint on this GPU
+    (engines.routing.device_refusal), and the installed build's own registry lists the
+    architecture (engines.support.architecture_refusal); None, or why not."""
     device = device_of(hw)
 
     def here(name: EngineName | str, fmt: ModelFormat) -> str | None:
         m = next(o for o in models if o.format is fmt)
-        return serves(name, fmt) or device_refusal(name, device, checkpoint_format_of(m))
+        return (serves(name, fmt) or device_refusal(name, device, checkpoint_format_of(m))
+                or architecture_refusal(name, m, locate))
     return here
 
 

@@ -41,6 +41,7 @@ from infopt.engines.launch import Launch, ServingTarget
 from infopt.engines.scoring import PROMPT_LOGPROBS_SCORING
 from infopt.engines.vllm.rules import LAYOUT
 from infopt.engines.vllm.rules import RULES as LADDER
+from infopt.environ import scrubbed
 from infopt.specs.contract import ContractRemedy
 from infopt.specs.endpoint import PrefixCacheCounters, SpecCounters
 from infopt.specs.fit import KvObservation
@@ -180,6 +181,30 @@ def detect_version(python: str) -> str:
     return lines[-1] if status == 0 and lines else "unknown"
 
 
+_REGISTRY_SCRIPT = """
+import json
+from vllm import ModelRegistry
+print(json.dumps(sorted(ModelRegistry.get_supported_archs())))
+"""
+
+
+@cache
+def architectures(python: str) -> frozenset[str] | None:
+    """The architectures this vLLM's own ModelRegistry lists (one import of vLLM, ~6 s on 2
+    cores, once per process); None when the probe did not answer (a stand-in, a broken env)."""
+    try:
+        out = subprocess.run([python, "-c", _REGISTRY_SCRIPT], capture_output=True, text=True,
+                             timeout=180, env=scrubbed())
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    lines = out.stdout.strip().splitlines()
+    try:
+        got = json.loads(lines[-1]) if out.returncode == 0 and lines else None
+    except ValueError:
+        return None
+    return frozenset(got) if isinstance(got, list) and got else None
+
+
 def readiness_timeout_s(weights_bytes: int, cfg: VllmConfig) -> float:
     # Measured on 2 cores (notes/engines.md): 37 s with --enforce-eager, ~141 s compiled.
     base = 120.0 if cfg.enforce_eager else 300.0
@@ -295,6 +320,7 @@ ADAPTER = EngineAdapter(
     locate=locate,
     build_launch=build_launch,
     detect_version=detect_version,
+    architectures=architectures,
     health_path="/health",
     forced_length_fields=min_tokens_and_ignore_eos,
     readiness_timeout_s=readiness_timeout_s,
