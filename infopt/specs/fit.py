@@ -141,6 +141,21 @@ class CeilingRatio(Spec):
     attainable_note: str | None = None
 
 
+class OffloadObservation(Spec):
+    """How much of the model the engine put in device memory, as its own load log says
+    (llama.cpp: "load_tensors: offloaded 33/33 layers to GPU" and a model buffer line per
+    device): the offload achieved, not the one asked for."""
+
+    layers_offloaded: int
+    layers_total: int  # the repeating layers + 1 (the output layer)
+    model_buffer_bytes: dict[str, int] = Field(default_factory=dict)  # buffer name -> bytes
+    line: str  # the log line it was read from
+
+    @property
+    def full(self) -> bool:
+        return self.layers_offloaded >= self.layers_total
+
+
 class KvObservation(Spec):
     """What an engine's startup log says it allocated for the KV cache."""
 

@@ -96,6 +96,22 @@ class LlamaCppConfig(_Common):
     cache_ram_mib: int | None = Field(None, ge=-1)
     # -lv: 4 makes this build log its KV buffer sizes (checked against the cost model).
     log_verbosity: int | None = Field(None, ge=0, le=5)
+    # Beyond device memory (a GPU build): -ngl, the layers kept in VRAM (a number, "auto" or
+    # "all"; None: the build's default, "auto" in 0c1e570); -ncmoe, the MoE expert weights of
+    # the first N layers kept in host RAM; -sm, how layers or rows split over several GPUs;
+    # -ts, each GPU's share. A CPU build accepts them and warns they have no effect.
+    n_gpu_layers: Annotated[int, Field(ge=0)] | Literal["auto", "all"] | None = None
+    n_cpu_moe: int | None = Field(None, ge=0)
+    split_mode: Literal["none", "layer", "row", "tensor"] | None = None
+    tensor_split: list[float] | None = None
+
+    @field_validator("tensor_split")
+    @classmethod
+    def _shares(cls, v: list[float] | None) -> list[float] | None:
+        if v is not None and (not v or any(x < 0 for x in v) or sum(v) <= 0):
+            raise ValueError("tensor_split: one non-negative share per GPU, at least one above "
+                             "0 (e.g. [3, 1]: three quarters of the layers on GPU 0)")
+        return v
 
     @model_validator(mode="after")
     def _speculative(self) -> LlamaCppConfig:
@@ -488,7 +504,15 @@ def config_identity(config: AnyServingConfig, exclude: set[str] | frozenset[str]
     dump = config.model_dump(mode="json", exclude=set(exclude))
     if not dump.get("env"):
         dump.pop("env", None)
+    for name in _ADDED_LATER:  # unset: the keys made before these fields existed stay valid
+        if name in dump and dump[name] is None:
+            del dump[name]
     return dump
+
+
+# Fields added after trial keys and kept results were first made; left out of a configuration's
+# identity while unset.
+_ADDED_LATER = ("n_gpu_layers", "n_cpu_moe", "split_mode", "tensor_split")
 
 
 def same_config(a: AnyServingConfig, b: AnyServingConfig) -> bool:

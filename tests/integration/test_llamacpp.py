@@ -293,3 +293,21 @@ def test_hf_tokenizer_json_counts_like_llama_servers_tokenizer(server, hf_model)
         texts += ["Hello, world!", "naïve café — 東京 🚀", "  two  spaces\nand a newline"]
         assert [hf(t) for t in texts] == [engine(t) for t in texts]
     assert hf_counter(hf_model / "missing") is None
+
+
+def test_the_cpu_build_takes_the_offload_flags_and_reports_no_offload(llama_server, gguf_model,
+                                                                      tmp_path):
+    """Issue 49: -ngl, -ncmoe, -sm and -ts reach the real llama-server, which accepts them; this
+    CPU build warns they have no effect and prints no offload line, so none is read."""
+    cfg = LlamaCppConfig(model_path=str(gguf_model), ctx_per_slot_tokens=512, n_gpu_layers=0,
+                         n_cpu_moe=0, split_mode="layer", tensor_split=[1.0])
+    log = tmp_path / "offload.log"
+    running = process.start(llamacpp.ADAPTER, cfg, str(llama_server), log, weights_bytes=10**8)
+    try:
+        assert httpx.get(f"{running.base_url}/health", timeout=10).status_code == 200
+    finally:
+        process.stop(running.pid)
+    text = log.read_text(errors="replace")
+    assert "-ngl 0 -ncmoe 0 -sm layer -ts 1" in text  # the command line, first in its log
+    assert "compiled without support for GPU offload" in text
+    assert llamacpp.offload_from_log(text) is None

@@ -57,7 +57,9 @@ def _legacy_hash(cfg, wl) -> str:
     import hashlib
     import json
 
-    config = cfg.model_dump(mode="json", exclude={"port", "env"})
+    # The configuration as it was before env (and the offload knobs, issue 49) existed.
+    config = cfg.model_dump(mode="json", exclude={"port", "env", "n_gpu_layers", "n_cpu_moe",
+                                                  "split_mode", "tensor_split"})
     payload = {"config": config, "workload": wl.model_dump(mode="json"), "engine_version": "v1",
                "model": "digest", "seed": 0, "repeat": 1, "contract": False, "gate": ""}
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:12]

@@ -39,7 +39,7 @@ from infopt.engines.llamacpp.rules import RULES as LADDER
 from infopt.engines.scoring import LLAMACPP_SCORING
 from infopt.specs.contract import ContractRemedy
 from infopt.specs.endpoint import PrefixCacheCounters, SpecCounters
-from infopt.specs.fit import KvObservation
+from infopt.specs.fit import KvObservation, OffloadObservation
 from infopt.specs.inspection import ModelInspection
 from infopt.specs.serving import EngineName, LlamaCppConfig
 
@@ -94,8 +94,45 @@ def build_launch(cfg: LlamaCppConfig, executable: str, port: int) -> Launch:
         argv += ["--cache-ram", str(cfg.cache_ram_mib)]
     if cfg.log_verbosity is not None:
         argv += ["-lv", str(cfg.log_verbosity)]
+    argv += _offload_args(cfg)
     return Launch(argv=argv, engine=EngineName.LLAMACPP.value, port=port,
                   model_path=cfg.model_path)
+
+
+def _offload_args(cfg: LlamaCppConfig) -> list[str]:
+    """What is kept in device memory and how it is split (a GPU build; a CPU build warns)."""
+    argv = []
+    if cfg.n_gpu_layers is not None:
+        argv += ["-ngl", str(cfg.n_gpu_layers)]
+    if cfg.n_cpu_moe is not None:
+        argv += ["-ncmoe", str(cfg.n_cpu_moe)]
+    if cfg.split_mode is not None:
+        argv += ["-sm", cfg.split_mode]
+    if cfg.tensor_split is not None:
+        argv += ["-ts", ",".join(f"{x:g}" for x in cfg.tensor_split)]
+    return argv
+
+
+# The offload llama.cpp achieved, from its load log (src/llama-model.cpp, load_tensors, named
+# llm_load_tensors in older builds; recorded lines: tests/fixtures/engine_logs/llamacpp_offload_*):
+#   "%s: offloaded %d/%d layers to GPU"         (layers kept in device memory / all, +1 output)
+#   "%s: %12s model buffer size = %8.2f MiB"    (one per buffer: CUDA0, Vulkan0, CPU_Mapped;
+#                                                "%10s buffer size" in older builds)
+_OFFLOADED_RE = re.compile(r"(?:llm_)?load_tensors: offloaded (\d+)/(\d+) layers to GPU")
+_MODEL_BUFFER_RE = re.compile(
+    r"(?:llm_)?load_tensors:\s+(\S+) (?:model )?buffer size =\s+([\d.]+) MiB")
+
+
+def offload_from_log(text: str) -> OffloadObservation | None:
+    """The layers the engine itself says it put on the GPU, and each buffer's size; None when
+    it printed no offload line (a CPU build prints none: nothing is offloaded)."""
+    m = _OFFLOADED_RE.search(text)
+    if m is None:
+        return None
+    buffers = {name: float(mib) * 2**20 for name, mib in _MODEL_BUFFER_RE.findall(text)}
+    return OffloadObservation(layers_offloaded=int(m.group(1)), layers_total=int(m.group(2)),
+                              model_buffer_bytes={k: int(v) for k, v in buffers.items()},
+                              line=m.group(0))
 
 
 # "llama_kv_cache:        CPU KV buffer size =   180.00 MiB" (one line per device buffer; printed
