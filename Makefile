@@ -77,7 +77,7 @@ test: lint engines lm-eval browser engine-args
 # starts, flows run by real process workers, lm-evaluation-harness joining the verdict, the
 # contract-remedy flow, llama.cpp's KV-tier flow, the speculative-decoding flows, TensorRT-LLM's
 # simulated climb and the simulated 8-GPU layout climb (replayed from its record in `make test`,
-# whose verdicts then read no clock); here to keep `make test` within 30 minutes on the slower
+# whose verdicts then read no clock), the weights-gate flow and the planted-SLO run; here to keep `make test` within 30 minutes on the slower
 # CPU. CI (.ci/run) runs them after `make test`.
 .PHONY: test-e2e
 test-e2e: engines lm-eval

@@ -17,7 +17,7 @@ from infopt.specs.request import Budgets, ModelTarget, OptimizeRequest
 from infopt.specs.workload import fixed_levels
 from tests.hubserver import FakeHub
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
+pytestmark = [pytest.mark.integration, pytest.mark.e2e, pytest.mark.timeout(900)]
 
 
 HUB_REPO = "community-quants/SmolLM2-135M-Instruct-GGUF"
