@@ -21,7 +21,7 @@ from infopt.engines.layout import LayoutKnobs
 from infopt.engines.rules import DimensionRule
 from infopt.specs.contract import ContractRemedy
 from infopt.specs.endpoint import PrefixCacheCounters, SpecCounters, StreamCounting, TokenScoring
-from infopt.specs.fit import KvObservation
+from infopt.specs.fit import KvObservation, OffloadObservation
 from infopt.specs.serving import AnyServingConfig, EngineName, KnobValue
 from infopt.specs.trial import TuningDimension
 
@@ -294,6 +294,9 @@ class EngineAdapter(Generic[C]):
     # lists, read through its located executable; None from the call: the probe did not
     # answer. None here: infopt cannot read its registry (the architecture is not judged).
     architectures: Callable[[str], frozenset[str] | None] | None = None
+    # The offload the engine itself reports in its load log (llama.cpp: the layers it put on
+    # the GPU and each model buffer); None: it reports none infopt reads.
+    offload_from_log: Callable[[str], OffloadObservation | None] | None = None
 
     def scheduling_dimension(self, target_concurrency: int) -> TuningDimension:
         """Scheduling/batching, the first dimension on a fixed checkpoint: the running-request

@@ -280,6 +280,22 @@ def _kv_lines(r: OptimizationReport) -> list[str]:
     return lines
 
 
+def _offload_lines(r: OptimizationReport) -> list[str]:
+    """Each trial whose engine reported what it put in device memory (its load log)."""
+    rows = [t for t in r.trials if t.offload is not None]
+    if not rows:
+        return []
+    lines = ["", "### Offload achieved: the engine's load log (measured)", "",
+             "| trial | layers on the GPU | model buffers |", "|---|---:|---|"]
+    for t in rows:
+        o = t.offload
+        assert o is not None  # rows keeps only trials with one
+        bufs = ", ".join(f"{k} {v / 2**30:.2f} GiB" for k, v in o.model_buffer_bytes.items())
+        lines.append(f"| {t.trial_id} | {o.layers_offloaded}/{o.layers_total}"
+                     f"{'' if o.full else ' (partial)'} | {bufs or '-'} |")
+    return lines
+
+
 def _at_native(fit, native_tokens: int) -> float:
     """Sequences the KV capacity holds at the model's full native context (state included)."""
     per_seq = fit.kv_bytes_per_token_per_gpu * native_tokens + fit.state_bytes_per_sequence_per_gpu
@@ -563,7 +579,7 @@ SECTIONS: tuple[Callable[[OptimizationReport], list[str]], ...] = (
     lambda r: speculation_lines(r.trials, OBJECTIVE_UNIT[r.workload.objective]),
     lambda r: drafter_search_lines(r.drafter_search),
     _slo_lines, _scenario_lines,
-    _troubleshooting_lines, _ceiling_lines, _kv_lines,
+    _troubleshooting_lines, _ceiling_lines, _kv_lines, _offload_lines,
     lambda r: measured_layout_lines(r.trials), _kernel_section, _command_lines, _contract_lines,
     _target_lines, lambda r: reproduce_lines(r.reproduce), _deployment_lines,
     lambda r: _shortlist_lines(r) if r.shortlist else [], _notes_lines,

@@ -63,6 +63,11 @@ RULES: tuple[tuple[str, K, str], ...] = (
     ("trials[].kv.predicted", K.ESTIMATED, _FIT),
     ("trials[].kv.error", K.ESTIMATED, "trial {trial_id}'s logged KV capacity / the fit's, "
      "minus 1 (infopt.costmodel.kv_check)"),
+    ("trials[].offload.layers_offloaded", K.MEASURED, _TRIAL + "engine.log: the layers the "
+     "engine says it put on the GPU (its load_tensors line)"),
+    ("trials[].offload.layers_total", K.MEASURED, _TRIAL + "engine.log: the same line's total"),
+    ("trials[].offload.model_buffer_bytes.**", K.MEASURED, _TRIAL + "engine.log: each model "
+     "buffer the engine logged, MiB x 2**20"),
     ("trials[].gpu_memory_bytes", K.MEASURED, "NVML: the GPU memory of trial {trial_id}'s "
      "engine process group after its benchmark (infopt.hardware.gpu_memory)"),
     ("trials[].gpu_memory_by_device_bytes.**", K.MEASURED, "NVML: the same per device "

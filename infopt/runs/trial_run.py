@@ -39,7 +39,7 @@ from infopt.runs.measure import benchmark
 from infopt.runs.rundir import load_trial, trial_dir, write_trial
 from infopt.specs.base import InfoptError, InputError
 from infopt.specs.contract import ContractCheck
-from infopt.specs.fit import CeilingRatio, KvCheck, MemoryFit
+from infopt.specs.fit import CeilingRatio, KvCheck, MemoryFit, OffloadObservation
 from infopt.specs.hardware import HardwareInventory
 from infopt.specs.model import ModelProfile
 from infopt.specs.quality import QualityVerdict
@@ -198,7 +198,7 @@ def run_trial(spec: TrialSpec, key: str, fit: MemoryFit | None, ctx: EngineRun,
         raise error
     common.update(config=config, diagnosis=started.diagnosis, remedy=started.remedy)
     common.update(engine=running, benchmark=bench, contract=checks, quality=verdict,
-                  kv=logged_kv(running, fit, logger),
+                  kv=logged_kv(running, fit, logger), offload=logged_offload(running, logger),
                   gpu_memory_bytes=sum(gpu_bytes.values()) if gpu_bytes else None,
                   gpu_memory_by_device_bytes=gpu_bytes)
     if died is None and rejected is not None:
@@ -290,13 +290,27 @@ def fits_beside(fit: MemoryFit | None, weights_bytes: int) -> bool:
     return psutil.virtual_memory().available > 1.5 * need
 
 
+def _log_head(running: RunningEngine) -> str:
+    with open(running.log_path, errors="replace") as f:
+        return f.read(4 * 2**20)  # the startup lines; a long run's request lines follow
+
+
+def logged_offload(running: RunningEngine, logger: Logger = LOG) -> OffloadObservation | None:
+    """The offload the engine says it achieved (its load log), not the one asked for; a
+    partial one is said in the run's log."""
+    read = adapter_for(running.engine).offload_from_log
+    got = read(_log_head(running)) if read is not None else None
+    if got is not None and not got.full:
+        logger.warning("offload: the engine put %d of %d layers on the GPU (%s); the rest run "
+                       "from host memory", got.layers_offloaded, got.layers_total, got.line)
+    return got
+
+
 def logged_kv(running: RunningEngine, fit: MemoryFit | None, logger: Logger = LOG
               ) -> KvCheck | None:
     """The KV capacity the engine logged at start against the fit (infopt.costmodel.kv_check);
     said in the run's log when the two disagree beyond the stop threshold."""
-    with open(running.log_path, errors="replace") as f:
-        head = f.read(4 * 2**20)  # the startup lines; a long run's request lines follow
-    check = kv_check(adapter_for(running.engine).kv_from_log(head), fit)
+    check = kv_check(adapter_for(running.engine).kv_from_log(_log_head(running)), fit)
     if check is not None and check.stops_ladder:
         logger.warning("KV capacity: the engine logged %s %s, the fit predicted %s (%+.0f%%)",
                        f"{check.observed:,}", check.unit, f"{check.predicted:,}",

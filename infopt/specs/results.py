@@ -15,7 +15,7 @@ from .comparison import Comparison
 from .contract import ContractCheck, ContractOutcome
 from .diagnosis import Diagnosis, Remedy
 from .drafters import DrafterSearch
-from .fit import CeilingRatio, KvCheck, MemoryFit
+from .fit import CeilingRatio, KvCheck, MemoryFit, OffloadObservation
 from .hardware import HardwareInventory
 from .ladder import CeilingPick, EngineChoice, LadderOutcome, ParetoPoint
 from .model import ModelProfile
@@ -275,6 +275,9 @@ class Trial(Spec):
     killed_by_signal: int | None = None
     fit: MemoryFit | None = None  # predicted memory fit of this configuration
     kv: KvCheck | None = None  # the engine's logged KV capacity against the fit's
+    # What the engine put in device memory, read from its load log (llama.cpp); None: it
+    # reported no offload (a CPU build) or infopt reads none for this engine.
+    offload: OffloadObservation | None = None
     # GPU memory its engine held after the benchmark (NVML, its process group); None off GPUs.
     gpu_memory_bytes: int | None = None
     # The same per device index (NVML's), each rank's share: a layout fits when its fullest

@@ -304,6 +304,7 @@ ADAPTER = EngineAdapter(
     prefix_cache_counters=PrefixCacheCounters("/metrics", "llamacpp:prompt_tokens_cached_total",
                                               missed="llamacpp:prompt_tokens_total"),
     kv_from_log=kv_from_log,
+    offload_from_log=offload_from_log,
     memory_shape=memory_shape,
     doc_url="https://github.com/ggml-org/llama.cpp/blob/master/tools/server/README.md",
     container_image="ghcr.io/ggml-org/llama.cpp:server",
