@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Literal
 
-from infopt.hardware.catalog import match_gpu
+from infopt.hardware.catalog import lowest_compute_capability
 from infopt.model.quantization import format_of
 from infopt.model.support_matrix import cuda_refusal
 from infopt.specs.base import Spec
@@ -33,13 +33,12 @@ class RouteChoice(Spec):
 
 class DeviceFacts(Spec):
     """What routing needs of the accelerator: its vendor, the lowest compute capability among
-    its NVIDIA GPUs (and where that figure comes from), the driver and a name to show."""
+    its NVIDIA GPUs (and where that figure comes from) and a name to show."""
 
     vendor: Literal["nvidia", "amd", "apple", "none"]
     name: str | None = None
     compute_capability: str | None = None  # "7.5"; NVIDIA only
     cc_source: str | None = None  # "NVML", or the catalog row it was read from
-    driver: str | None = None
 
     def label(self) -> str:
         cc = (f", compute capability {self.compute_capability} ({self.cc_source})"
@@ -52,16 +51,9 @@ def device_of(hw: HardwareInventory) -> DeviceFacts:
     NVML, else from its catalog row (a recorded nvidia-smi may not state it); an AMD GPU from
     the probe's notes (amdgpu in /sys: no NVML, no CUDA capability)."""
     if hw.gpus:
-        ccs = []
-        for g in hw.gpus:
-            if g.compute_capability:
-                ccs.append((float(g.compute_capability), g.compute_capability, "NVML"))
-            elif (spec := match_gpu(g.name, g.memory_total_bytes)) is not None:
-                ccs.append((float(spec.compute_capability), spec.compute_capability,
-                            f"catalog row {spec.key}"))
-        _, cc, src = min(ccs) if ccs else (None, None, None)
+        cc, src = lowest_compute_capability(hw.gpus) or (None, None)
         return DeviceFacts(vendor="nvidia", name=hw.gpus[0].name, compute_capability=cc,
-                           cc_source=src, driver=hw.gpu_driver_version)
+                           cc_source=src)
     if hw.accelerator == "amd":
         found = [n for n in hw.gpu_notes if n.startswith("AMD GPU")]
         return DeviceFacts(vendor="amd", name=found[0] if found else "AMD GPU")
@@ -112,8 +104,7 @@ def route(hw: HardwareInventory, model: ModelProfile, target_concurrency: int) -
     routes = route_for(gpu=hw.has_gpu or device.vendor == "amd", apple=device.vendor == "apple",
                        fmt=model.format, target_concurrency=target_concurrency,
                        no_gpu=hw.gpu_probe)
-    legacy = _legacy(device, checkpoint_format_of(model)) if device.vendor in ("nvidia",
-                                                                              "amd") else None
+    legacy = _legacy(device, checkpoint_format_of(model))
     if legacy is None:
         return routes
     return [RouteChoice(engine=EngineName.LLAMACPP, reason=legacy),

@@ -16,13 +16,14 @@ import csv
 import functools
 import io
 import re
+from collections.abc import Sequence
 from enum import StrEnum
 from pathlib import Path
 
 from pydantic import Field
 
 from infopt.specs.base import InputError, Spec
-from infopt.specs.gpu import FormFactor, GpuSpec
+from infopt.specs.gpu import FormFactor, GpuProbe, GpuSpec
 
 CATALOG_PATH = Path(__file__).with_name("gpu_catalog.csv")
 
@@ -168,6 +169,20 @@ def resolve_gpu(name: str, memory_bytes: int | None = None,
 def match_gpu(name: str, memory_bytes: int | None = None) -> GpuSpec | None:
     """The catalog row for a name, or None when unknown or ambiguous (use resolve_gpu for why)."""
     return resolve_gpu(name, memory_bytes).spec
+
+
+def lowest_compute_capability(gpus: Sequence[GpuProbe]) -> tuple[str, str] | None:
+    """The lowest compute capability among `gpus` (what every engine must support) and where it
+    comes from: NVML's figure, else the GPU's catalog row (a recorded nvidia-smi may not state
+    it); None when neither knows any."""
+    found = []
+    for g in gpus:
+        if g.compute_capability:
+            found.append((float(g.compute_capability), g.compute_capability, "NVML"))
+        elif (spec := match_gpu(g.name, g.memory_total_bytes)) is not None:
+            found.append((float(spec.compute_capability), spec.compute_capability,
+                          f"catalog row {spec.key}"))
+    return min(found)[1:] if found else None
 
 
 def lookup_gpu(name: str, memory_bytes: int | None = None) -> GpuSpec:

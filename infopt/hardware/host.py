@@ -114,13 +114,14 @@ def probe_host(disk_path: Path | None = None) -> HostInfo:
     )
 
 
-def detect_other_accelerators() -> tuple[str, list[str]]:
+def detect_other_accelerators(drm: Path = Path("/sys/class/drm")) -> tuple[str, list[str]]:
     """Apple Silicon and AMD GPUs: what can be read without vendor tools (no NVIDIA
-    assumptions: no NVML figures, no CUDA compute capability)."""
+    assumptions: no NVML figures, no CUDA compute capability). `drm`: the kernel's DRM class
+    folder (a recorded tree in tests)."""
     if platform.system() == "Darwin" and platform.machine() == "arm64":
         return "apple", ["Apple Silicon: unified memory shared by CPU and GPU (MLX-LM route)"]
     found = []
-    for vendor in sorted(Path("/sys/class/drm").glob("card*/device/vendor")):
+    for vendor in sorted(drm.glob("card*/device/vendor")):
         try:
             if vendor.read_text().strip() == "0x1002":  # PCI vendor id of AMD/ATI
                 vram = vendor.parent / "mem_info_vram_total"

@@ -23,6 +23,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from infopt.hardware.catalog import lowest_compute_capability
 from infopt.model.hub import (
     DEFAULT_TIMEOUT_S,
     HubAccessError,
@@ -104,11 +105,11 @@ _GGUF_ARCH_ALIASES = {"mistral": "llama", "deepseekv3": "deepseek2", "gemma3text
 
 
 def device_from_inventory(inventory: HardwareInventory) -> DeviceTarget:
-    """The shortlist's target: the first GPU's compute capability, Apple Silicon, or the CPU."""
-    if inventory.gpus:
-        gpu = inventory.gpus[0]
-        return DeviceTarget(kind=DeviceKind.CUDA, compute_capability=gpu.compute_capability,
-                            name=gpu.name)
+    """The shortlist's target: the GPUs' lowest compute capability, Apple Silicon, or the CPU."""
+    if inventory.gpus:  # the capability every GPU has (engines.routing reads it alike)
+        cc = lowest_compute_capability(inventory.gpus)
+        return DeviceTarget(kind=DeviceKind.CUDA, compute_capability=cc[0] if cc else None,
+                            name=inventory.gpus[0].name)
     host = inventory.host
     if host.os.startswith("Darwin") and host.architecture == "arm64":
         return DeviceTarget(kind=DeviceKind.METAL, name=host.cpu_model)

@@ -63,6 +63,10 @@ def slo_gate(trials: Sequence[Trial], scenario: str | None = None,
                    verdict=verdict, why=why, checks=checks)
 
 
+def _generations(n: int) -> str:
+    return f"{n} concurrent generation{'' if n == 1 else 's'}"
+
+
 def binding(gate: SloGate) -> str:
     """The SLO that binds hardest (missed before undecided, then by how far its percentile is
     over its limit), with by how much and at which load."""
@@ -78,8 +82,7 @@ def binding(gate: SloGate) -> str:
             f"{c.observed_s:.3g} s measured ({over(c) - 1:+.0%})")
     state = "missed" if c.verdict is Verdict.MISSES else "not shown met"
     return (f"{c.metric} p{c.percentile} <= {c.max_s:g} s {state} at the target load "
-            f"({gate.concurrency} concurrent generation{'s' if gate.concurrency != 1 else ''}, "
-            f"scenario {gate.scenario}): {seen}; "
+            f"({_generations(gate.concurrency)}, scenario {gate.scenario}): {seen}; "
             f"{c.meeting} of {c.requests} requests within it, so {c.share_low:.0%}-"
             f"{c.share_high:.0%} of requests where {c.percentile}% are needed")
 
@@ -130,7 +133,7 @@ def _loads_line(name: str, trials: Sequence[Trial]) -> str | None:
     if not got:
         return None
     return f"{name}: " + "; ".join(
-        f"{v.value} at {c} concurrent generation{'s' if c != 1 else ''} (scenario {n})"
+        f"{v.value} at {_generations(c)} (scenario {n})"
         for c, n, v in got)
 
 

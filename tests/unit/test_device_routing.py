@@ -18,6 +18,7 @@ from infopt.engines.routing import (
     route,
     select_available,
 )
+from infopt.hardware.host import detect_other_accelerators
 from infopt.model.classify import classify_config
 from infopt.specs.base import EngineUnavailableError
 from infopt.specs.checkpoint import CheckpointFormat
@@ -44,16 +45,18 @@ AWQ = QuantizationInfo(method=QuantMethod.AWQ, bits=4, group_size=128, format="i
                        activations_quantized=False, scheme="W4A16", source="test")
 
 
-def _amd() -> HardwareInventory:
-    """This host with the recorded Radeon as the prober reports an AMD GPU: no NVML device, the
-    accelerator 'amd', and what it read (the card, its VRAM) in the notes."""
+def _amd(tmp_path: Path) -> HardwareInventory:
+    """This host with the recorded Radeon as infopt's own prober reads an AMD GPU: amdgpu's
+    files in a DRM tree (PCI vendor 0x1002, the VRAM rocm-smi reported), no NVML device."""
     card = json.loads(AMD_FIXTURE.read_text())["rocm_smi"]["card0"]
+    dev = tmp_path / "card0" / "device"
+    dev.mkdir(parents=True)
+    (dev / "vendor").write_text("0x1002\n")
+    (dev / "mem_info_vram_total").write_text(card["VRAM Total Memory (B)"] + "\n")
+    accelerator, notes = detect_other_accelerators(tmp_path)
     h100 = recorded_inventory("h100_sxm_8x")
-    vram = int(card["VRAM Total Memory (B)"]) / 2**30
-    return h100.model_copy(update={
-        "gpus": [], "gpu_pairs": [], "accelerator": "amd", "gpu_probe": "NVML: no NVIDIA driver",
-        "gpu_notes": [f"AMD GPU {card['Card Series']} ({card['GFX Version']}), "
-                      f"{vram:.1f} GiB VRAM"]})
+    return h100.model_copy(update={"gpus": [], "gpu_pairs": [], "accelerator": accelerator,
+                                   "gpu_probe": "NVML: no NVIDIA driver", "gpu_notes": notes})
 
 
 def _pick(hw: HardwareInventory, m: ModelProfile, concurrency: int = 4):
@@ -107,10 +110,10 @@ def test_a_current_gpu_keeps_the_workload_defaults():
     assert _pick(hw, _model(ModelFormat.HF))[0] is E.VLLM
 
 
-def test_an_amd_gpu_routes_llama_cpp_first_and_no_cuda_engine():
-    hw = _amd()
+def test_an_amd_gpu_routes_llama_cpp_first_and_no_cuda_engine(tmp_path):
+    hw = _amd(tmp_path)
     d = device_of(hw)
-    assert d.vendor == "amd" and "Radeon RX 7900 XT (gfx1100), 20.0 GiB VRAM" in d.label()
+    assert d.vendor == "amd" and "20.0 GiB VRAM" in d.label()
     routes = route(hw, _model(ModelFormat.GGUF), 1)
     assert routes[0].engine is E.LLAMACPP and "Vulkan (or ROCm/HIP) build" in routes[0].reason
     assert _pick(hw, _model(ModelFormat.GGUF), 1)[0] is E.LLAMACPP

@@ -129,10 +129,9 @@ def offload_from_log(text: str) -> OffloadObservation | None:
     m = _OFFLOADED_RE.search(text)
     if m is None:
         return None
-    buffers = {name: float(mib) * 2**20 for name, mib in _MODEL_BUFFER_RE.findall(text)}
+    buffers = {name: int(float(mib) * 2**20) for name, mib in _MODEL_BUFFER_RE.findall(text)}
     return OffloadObservation(layers_offloaded=int(m.group(1)), layers_total=int(m.group(2)),
-                              model_buffer_bytes={k: int(v) for k, v in buffers.items()},
-                              line=m.group(0))
+                              model_buffer_bytes=buffers, line=m.group(0))
 
 
 # "llama_kv_cache:        CPU KV buffer size =   180.00 MiB" (one line per device buffer; printed
