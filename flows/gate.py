@@ -1,8 +1,11 @@
 """The approval gate: a child flow that pauses for a person's answer (the Prefect UI renders
 `ApprovalInput` as a form beside the gate's description; `infopt approve` answers from a
-terminal). A pause that times out fails its flow run even when the exception is caught
-(notes/prefect.md), so the pause lives in this child: the child fails, and the parent records a
-denial and goes on. The request's pre-authorization answers without pausing; nothing else does.
+terminal); and the decision gate, the same with a choice among computed alternatives instead of
+approve/deny (`DecisionInput`, `infopt approve --choice`; flows/decide.py asks it). A pause
+that times out fails its flow run even when the exception is caught (notes/prefect.md), so the
+pause lives in this child: the child fails, and the parent records a denial (a decision:
+"stop") and goes on. The request's pre-authorization (a decision: its on_no_fit) answers
+without pausing; nothing else does.
 
 Answering gates from a terminal (`infopt approvals`, `infopt approve`), through the Prefect
 API the paused run waits on (PREFECT_API_URL: a real server, since another process answers).
@@ -17,8 +20,8 @@ import getpass
 import socket
 import time
 from collections.abc import Collection
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, Literal
 from uuid import UUID
 
 from prefect import flow, get_run_logger, runtime
@@ -37,7 +40,7 @@ from prefect.flow_runs import pause_flow_run
 from prefect.input import RunInput
 from prefect.input.actions import read_flow_run_input
 from prefect.input.run_input import keyset_from_paused_state
-from pydantic import Field
+from pydantic import Field, create_model
 
 from infopt.specs.approval import AnswerSource, GateAnswer, GateRequest
 from infopt.specs.base import InputError
@@ -74,6 +77,56 @@ def approval_gate(gate: GateRequest, timeout_s: int) -> GateAnswer:
                    flow_run_id=run_id)
 
 
+class DecisionInput(RunInput):
+    """The decision form: which alternative, why, and who answers (recorded in the report).
+    Each gate narrows `choice` to its own keys (decision_input)."""
+
+    choice: str = Field(..., description="the alternative to take (the list above says what "
+                        "each changes)")
+    reason: str = Field("", description="why (recorded in the report)")
+    answered_by: str = Field("", description="your name (recorded in the report)")
+
+
+def decision_input(keys: list[str]) -> type[DecisionInput]:
+    """The form for one gate: `choice` one of its keys (a Literal: the UI renders a select and
+    the server refuses anything else)."""
+    allowed: Any = Literal[tuple(keys)]
+    return create_model("DecisionInput", __base__=DecisionInput,
+                        choice=(allowed, Field(..., description="the alternative to take (the "
+                                               "list above says what each changes)")))
+
+
+@flow(name="decision-gate", flow_run_name="gate-{gate.key}")
+def decision_gate(gate: GateRequest, keys: list[str], default: str,
+                  timeout_s: int) -> GateAnswer:
+    run_id = str(runtime.flow_run.id)
+    get_run_logger().warning(
+        "waiting up to %d s for a decision at gate %r: %s. Answer in the Prefect UI (this "
+        "flow run, Resume) or from a terminal: infopt approve %s --gate %s --choice KEY "
+        "(one of %s)", timeout_s, gate.key, gate.title, run_id, gate.key, ", ".join(keys))
+    got = pause_flow_run(wait_for_input=decision_input(keys).with_initial_data(
+        description=gate.description, choice=default), timeout=timeout_s, poll_interval=2,
+        key=gate.key)
+    return _answer(gate, approved=True, source=AnswerSource.PERSON, choice=got.choice,
+                   reason=got.reason, answered_by=got.answered_by or "unnamed (Prefect UI)",
+                   flow_run_id=run_id)
+
+
+def decide(gate: GateRequest, keys: list[str], default: str, timeout_s: int) -> GateAnswer:
+    """A person's choice among `keys`, or `default` (recorded as unanswered) when nobody
+    answered within `timeout_s`."""
+    state = decision_gate(gate, keys, default, timeout_s, return_state=True)
+    if state.is_completed():
+        return state.result()
+    timed_out = "never resumed" in (state.message or "")
+    why = (f"no answer within {timeout_s} s" if timed_out else
+           f"the gate did not complete ({state.type.value}: {state.message})")
+    get_run_logger().warning("decision gate %r: %s; taking %r", gate.key, why, default)
+    return _answer(gate, approved=False, choice=default, reason=why,
+                   source=AnswerSource.TIMEOUT if timed_out else AnswerSource.UNANSWERED,
+                   flow_run_id=str(state.state_details.flow_run_id or "") or None)
+
+
 def ask(gate: GateRequest, authorized: Collection[str], timeout_s: int) -> GateAnswer:
     """The answer to one gate: pre-authorized, a person's, or a denial when nobody answered
     within `timeout_s` (recorded as such; the caller skips the action and goes on)."""
@@ -104,6 +157,7 @@ class Pending:
     key: str  # the gate's key (its pause key)
     description: str
     timeout_at: str | None
+    choices: tuple[str, ...] = field(default=())  # a decision gate's keys; () for approve/deny
 
 
 def _uuid(run_id: str) -> UUID:
@@ -124,7 +178,8 @@ def _describe(client, run) -> Pending | None:
     the form's schema (prefect/flow_runs.py), and until then the server aborts an answer
     ("Run input schema not found") and the UI shows a resume dialog without the form."""
     keyset = keyset_from_paused_state(run.state)
-    if read_flow_run_input(keyset["schema"], flow_run_id=run.id) is None:
+    schema = read_flow_run_input(keyset["schema"], flow_run_id=run.id)
+    if schema is None:
         return None
     parent = None
     if run.parent_task_run_id:
@@ -133,7 +188,16 @@ def _describe(client, run) -> Pending | None:
     timeout = run.state.state_details.pause_timeout
     return Pending(gate_run_id=str(run.id), parent_run_id=parent,
                    key=run.state.state_details.pause_key or "", description=str(description),
-                   timeout_at=timeout.isoformat() if timeout else None)
+                   timeout_at=timeout.isoformat() if timeout else None,
+                   choices=_choices(schema))
+
+
+def _choices(schema: Any) -> tuple[str, ...]:  # noqa: ANN401 - a JSON schema
+    """A decision form's keys: its `choice` property's enum (a Literal's JSON schema)."""
+    prop = (schema.get("properties") or {}).get("choice") if isinstance(schema, dict) else None
+    if not prop:
+        return ()
+    return tuple(prop.get("enum") or ([prop["const"]] if "const" in prop else []))
 
 
 def pending(run_id: str | None = None) -> list[Pending]:
@@ -195,8 +259,24 @@ def resume(gate_run_id: str, run_input: dict) -> None:
                          "paused: send it again with `infopt approve`")
 
 
-def approve(run_id: str, gate: str | None, approved: bool, reason: str) -> Pending:
+def approve(run_id: str, gate: str | None, approved: bool, reason: str,
+            choice: str | None = None) -> Pending:
+    """Answer one waiting gate: approve/deny, or for a decision gate a `choice` among its keys
+    (--deny there means "stop")."""
     target = _target(run_id, gate)
-    resume(target.gate_run_id, {"approved": approved, "reason": reason,
-                                "answered_by": answerer()})
+    answer: dict[str, Any] = {"reason": reason, "answered_by": answerer()}
+    if target.choices:
+        choice = choice if approved else "stop"
+        if choice not in target.choices:
+            raise InputError(
+                f"gate {target.key!r} of run {target.gate_run_id} is a decision: give "
+                f"--choice with one of {list(target.choices)} (`infopt approvals` says what "
+                "each changes)" + ("" if choice is None else f"; {choice!r} is not one"))
+        answer["choice"] = choice
+    elif choice is not None:
+        raise InputError(f"gate {target.key!r} of run {target.gate_run_id} asks to approve or "
+                         "deny, not to choose: drop --choice (add --deny to deny)")
+    else:
+        answer["approved"] = approved
+    resume(target.gate_run_id, answer)
     return target

@@ -14,13 +14,16 @@ from __future__ import annotations
 
 import os
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from prefect import flow, get_run_logger
 
 from blocks.named import open_results_store
+from flows.decide import settle_nofit
 from flows.engine_tuning import tune_engine
+from flows.research import Research
 from flows.weights import download_model, fetch_drafters
 from flows.winner import finish_winner
 from infopt.bootstrap import default_paths
@@ -28,15 +31,13 @@ from infopt.engines import adapter_for, process, registry
 from infopt.engines.rules import Drafter
 from infopt.model.drafters import ladder_drafters, request_drafters
 from infopt.report.assemble import assemble_report
-from infopt.report.nofit_text import nofit_markdown
-from infopt.report.provenance import rules
 from infopt.runs.outcomes import EngineTuning, Target, control_values
-from infopt.runs.rundir import atomic_write, new_run_id, runs_root, write_report
+from infopt.runs.rundir import atomic_write, new_run_id, runs_root
 from infopt.specs.base import EngineUnavailableError, InfoptError
 from infopt.specs.hardware import HardwareInventory
 from infopt.specs.ladder import Dimension, EngineResult
 from infopt.specs.request import OptimizeRequest
-from infopt.specs.results import NoFitReport, OptimizationReport
+from infopt.specs.results import OptimizationReport
 from infopt.specs.serving import EngineName
 from infopt.specs.workload import Workload, check_fits_context
 from infopt.tuning.control import higher_is_better
@@ -44,7 +45,6 @@ from infopt.tuning.decide import median as lad_median
 from infopt.tuning.dimension_rules import climbs
 from infopt.tuning.engine_choice import engine_choice
 from infopt.tuning.hub_weights import check_checkpoints
-from infopt.tuning.nofit import NothingFits, binding, nothing_fits_message, smallest_gap
 from infopt.tuning.plan_run import EnginePlan, other_formats, plan_run
 from tasks.report import write_report_task
 from tasks.target import drafter_task, inventory_host, profile_model_task, shortlist_task
@@ -69,9 +69,12 @@ def optimize(request: OptimizeRequest | None = None, run_id: str | None = None,
     workload = request.tuning_workload()
     run_id, run_dir = _open_run(request, run_id, runs_dir, results_store)
     t_start = time.monotonic()
-    target = establish_target(request, workload, hardware)
-    if not target.plan.viable:
-        stop_nothing_fits(target, workload, run_dir, run_id)
+    research = Research()
+    target = establish_target(request, workload, hardware, research)
+    if not target.plan.viable:  # ask which constraint may change (or stop: flows/decide.py)
+        request, target = settle_nofit(request, target, run_dir, run_id, research)
+        workload = request.tuning_workload()
+        target = gather_research(request, target, research)
     tunings, results = _tune_all(request, target.plan.viable, target.hw, workload, run_dir,
                                  t_start, target.shortlist, _drafters(request, target))
     choice = engine_choice(results, higher_is_better(workload.objective), request.seed,
@@ -102,48 +105,54 @@ def _open_run(request: OptimizeRequest, run_id: str | None, runs_dir: str | None
 
 
 def establish_target(request: OptimizeRequest, workload: Workload,
-                     hardware: HardwareInventory | None) -> Target:
-    """The machine (measured once), the model (downloaded behind its gate), the shortlist,
-    and the engines: the routed one, then its comparator when the model is here in a format
-    another allowed engine serves (the routing rule is a hypothesis; the better measured
-    wins)."""
+                     hardware: HardwareInventory | None,
+                     research: Research | None = None) -> Target:
+    """The machine (measured once), the model (downloaded behind its gate) and the engines:
+    the routed one, then its comparator when the model is here in a format another allowed
+    engine serves (the routing rule is a hypothesis; the better measured wins). The hub
+    research (shortlist, drafters) is submitted first and goes on while gates wait; a plan
+    with an engine to tune collects it at once (gather_research), a no-fit after its
+    decision."""
+    research = research if research is not None else Research()
     hw = inventory_host(hardware)
-    downloaded, download_answers = download_model(request)  # behind the download gate
+    _submit_research(request, hw, workload, research)
+    downloaded, download_answers = download_model(request, research)  # behind its gate
     model = profile_model_task(downloaded or request.model.path or str(default_paths().gguf))
     # The CLI checks this before the run folder; a deployment run's form has no such step.
     check_fits_context(request.workload, context_tokens=model.native_context_tokens,
                        what=model.name)
-    shortlist = (shortlist_task(request.model.hub_id, hw, request.model.hub_endpoint,
-                                target_concurrency=workload.target_concurrency,
-                                credentials_block=request.credentials_block)
-                 if request.model.hub_id else None)
-    check_checkpoints(request, shortlist)  # model.try_checkpoints names verified candidates
-    drafters = (drafter_task(request.model.hub_id, request.model.hub_endpoint,
-                             credentials_block=request.credentials_block)
-                if request.model.hub_id and hw.gpus and climbs(request, Dimension.SPECULATIVE)
-                else None)
-    drafter_paths = fetch_drafters(request, drafters) if drafters else {}
-    plan = plan_run(request, hw, model, other_formats(request, model, profile_model_task),
-                    workload)
+    others = other_formats(request, model, profile_model_task)
+    plan = plan_run(request, hw, model, others, workload)
     for p in plan.viable:
         if p.shape.note:
             get_run_logger().warning("%s: %s", p.engine.value, p.shape.note)
-    return Target(hw, model, shortlist, plan, download_answers, drafters, drafter_paths)
+    target = Target(hw, model, None, plan, download_answers, others=tuple(others))
+    return gather_research(request, target, research) if plan.viable else target
 
 
-def stop_nothing_fits(target: Target, workload: Workload, run_dir: Path, run_id: str) -> None:
-    """No planned engine's baseline fits: the no-fit report (the binding constraint and the
-    smallest alternatives) is written and the run stops with it."""
-    fits = list(target.plan.fits)
-    report = NoFitReport(
-        run_id=run_id, created_at=time.strftime("%Y-%m-%dT%H:%M:%S%z"), hardware=target.hw,
-        model=target.model, workload=workload, engines=fits,
-        binding=binding(smallest_gap(fits)), provenance=rules(),
-        notes=["fits are estimates (infopt.costmodel.fit) made before any engine started; "
-               "every alternative was checked with the same memory model and none was applied"])
-    md, _ = write_report(run_dir, report, nofit_markdown(report))
-    get_run_logger().error("nothing fits: %s", report.binding)
-    raise NothingFits(nothing_fits_message(fits, str(md)))
+def _submit_research(request: OptimizeRequest, hw: HardwareInventory, workload: Workload,
+                     research: Research) -> None:
+    """The hub reads no gate's answer changes (metadata only, nothing downloaded)."""
+    m = request.model
+    if not m.hub_id:
+        return
+    research.futures["shortlist-checkpoints"] = shortlist_task.submit(
+        m.hub_id, hw, m.hub_endpoint, target_concurrency=workload.target_concurrency,
+        credentials_block=request.credentials_block)
+    if hw.gpus and climbs(request, Dimension.SPECULATIVE):
+        research.futures["drafter-search"] = drafter_task.submit(
+            m.hub_id, m.hub_endpoint, credentials_block=request.credentials_block)
+
+
+def gather_research(request: OptimizeRequest, target: Target, research: Research) -> Target:
+    """The shortlist and drafters (waiting for them), the request's checkpoints checked against
+    the shortlist, the drafters fetched (behind the download authorization), every wait."""
+    shortlist = research.result("shortlist-checkpoints")
+    check_checkpoints(request, shortlist)  # model.try_checkpoints names verified candidates
+    drafters = research.result("drafter-search")
+    drafter_paths = fetch_drafters(request, drafters) if drafters else {}
+    return replace(target, shortlist=shortlist, drafters=drafters, drafter_paths=drafter_paths,
+                   waits=list(research.waits))
 
 
 def _drafters(request: OptimizeRequest, target: Target) -> tuple[Drafter, ...]:

@@ -21,12 +21,13 @@ from prefect.cache_policies import NO_CACHE
 
 from blocks.credentials import hf_token
 from flows.gate import ask
+from flows.research import Research
 from infopt.engines import adapter_for
 from infopt.engines.rules import WeightVariant
 from infopt.model.download import download_gate, fetch, select_files
 from infopt.model.drafters import best_drafters
 from infopt.model.hub import default_cache_dir, fetch_model_facts
-from infopt.specs.approval import GateAnswer
+from infopt.specs.approval import AnswerSource, GateAnswer
 from infopt.specs.base import InputError
 from infopt.specs.checkpoint import Shortlist
 from infopt.specs.drafters import DrafterSearch
@@ -51,9 +52,10 @@ def download_task(facts, files, cache_dir: str, credentials_block: str | None = 
     return str(path)
 
 
-def download_model(request: OptimizeRequest) -> tuple[str | None, list[GateAnswer]]:
+def download_model(request: OptimizeRequest, research: Research | None = None
+                   ) -> tuple[str | None, list[GateAnswer]]:
     """(the downloaded model's local path, the gate's answer); (None, []) when nothing is to
-    be downloaded."""
+    be downloaded. With `research`, a wait for a person is recorded with what ran meanwhile."""
     m = request.model
     if not m.download:
         return None, []
@@ -63,8 +65,11 @@ def download_model(request: OptimizeRequest) -> tuple[str | None, list[GateAnswe
                               endpoint=m.hub_endpoint, token=hf_token(request.credentials_block),
                               read_weight_headers=False)
     files = select_files(facts, m.download)
-    answer = ask(download_gate(facts, files, cache), request.authorize,
-                 request.approval_timeout_s)
+    gate = download_gate(facts, files, cache)
+    research = research if research is not None else Research()
+    answer = research.during(gate.key, lambda: ask(gate, request.authorize,
+                                                   request.approval_timeout_s),
+                             lambda a: a.source is not AnswerSource.PRE_AUTHORIZED)
     if not answer.approved:
         raise InputError(f"the download of {m.hub_id} was not approved ({answer.source.value}: "
                          f"{answer.reason or 'no reason given'}); approve it, pre-authorize it "

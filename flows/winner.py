@@ -51,6 +51,7 @@ def finish_winner(request: OptimizeRequest, workload: Workload, tuned: EngineTun
     gain = control_gain(c_values, decision.chosen.values, workload.objective,
                         seed=request.seed, control_is_baseline=control_is_baseline,
                         decision=tuned.ladder.decision)
+    gain.served_context_tokens = tuned.context_tokens
     control_fit = fit_of(tuned.model, hw, tuned.control, workload.target_concurrency)
     gain.recommendation = control_recommendation(gain, control_fit.context_tokens,
                                                  tuned.served_context_tokens)

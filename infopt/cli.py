@@ -259,6 +259,10 @@ def optimize(
                                                    "compilation, prefix_caching, "
                                                    "parallel_layout, speculative (default: "
                                                    "all, in that order)")] = None,
+    on_no_fit: Annotated[str | None, typer.Option(
+        help="when nothing fits: ask (a decision gate with the computed alternatives, the "
+             "default), stop, or take a change ahead: context, kv_precision, concurrency")
+    ] = None,
 ) -> None:
     """Run the optimize flow (default: this host, the bundled model, a chat workload)."""
     _prefect_env(prefect_home)
@@ -299,7 +303,7 @@ def optimize(
                  [x.strip() for x in authorize.split(",") if x.strip()]),
                 ("dimensions", None if dimensions is None else
                  [x.strip() for x in dimensions.split(",") if x.strip()]),
-                ("scenarios", _scenario_names(scenarios))):
+                ("scenarios", _scenario_names(scenarios)), ("on_no_fit", on_no_fit)):
             if value is not None:
                 _set(data, dotted, value)
         if concurrency is not None:  # the target load, and the single stream beside it
@@ -378,11 +382,34 @@ def _preflight_plan(request, hw, profile):
     from infopt.model.profile import profile_model
     from infopt.tuning.plan_run import host_locate, other_formats, plan_run
 
-    plan = plan_run(request, hw, profile, other_formats(request, profile, profile_model),
-                    request.tuning_workload())
+    others = other_formats(request, profile, profile_model)
+    plan = plan_run(request, hw, profile, others, request.tuning_workload())
+    if not plan.viable:
+        _asks_without_server(request, plan, lambda r: plan_run(r, hw, profile, others,
+                                                               r.tuning_workload()))
     routed = plan.engines[0]
     adapter_for(routed).detect_version(host_locate(hw)(routed.value))
     return plan
+
+
+def _asks_without_server(request, plan, replan) -> None:
+    """Nothing fits and the run would ask which constraint may change: that needs a server
+    another terminal or the UI can reach (the gates' rule, checked before anything starts)."""
+    from infopt.tuning.nofit import binding, smallest_gap
+    from infopt.tuning.nofit_choices import nofit_choices, pre_decided
+
+    if os.environ.get("PREFECT_API_URL"):
+        return
+    choices = nofit_choices(request, list(plan.fits), replan)
+    if pre_decided(request.on_no_fit, choices)[0] is not None:
+        return  # decided ahead, or nothing to ask: no gate
+    raise InfoptError(
+        f"nothing fits ({binding(smallest_gap(list(plan.fits)))}), and the run would stop at a "
+        "decision gate to ask which constraint may change, but PREFECT_API_URL is not set, so "
+        "no UI or other terminal could answer it: start a server (`prefect server start`, "
+        "then export PREFECT_API_URL=http://127.0.0.1:4200/api), or decide ahead with "
+        "--on-no-fit and one of: " + "; ".join(f"{c.kind.value} ({c.title})" for c in choices
+                                                if c.resumes) + "; or stop")
 
 
 @app.command()

@@ -45,10 +45,12 @@ def register(app: typer.Typer, fail) -> None:
         if not found:
             typer.echo("no gate is waiting for an answer")
         for p in found:
+            how = (f"--choice {{{','.join(p.choices)}}}" if p.choices else "[--deny]")
+            unanswered = "stops" if p.choices else "denied"
             typer.echo(f"gate {p.key}  run {p.gate_run_id}  (optimize run "
-                       f"{p.parent_run_id or '-'}; denied if unanswered by "
+                       f"{p.parent_run_id or '-'}; {unanswered} if unanswered by "
                        f"{p.timeout_at or 'never'})\n{p.description}\n  answer: infopt approve "
-                       f"{p.gate_run_id} --gate {p.key} [--deny] [--reason TEXT]\n")
+                       f"{p.gate_run_id} --gate {p.key} {how} [--reason TEXT]\n")
 
     @app.command()
     def approve(
@@ -56,17 +58,22 @@ def register(app: typer.Typer, fail) -> None:
                                               "lists it, or its optimize run)")],
         gate: Annotated[str | None, typer.Option(help="the gate's key (checked against the "
                                                  "one waiting)")] = None,
-        deny: Annotated[bool, typer.Option("--deny", help="deny instead of approve")] = False,
+        deny: Annotated[bool, typer.Option("--deny", help="deny instead of approve (a "
+                                           "decision gate: stop)")] = False,
+        choice: Annotated[str | None, typer.Option(help="a decision gate's answer: one of "
+                                                   "the keys `infopt approvals` lists")] = None,
         reason: Annotated[str, typer.Option(help="why (recorded in the report)")] = "",
     ) -> None:
-        """Approve (or --deny) one waiting gate; the flow goes on at once."""
+        """Approve (or --deny) one waiting gate, or answer a decision gate with --choice; the
+        flow goes on at once."""
         try:
             _server()
             from flows.gate import approve as send
 
-            answered = send(run_id, gate, not deny, reason)
+            answered = send(run_id, gate, not deny, reason, choice)
         except InfoptError as exc:
             fail(exc)
             return
-        typer.echo(f"{'denied' if deny else 'approved'} gate {answered.key} of run "
-                   f"{answered.gate_run_id}")
+        verdict = (f"chose {'stop' if deny else choice} at" if answered.choices else
+                   "denied" if deny else "approved")
+        typer.echo(f"{verdict} gate {answered.key} of run {answered.gate_run_id}")

@@ -38,7 +38,8 @@ def approvals_lines(r: OptimizationReport) -> list[str]:
         return out + ["No gate was needed: nothing was downloaded, quantized or exposed.", ""]
     out += ["| gate | kind | what | answer | by | when | reason |", "|---|---|---|---|---|---|---|"]
     for a in r.approvals:
-        verdict = ("approved" if a.approved else "denied") + f" ({a.source.value})"
+        verdict = (f"chose `{a.choice}`" if a.choice else
+                   "approved" if a.approved else "denied") + f" ({a.source.value})"
         out.append(f"| `{a.key}` | {a.kind.value} | {a.title} | {verdict} | "
                    f"{a.answered_by or '-'} | {a.answered_at} | {a.reason or '-'} |")
     return out + [""]

@@ -117,7 +117,8 @@ def assemble_report(run_id: str, run_dir: Path, request: OptimizeRequest, worklo
         winner_weights=weights_identity(winner.config.model_path, request.model.hub_id,
                                         request.model.revision),
         approvals=target.download_answers + [a for tn in tunings for a in tn.weight_answers]
-        + finish.expose_answers, exposure=finish.exposure,
+        + [d.answer for d in target.decisions] + finish.expose_answers,
+        decisions=target.decisions, gate_waits=target.waits, exposure=finish.exposure,
         notes=_notes(request, target, tunings, tuned))
 
 

@@ -7,6 +7,7 @@ from collections.abc import Callable
 
 from infopt.analysis.stats import MIN_SAMPLES_FOR_P95, MIN_SAMPLES_FOR_P99
 from infopt.report.approvals_text import approvals_lines, binding_lines
+from infopt.report.decisions_text import decisions_lines
 from infopt.report.kernel_text import kernel_lines
 from infopt.report.ladder_text import ladder_lines
 from infopt.report.layout_text import measured_layout_lines
@@ -66,11 +67,16 @@ def _control_lines(r: OptimizationReport) -> list[str]:
     if g is None or r.control_command is None:
         return []
     unit = _unit(g.objective)
-    control = ("the baseline below (the engine's defaults already serve the full native "
-               "context)" if g.control_is_baseline else f"`{r.control_command}`")
+    short = g.served_context_tokens
+    served = ("the full native context" if short is None else
+              f"the {short:,}-token context this run serves (shorter than the native window)")
+    control = (f"`{r.control_command}`" if not g.control_is_baseline else
+               "the baseline below (the engine's defaults already serve the full native "
+               "context)" if short is None else "the baseline below (the engine's defaults "
+               f"do not fit this host at {served}: the baseline stands in for them)")
     lines = ["## Against the engine's out-of-the-box defaults (the control)", "",
              f"- Control (trial 0, what the engine runs with no flags): {control}",
-             "- Baseline: the simplest correct configuration at the full native context",
+             f"- Baseline: the simplest correct configuration at {served}",
              f"- Winner: {r.winner_label} (trial `{r.winner_trial_id}`, its median)", ""]
     if g.control_median is None or g.winner_median is None:
         return lines + [f"No gain can be stated: {g.note}.", ""]
@@ -465,6 +471,7 @@ def _header_lines(r: OptimizationReport) -> list[str]:
         *binding_lines(r),
         "",
         *approvals_lines(r),
+        *decisions_lines(r.decisions, r.gate_waits),
         *(_control_lines(r)),
         f"Winner: trial `{r.winner_trial_id}`; objective **{w.objective.value}** = "
         f"{winner.objective_value:.4g} {OBJECTIVE_UNIT[w.objective]} (measured, scenario "

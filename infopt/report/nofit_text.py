@@ -3,6 +3,7 @@ in numbers, and the smallest alternatives; no engine was started."""
 
 from __future__ import annotations
 
+from infopt.report.decisions_text import decisions_lines
 from infopt.report.provenance import provenance_lines
 from infopt.specs.results import NoFitReport
 from infopt.tuning.nofit import binding, needed_bytes
@@ -37,6 +38,8 @@ def nofit_markdown(r: NoFitReport) -> str:
                   *([f"- {a}" for a in f.alternatives] or ["- none at this model size: a "
                                                            "machine with more memory"]),
                   "", "Assumptions:", "", *[f"- {a}" for a in f.assumptions], ""]
+    lines += decisions_lines([r.decision] if r.decision else [],
+                             [r.decision.wait] if r.decision and r.decision.wait else [])
     if r.notes:
         lines += ["## Notes", "", *[f"- {n}" for n in r.notes], ""]
     lines += provenance_lines(r.provenance)

@@ -29,6 +29,14 @@ RULES: tuple[tuple[str, K, str], ...] = (
     ("schema_version", K.CONFIGURED, "report.json's format version (infopt.specs.results."
      "REPORT_SCHEMA_VERSION)"),
     # -- measured by a trial ----------------------------------------------------------------
+    # -- decisions asked and gates waited on ---------------------------------------------------
+    *((f"{d}.wait.waited_s", K.MEASURED, "the run's clock, from the gate's pause to its "
+       "answer") for d in ("decisions[]", "decision")),
+    ("gate_waits[].waited_s", K.MEASURED, "the run's clock, from the gate's pause to its "
+     "answer"),
+    *((f"{d}.{c}.request_changes.**", K.ESTIMATED, "infopt.tuning.nofit_choices: the change to "
+       "the request, checked by re-planning the run with infopt.costmodel.fit")
+      for d in ("decisions[]", "decision") for c in ("choices[]", "chosen")),
     ("trials[].benchmark.workload.**", K.CONFIGURED, "the workload the trial ran (request.json)"),
     ("trials[].benchmark.**", K.MEASURED, _TRIAL + "requests.jsonl (per request) and the "
      "engine's process samples"),
@@ -112,6 +120,8 @@ RULES: tuple[tuple[str, K, str], ...] = (
      "and its winner's trials)"),
     ("engines.comparison.seed", K.CONFIGURED, "the request's seed"),
     ("engines.comparison.**", K.MEASURED, "the two engines' winners' trials: " + _BOOT),
+    ("gain_vs_control.served_context_tokens", K.CONFIGURED, "the context every trial served: "
+     "the run's start shape (infopt.tuning.start_shape) or its no-fit decision"),
     ("gain_vs_control.comparison.seed", K.CONFIGURED, "the request's seed"),
     ("gain_vs_control.comparison.**", K.MEASURED, "the control's and the winner's trials: "
      + _BOOT),

@@ -10,6 +10,7 @@ from infopt.runs.engine_run import EngineRun
 from infopt.specs.approval import ExposureOutcome, GateAnswer
 from infopt.specs.checkpoint import Shortlist
 from infopt.specs.contract import ContractGap, ContractRemedy
+from infopt.specs.decision import ConstraintDecision, GateWait
 from infopt.specs.drafters import DrafterSearch
 from infopt.specs.hardware import HardwareInventory
 from infopt.specs.ladder import LadderOutcome
@@ -33,6 +34,9 @@ class Target:
     download_answers: list[GateAnswer]
     drafters: DrafterSearch | None = None  # the exact hub model's verified drafters
     drafter_paths: dict[str, str] = field(default_factory=dict)  # repo -> downloaded copy
+    others: tuple[ModelProfile, ...] = ()  # the model's other local formats (re-planning)
+    decisions: list[ConstraintDecision] = field(default_factory=list)  # asked instead of ending
+    waits: list[GateWait] = field(default_factory=list)  # each gate's wait, what ran meanwhile
 
 
 @dataclass

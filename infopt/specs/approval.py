@@ -19,6 +19,7 @@ class GateKind(StrEnum):
     QUANTIZE = "quantize"
     EXPOSE = "expose"
     PROMOTE = "promote"  # a re-tuned configuration replaces the accepted one (reoptimize)
+    DECIDE = "decide"  # a choice among computed alternatives (infopt.specs.decision)
 
 
 class GateRequest(Spec):
@@ -33,6 +34,7 @@ class GateRequest(Spec):
 
 class AnswerSource(StrEnum):
     PRE_AUTHORIZED = "pre-authorized"  # the request's `authorize` / --authorize
+    PRE_DECIDED = "pre-decided"  # a decision the request made ahead (its `on_no_fit`)
     PERSON = "person"  # the Prefect UI form or `infopt approve`
     TIMEOUT = "timeout"  # nobody answered in time: denied
     UNANSWERED = "unanswered"  # the gate's run ended otherwise (cancelled, crashed): denied
@@ -48,6 +50,7 @@ class GateAnswer(Spec):
     answered_by: str = ""  # who: the name given in the form, or user@host from the terminal
     answered_at: str  # ISO 8601
     flow_run_id: str | None = None  # the gate's own (child) flow run, when one paused
+    choice: str | None = None  # a decision gate's chosen alternative (its key)
 
 
 class ExposeRequest(Spec):

@@ -12,6 +12,7 @@ from pydantic import BeforeValidator, Field, ValidationError, model_validator
 
 from .approval import ExposeRequest
 from .base import HttpUrlText, Spec
+from .decision import NoFitPolicy
 from .deploy import DeployTarget
 from .ladder import Dimension
 from .scenarios import ScenarioName
@@ -201,6 +202,10 @@ class OptimizeRequest(Spec):
     # The shortest context the user accepts if the native window cannot fit (None: only the
     # native context; infopt never shortens it on its own).
     min_context_tokens: int | None = Field(None, ge=16, le=MAX_SEQUENCE_TOKENS)
+    # When no allowed engine's baseline fits: ask which constraint may change (a decision gate
+    # offering the computed alternatives, waiting up to approval_timeout_s, then stopping),
+    # stop with the no-fit report, or take the named change when it is among the alternatives.
+    on_no_fit: NoFitPolicy = NoFitPolicy.ASK
     budgets: Budgets = Field(default_factory=Budgets)
     # Side effects allowed without asking (recorded as pre-authorized); every other download,
     # quantization and exposure waits at its gate for up to approval_timeout_s, then is denied.

@@ -13,6 +13,7 @@ from .base import Spec
 from .checkpoint import Shortlist
 from .comparison import Comparison
 from .contract import ContractCheck, ContractOutcome
+from .decision import ConstraintDecision, GateWait
 from .diagnosis import Diagnosis, Remedy
 from .drafters import DrafterSearch
 from .fit import CeilingRatio, KvCheck, MemoryFit, OffloadObservation
@@ -304,6 +305,9 @@ class ControlGain(Spec):
     comparison: Comparison | None  # bootstrap of winner - control over their repeated trials
     control_is_baseline: bool  # the defaults already were the baseline (one set of trials)
     note: str
+    # The context every trial served when shorter than the model's native window (a start
+    # shape or a no-fit decision), tokens; None: the native window.
+    served_context_tokens: int | None = None
     # What to run when the defaults beat the winner beyond the noise (None: they did not).
     recommendation: str | None = None
     # The paired comparison of the ladder's winner with the control at the end of the run, the
@@ -446,6 +450,10 @@ class OptimizationReport(Spec):
     tasks: TaskSetOutcome | None = None
     # Every gate of the run with its answer, and the exposure of the recommended configuration.
     approvals: list[GateAnswer] = Field(default_factory=list)
+    # Decisions asked instead of ending (a no-fit's constraint), and every gate's wait with the
+    # work that ran meanwhile.
+    decisions: list[ConstraintDecision] = Field(default_factory=list)
+    gate_waits: list[GateWait] = Field(default_factory=list)
     exposure: ExposureOutcome | None = None
     notes: list[str]
     # The pictures (infopt.report.plots), drawn by the report writer from the run's records.
@@ -482,6 +490,7 @@ class NoFitReport(Spec):
     workload: Workload
     engines: list[EngineFit]
     binding: str  # the constraint that no configuration meets, in numbers
+    decision: ConstraintDecision | None = None  # the decision asked, when one was
     notes: list[str] = Field(default_factory=list)
     provenance: list[ProvenanceRule] = Field(default_factory=list)
 

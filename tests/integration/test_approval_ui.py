@@ -75,7 +75,10 @@ def test_the_gate_is_answered_in_the_prefect_ui(prefect_server, browser, tmp_pat
             flow.kill()
 
 
-def _answer_in_the_ui(prefect_server, browser, flow, out: Path, seen: set[str]) -> None:
+def _open_form(prefect_server, browser, seen: set[str], *needles: str):
+    """(the new paused gate, its resume dialog once the form has come with the gate's
+    description: the dialog opens before the UI has fetched the run's input schema, and until
+    then shows a bare "Do you want to resume this flow run?", seen on a slower CI machine)."""
     from selenium.webdriver.common.by import By
 
     gate = _wait(lambda: next((p for p in _pending(prefect_server)
@@ -84,25 +87,75 @@ def _answer_in_the_ui(prefect_server, browser, flow, out: Path, seen: set[str]) 
     browser.get(f"{api.removesuffix('/api')}/runs/flow-run/{gate['gate_run_id']}")
     _wait(lambda: [b for b in browser.find_elements(By.TAG_NAME, "button")
                    if b.text == "Resume"], 60, "the Resume button")[0].click()
-    # The dialog opens before the UI has fetched the run's input schema: until then it shows
-    # a bare "Do you want to resume this flow run?" (seen on a slower CI machine). Wait for the
-    # gate's description, which comes with the form.
     dialog = _wait(lambda: next(d for d in browser.find_elements(By.CSS_SELECTOR,
                                                                   "[role=dialog]")
-                                if "llama-quantize will write b.gguf" in d.text), 60,
+                                if all(n in d.text for n in needles)), 60,
                    "the resume form with the gate's description")
+    return gate, dialog
+
+
+def _answer_in_the_ui(prefect_server, browser, flow, out: Path, seen: set[str]) -> None:
+    from selenium.webdriver.common.by import By
+
+    _, dialog = _open_form(prefect_server, browser, seen, "llama-quantize will write b.gguf")
     assert "Approved" in dialog.text and "Answered By" in dialog.text
     switch = dialog.find_element(By.CSS_SELECTOR, "input[type=checkbox]")
     browser.execute_script("arguments[0].click()", switch)  # the toggle's hidden input
-    reason, name = dialog.find_elements(By.TAG_NAME, "textarea")[:2]
-    reason.send_keys("checked the disk")
-    name.send_keys("Ada (UI test)")
-    ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    browser.save_screenshot(str(ARTIFACTS / "approval-form.png"))
-    [b for b in dialog.find_elements(By.TAG_NAME, "button") if b.text == "Submit"][0].click()
-    assert flow.wait(120) == 0, flow.stdout.read()
+    _submit(browser, dialog, flow, "checked the disk", "approval-form.png")
     answer = json.loads(out.with_suffix(".answer.json").read_text())
     assert answer["approved"] and answer["source"] == "person"
     assert answer["reason"] == "checked the disk" and answer["answered_by"] == "Ada (UI test)"
     assert out.read_text() == "the action happened\n"
     assert (ARTIFACTS / "approval-form.png").stat().st_size > 10_000
+
+
+def test_a_no_fit_decision_is_answered_in_the_prefect_ui(prefect_server, browser, tmp_path):
+    """The decision gate's form (issue 49): the computed alternatives as a select; the choice
+    made in the UI is the one the run resumes with (tests/nofit_run.py, settle only)."""
+    req = tmp_path / "request.json"
+    req.write_text(json.dumps({
+        "engines": ["llamacpp"], "scenarios": [], "approval_timeout_s": 300,
+        "workload": {"name": "w", "input_lengths": {"kind": "fixed", "tokens": 32},
+                     "output_lengths": {"kind": "fixed", "tokens": 8},
+                     "measured_requests": 4, "peak_active_generations": 1,
+                     "arrival": {"kind": "closed_loop", "concurrency": 1}}}))
+    seen = {p["gate_run_id"] for p in _pending(prefect_server)}
+    flow = subprocess.Popen([sys.executable, "-m", "tests.nofit_run", "settle", str(tmp_path),
+                             str(req)], env=prefect_server, cwd=ROOT, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    try:
+        _choose_in_the_ui(prefect_server, browser, flow, seen)
+    finally:
+        if flow.poll() is None:
+            flow.kill()
+    decided = json.loads((tmp_path / "decided.json").read_text())
+    d = decided["decision"]
+    assert d["chosen"]["key"] == "kv-q8-0" and d["answer"]["source"] == "person"
+    assert d["answer"]["answered_by"] == "Ada (UI test)"
+    assert decided["request"]["base_overrides"]["cache_type_k"] == "q8_0"
+
+
+def _choose_in_the_ui(prefect_server, browser, flow, seen: set[str]) -> None:
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select
+
+    gate, dialog = _open_form(prefect_server, browser, seen, "Nothing fits.", "Choice")
+    assert gate["key"] == "no-fit" and "kv-q8-0" in gate["choices"]
+    select = Select(next(s for s in dialog.find_elements(By.TAG_NAME, "select")
+                         if s.find_elements(By.TAG_NAME, "option")))
+    assert [o.get_attribute("value") for o in select.options] == gate["choices"]
+    select.select_by_value("kv-q8-0")
+    _submit(browser, dialog, flow, "quality checked at 8-bit", "decision-form.png")
+
+
+def _submit(browser, dialog, flow, reason_text: str, screenshot: str) -> None:
+    """Reason and name filled, the form kept as a screenshot, submitted; the flow finishes."""
+    from selenium.webdriver.common.by import By
+
+    reason, name = dialog.find_elements(By.TAG_NAME, "textarea")[:2]
+    reason.send_keys(reason_text)
+    name.send_keys("Ada (UI test)")
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    browser.save_screenshot(str(ARTIFACTS / screenshot))
+    [b for b in dialog.find_elements(By.TAG_NAME, "button") if b.text == "Submit"][0].click()
+    assert flow.wait(120) == 0, flow.stdout.read()[-3000:]

@@ -188,3 +188,31 @@ def test_an_error_inside_the_flow_is_one_paragraph_without_prefects_trace(tmp_pa
                         "unknown argument: --bogus", "engine log:")
     said = [line for line in out.stderr.splitlines() if line.startswith("infopt: ")]
     assert len(said) == 1
+
+
+def test_a_misspelt_no_fit_policy_is_refused_where_it_is_read(tmp_path):
+    out = _run("optimize", "--on-no-fit", "shorter", "--runs-dir", str(tmp_path))
+    _assert_clean_error(out, "on_no_fit")
+    assert not any(tmp_path.iterdir())  # nothing half-written
+
+
+def test_a_run_that_would_ask_needs_a_server_anyone_can_reach(tmp_path, monkeypatch):
+    """Nothing fits on a host planted with 512 MiB (tests/nofit_run.py) and the run would ask
+    at a decision gate: without PREFECT_API_URL nobody could answer, so the pre-flight says so,
+    with the choices and --on-no-fit, before anything starts."""
+    from typer.testing import CliRunner
+
+    from infopt.cli import app
+    from infopt.hardware import host
+    from tests.nofit_run import planted_host
+
+    monkeypatch.delenv("PREFECT_API_URL", raising=False)
+    small = planted_host()
+    monkeypatch.setattr(host, "inventory", lambda *a, **k: small)
+    out = CliRunner().invoke(app, ["optimize", "--engine", "llamacpp", "--runs-dir",
+                                   str(tmp_path)])
+    assert out.exit_code == 2, out.output
+    text = " ".join(out.output.split())
+    assert "decision gate" in text and "PREFECT_API_URL is not set" in text
+    assert "--on-no-fit" in text and "kv_precision (an 8-bit KV cache" in text
+    assert not any(tmp_path.iterdir())
