@@ -39,6 +39,9 @@ class EngineKnobs:
     enforce_eager: bool = False
     cpu_kvcache_space_bytes: int | None = None  # vLLM CPU backend
     device_is_cpu: bool = False
+    # llama.cpp -ngl N on a GPU: the first N of the model's layers (weights and their KV) on
+    # the device, the rest in host RAM (None: every layer on the device).
+    gpu_layers: int | None = None
 
 
 @dataclass(frozen=True)

@@ -62,6 +62,9 @@ class FitRequest:
     knobs: EngineKnobs = EngineKnobs()
     exact_weights_bytes: int | None = None  # the checkpoint's real tensor bytes, when known
     kv: KvOptions = KvOptions()
+    # The host's RAM, which holds what a partial offload (knobs.gpu_layers) leaves off the
+    # device (None: not checked).
+    host_memory_bytes: int | None = None
 
 
 def validate(r: FitRequest) -> None:
@@ -103,11 +106,16 @@ def plan_fit(r: FitRequest, *, with_alternatives: bool = True) -> MemoryFit:
     w_total = weights_bytes(m, r.weight_path, r.exact_weights_bytes)
     # Weights split evenly over TP x PP ranks (embeddings/head replicate or split by engine;
     # an even split is the first-order assumption).
-    w_gpu = int(w_total / shards)
+    share = device_layer_share(r)
+    w_rank = int(w_total / shards)
+    w_gpu = int(w_rank * share)
     allocate = r.kv.allocate_cpu if is_cpu and r.kv.allocate_cpu else r.kv.allocate
     budget = allocate(m, dev.memory_bytes, w_gpu, r.tp, dev.name, r.knobs)
-    bpt = kv_bytes_per_token_per_gpu(m, r.kv_dtype, r.tp, r.pp)
-    state = state_bytes_per_sequence_per_gpu(m, r.kv_dtype, r.context_tokens, r.tp, r.pp)
+    # A partial offload keeps the offloaded layers' KV with them (llama.cpp's default
+    # --kv-offload): the device holds its layers' share of every token's KV.
+    bpt = kv_bytes_per_token_per_gpu(m, r.kv_dtype, r.tp, r.pp) * share
+    state = state_bytes_per_sequence_per_gpu(m, r.kv_dtype, r.context_tokens, r.tp,
+                                             r.pp) * share
     per_seq = bpt * r.context_tokens + state
     required = int(per_seq * r.concurrency)
     if pad := budget.upfront_pad_cells:
@@ -128,6 +136,9 @@ def plan_fit(r: FitRequest, *, with_alternatives: bool = True) -> MemoryFit:
     # overheads exceed the host's memory.
     host_short = max(0, w_gpu + max(budget.kv_budget_bytes, required) + budget.overhead_bytes
                      - dev.memory_bytes) if is_cpu else 0
+    on_host = offloaded_bytes(r, w_rank - w_gpu, required, share)
+    if on_host and r.host_memory_bytes is not None:
+        host_short = max(0, on_host - r.host_memory_bytes)
     fits = headroom >= 0 and budget.kv_budget_bytes > 0 and host_short == 0
     assumptions = [
         f"weights {w_total / GIB:.2f} GiB total ({r.weight_path.label}: "
@@ -144,6 +155,12 @@ def plan_fit(r: FitRequest, *, with_alternatives: bool = True) -> MemoryFit:
           if host_short else []),
         *([f"not offered on this device: {r.kv.refused[r.kv.eight_bit]}"]
           if r.kv.eight_bit in r.kv.refused else []),
+        *([f"partial offload: {r.knobs.gpu_layers} of {m.num_layers} layers (-ngl) with their "
+           f"KV on the device, the rest in host RAM: {on_host / GIB:.2f} GiB of weights and KV "
+           + (f"in the host's {r.host_memory_bytes / GIB:.2f} GiB"
+              + (f", {host_short / GIB:.2f} GiB short" if host_short else "")
+              if r.host_memory_bytes is not None else "(host RAM not checked)")]
+          if share < 1 else []),
     ]
     fit = MemoryFit(
         engine=r.engine, gpu=dev.name, gpu_count=r.gpu_count, tp=r.tp, pp=r.pp, dp=r.dp,
@@ -160,6 +177,26 @@ def plan_fit(r: FitRequest, *, with_alternatives: bool = True) -> MemoryFit:
     if not fits and with_alternatives:
         fit = fit.model_copy(update={"alternatives": alternatives(r, fit)})
     return fit
+
+
+def device_layer_share(r: FitRequest) -> float:
+    """The share of the model's layers on the device: 1 unless a GPU run offloads partially
+    (knobs.gpu_layers below the model's layer count)."""
+    n = r.knobs.gpu_layers
+    if n is None or r.knobs.device_is_cpu or n >= r.model.num_layers:
+        return 1.0
+    return max(0, n) / r.model.num_layers
+
+
+def offloaded_bytes(r: FitRequest, weights_off_bytes: int, kv_on_device_bytes: int,
+                    share: float) -> int:
+    """What a partial offload leaves in host RAM: the other layers' weights and their KV."""
+    if share >= 1:
+        return 0
+    kv_total = (kv_bytes_per_token_per_gpu(r.model, r.kv_dtype, r.tp, r.pp) * r.context_tokens
+                + state_bytes_per_sequence_per_gpu(r.model, r.kv_dtype, r.context_tokens, r.tp,
+                                                   r.pp)) * r.concurrency
+    return int(weights_off_bytes + max(0.0, kv_total - kv_on_device_bytes))
 
 
 def alternatives(r: FitRequest, fit: MemoryFit) -> list[str]:

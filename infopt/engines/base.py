@@ -285,6 +285,9 @@ class EngineAdapter(Generic[C]):
     # How it spells TP / PP / DP / EP (infopt.engines.layout.LayoutKnobs); None: it has no
     # multi-GPU layout of that kind (the matrix says so).
     layout_knobs: LayoutKnobs | None = None
+    # The knob that keeps only the first N layers on the GPU and the rest in host RAM
+    # (llama.cpp's n_gpu_layers, -ngl); None: the engine holds the whole model on its devices.
+    offload_knob: str | None = None
     # Its startup log's kernel-selection lines (infopt.engines.kernel_log.KernelLog); None:
     # infopt does not know them yet (the report says so).
     kernel_log: KernelLog | None = None

@@ -65,6 +65,10 @@ class LadderFacts:
     gpu_memory_bytes: int | None = None
     gpu_compute_capability: str | None = None
     mla: bool = False  # the model caches a latent (MLA), not per-head K and V
+    # The most of the model's layers that fit on the GPU in a configuration, with the rest in
+    # host RAM (`knob`: the engine's offload knob; all of them when they all fit; None: not
+    # even one), by infopt's fit. None: no GPU here.
+    device_layers: Callable[[Any, str], int | None] | None = None
 
 
 Derive = Callable[[Any, LadderFacts], "list[LadderCandidate] | str"]

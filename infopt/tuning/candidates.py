@@ -12,6 +12,7 @@ from infopt.costmodel.device import (
     smallest_cuda_total,
 )
 from infopt.costmodel.fit import FitRequest, plan_fit
+from infopt.costmodel.offload import offloaded_row
 from infopt.costmodel.roofline import ceiling_ratio
 from infopt.costmodel.weights import path_from_quantization
 from infopt.engines import adapter_for
@@ -63,7 +64,24 @@ def fit_config(model: ModelProfile, hw: HardwareInventory, config: Config,
                                            device.compute_capability),
         knobs=shape.knobs, exact_weights_bytes=model.file_bytes or None,
         tp=layout.tp, pp=layout.pp, dp=layout.dp,
-        kv=kv_options(config.engine, device.cpu_isa_features)))
+        kv=kv_options(config.engine, device.cpu_isa_features),
+        host_memory_bytes=None if is_cpu else hw.host.ram_total_bytes))
+
+
+def _offloaded(row: CeilingRow, model: ModelProfile, hw: HardwareInventory, config: Config,
+               device: DeviceBudget, env: Envelope) -> CeilingRow:
+    """A partial offload's row: its host-RAM layers read at the host's measured bandwidth
+    (infopt.costmodel.offload); unchanged when every layer is on the GPU or a bandwidth is
+    unknown (the whole-GPU row is still an upper bound)."""
+    layers = adapter_for(config.engine).memory_shape(
+        config, 1, False, model.native_context_tokens).knobs.gpu_layers
+    total = model.inspection.num_layers
+    dev_bw = (device.bandwidth_bytes_per_s if env is Envelope.THEORETICAL
+              else device.calibrated_bandwidth_bytes_per_s)
+    host = hw.host_memory_bandwidth
+    if layers is None or layers >= total or not dev_bw or host is None:
+        return row
+    return offloaded_row(row, max(0, layers) / total, dev_bw, host.median_bytes_per_s)
 
 
 def level_ceilings(model: ModelProfile, hw: HardwareInventory, config: Config,
@@ -80,6 +98,8 @@ def level_ceilings(model: ModelProfile, hw: HardwareInventory, config: Config,
         for env in (Envelope.THEORETICAL, Envelope.CALIBRATED):
             row = decode_ceiling(model.inspection, device, step, mean_context_tokens, env,
                                  model.file_bytes or None)
+            if row is not None and not is_cpu:
+                row = _offloaded(row, model, hw, config, device, env)
             if row is not None:
                 per = "TPOT p50, speculative" if config.speculates else "ITL p50"
                 r = ceiling_ratio(f"decode tokens/s at concurrency {step.concurrency} "

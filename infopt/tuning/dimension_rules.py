@@ -8,6 +8,7 @@ accepted carries forward."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from infopt.costmodel.kv import kv_bytes_per_token_per_gpu
@@ -21,6 +22,7 @@ from infopt.engines.rules import (
     WeightVariant,
     candidate,
 )
+from infopt.specs.fit import MemoryFit
 from infopt.specs.hardware import HardwareInventory
 from infopt.specs.inspection import AttentionKind
 from infopt.specs.ladder import (
@@ -30,8 +32,10 @@ from infopt.specs.ladder import (
 )
 from infopt.specs.model import ModelProfile
 from infopt.specs.results import Trial
-from infopt.specs.serving import AnyServingConfig
+from infopt.specs.serving import AnyServingConfig, with_knobs
 from infopt.specs.workload import Workload
+from infopt.tuning.candidates import fit_config
+from infopt.tuning.start_shape import most_device_layers
 from infopt.tuning.weights import BITS_PER_WEIGHT
 
 
@@ -108,7 +112,23 @@ def ladder_facts(model: ModelProfile, hw: HardwareInventory, workload: Workload,
         gpu_compute_capability=hw.gpus[0].compute_capability if hw.gpus else None,
         mla=model.inspection.attention.kind is AttentionKind.MLA,
         layouts=tuple(candidate_layouts(model.inspection, len(hw.gpus)))
-        if len(hw.gpus) > 1 else ())
+        if len(hw.gpus) > 1 else (),
+        device_layers=_device_layers(model, hw, t) if hw.gpus else None)
+
+
+def _device_layers(model: ModelProfile, hw: HardwareInventory, target_concurrency: int
+                   ) -> Callable[[Any, str], int | None]:
+    """The most layers of `model` that fit the GPU in a configuration (infopt's fit)."""
+    layers = model.inspection.num_layers
+
+    def fits(config: Any) -> MemoryFit:
+        return fit_config(model, hw, config, target_concurrency)
+
+    def most(config: Any, knob: str) -> int | None:
+        if fits(with_knobs(config, {knob: layers})).fits:
+            return layers
+        return most_device_layers(layers, config, knob, fits)
+    return most
 
 
 def _measured_lengths(workload: Workload, base: Trial | None) -> tuple[int, int]:

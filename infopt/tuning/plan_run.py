@@ -39,7 +39,7 @@ from infopt.tuning.candidates import fit_config
 from infopt.tuning.control import baseline_config, control_config, serving_target
 from infopt.tuning.hub_weights import reference_weights, served_precision
 from infopt.tuning.nofit import binding
-from infopt.tuning.start_shape import StartShape, start_shape, widest_shape
+from infopt.tuning.start_shape import ShapeKnobs, StartShape, start_shape, widest_shape
 
 Locate = Callable[[str], str]
 
@@ -235,10 +235,11 @@ def _start_shape(request: OptimizeRequest, engine: EngineName, model: ModelProfi
         return fit_of(model, hw, config, workload.target_concurrency)
 
     prompt, output, *_ = longest_request(workload.traffic)
-    shape = start_shape(model.inspection, len(hw.gpus),
-                        adapter_for(engine).layout_knobs if hw.gpus else None,
-                        model.native_context_tokens, request.min_context_tokens,
-                        prompt + output, baseline_at, fits)
+    adapter = adapter_for(engine)
+    shaping = (ShapeKnobs(adapter.layout_knobs, adapter.offload_knob) if hw.gpus else
+               ShapeKnobs())
+    shape = start_shape(model.inspection, len(hw.gpus), shaping, model.native_context_tokens,
+                        request.min_context_tokens, prompt + output, baseline_at, fits)
     if shape is None or not shape.note:
         return shape
     control, _ = start_configs(request, engine, model, hw, shape)

@@ -35,18 +35,29 @@ class StartShape:
     control_is_baseline: bool = False
 
 
-def start_shape(m: ModelInspection, gpu_count: int, knobs: LayoutKnobs | None,
+@dataclass(frozen=True)
+class ShapeKnobs:
+    """How an engine can reshape its start: its layout knobs (None: no multi-GPU layout
+    here), and the knob that keeps only the first N layers on the GPU (None: it has none)."""
+
+    layout: LayoutKnobs | None = None
+    offload: str | None = None
+
+
+def start_shape(m: ModelInspection, gpu_count: int, shaping: ShapeKnobs,
                 native_context_tokens: int, min_context_tokens: int | None,
                 workload_tokens: int, baseline_at: Callable[[int], Any],
                 fits: Callable[[Any], MemoryFit]) -> StartShape | None:
     """The shape to start from (an empty one when the baseline fits as it is), or None when
-    nothing fits: no layout at the native context, and no context the request accepts.
-    `baseline_at(context)` builds the baseline serving `context` tokens; `workload_tokens` is
-    the longest prompt plus output the workload sends."""
+    nothing fits: no layout at the native context, no partial offload (on a GPU), and no
+    context the request accepts. `baseline_at(context)` builds the baseline
+    serving `context` tokens; `workload_tokens` is the longest prompt plus output the workload
+    sends."""
     native = baseline_at(native_context_tokens)
     if fits(native).fits:
         return StartShape()
     layouts: list[tuple[Layout, dict[str, Any]]] = []
+    knobs = shaping.layout
     for lay in fitting_layouts(m, gpu_count):
         if knobs is not None and isinstance(ch := knobs.changes_from(native, lay), dict):
             layouts.append((lay, ch))
@@ -56,6 +67,13 @@ def start_shape(m: ModelInspection, gpu_count: int, knobs: LayoutKnobs | None,
                 f"the baseline does not fit one GPU at the native {native_context_tokens:,}-"
                 f"token context: the control and the baseline start on {layout.label} "
                 f"({layout.gpus} GPUs), the smallest layout that fits"))
+    if (knob := shaping.offload) is not None and gpu_count and (
+            n := most_device_layers(m.num_layers, native, knob, fits)) is not None:
+        return StartShape({knob: n}, Layout(), None, (
+            f"the model does not fit the GPU at the native {native_context_tokens:,}-token "
+            f"context: the control and the baseline start with {n} of its {m.num_layers} "
+            f"layers on the GPU ({knob}={n}, the most that fit by infopt's estimate) and the "
+            "rest in host RAM"))
     floor = max(min_context_tokens or native_context_tokens, workload_tokens, 1)
     if floor >= native_context_tokens:
         return None
@@ -79,6 +97,24 @@ def start_shape(m: ModelInspection, gpu_count: int, knobs: LayoutKnobs | None,
         f"this host: serving {ctx:,} tokens on {layout.label}, the longest that fits, at or "
         f"above the request's min_context_tokens {min_context_tokens:,} and the workload's "
         f"longest request ({workload_tokens:,} tokens)"))
+
+
+def most_device_layers(num_layers: int, config: Any, knob: str,
+                       fits: Callable[[Any], MemoryFit]) -> int | None:
+    """The most of the model's layers that fit on the device with the rest in host RAM (at
+    least one, fewer than all), by bisection: the fit shrinks with the layers offloaded. None
+    when not even one layer fits beside the host's share."""
+    def ok(n: int) -> bool:
+        return fits(with_knobs(config, {knob: n})).fits
+
+    lo, hi, best = 1, num_layers - 1, None
+    while lo <= hi:
+        mid = (lo + hi) // 2
+        if ok(mid):
+            best, lo = mid, mid + 1
+        else:
+            hi = mid - 1
+    return best
 
 
 def widest_shape(m: ModelInspection, gpu_count: int, knobs: LayoutKnobs | None,

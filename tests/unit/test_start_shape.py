@@ -18,7 +18,7 @@ from infopt.specs.hardware import HardwareInventory
 from infopt.specs.model import ModelFormat, ModelProfile
 from infopt.specs.serving import with_knobs
 from infopt.tuning.candidates import fit_config
-from infopt.tuning.start_shape import CONTEXT_STEP_TOKENS, start_shape
+from infopt.tuning.start_shape import CONTEXT_STEP_TOKENS, ShapeKnobs, start_shape
 from tests.fake_nvml import recorded_inventory
 from tests.fixture_data import MODEL_CONFIGS
 
@@ -43,7 +43,9 @@ def _shape(m: ModelProfile, hw: HardwareInventory, engine: str, concurrency: int
     def fits(config):
         return fit_config(m, hw, config, concurrency)
 
-    shape = start_shape(m.inspection, len(hw.gpus), adapter.layout_knobs if hw.gpus else None,
+    shaping = (ShapeKnobs(adapter.layout_knobs, adapter.offload_knob) if hw.gpus else
+               ShapeKnobs())
+    shape = start_shape(m.inspection, len(hw.gpus), shaping,
                         m.native_context_tokens, min_context, workload_tokens, baseline_at, fits)
     return shape, baseline_at, fits
 
@@ -163,3 +165,64 @@ def test_the_widest_layout_sizes_a_model_that_fits_nowhere():
     assert "TP=8 (8 GPUs), the widest layout" in shape.note
     assert widest_shape(m.inspection, 1, adapter_for("vllm").layout_knobs, native) is None
     assert widest_shape(m.inspection, 8, None, native) is None
+
+
+def test_llamacpp_starts_a_model_larger_than_the_gpu_with_partial_offload():
+    """Issue 49: Llama-3.1-70B as a 42 GB GGUF on one recorded RTX 4090 (24 GB): llama.cpp is
+    not pruned; its control and baseline start with the most layers that fit on the GPU
+    (-ngl N) and the rest, weights and their KV, in host RAM (checked against the host's)."""
+    from infopt.specs.request import ModelTarget, OptimizeRequest
+    from infopt.specs.workload import fixed_levels
+    from infopt.tuning.plan_run import _start_shape, start_configs
+
+    m = _model("meta-llama__Meta-Llama-3.1-70B", ModelFormat.GGUF, 42 * 10**9)
+    m = m.model_copy(update={"path": "/m.gguf"})
+    hw = recorded_inventory("rtx4090_8x", visible=1)
+    hw = hw.model_copy(update={"host": hw.host.model_copy(update={
+        "ram_total_bytes": 128 * GIB})})
+    wl = fixed_levels(input_tokens=512, output_tokens=128, levels=[1], target=1, requests=2)
+    request = OptimizeRequest(model=ModelTarget(path="/m.gguf"), workload=wl.traffic,
+                              objective=wl.objective)
+    shape = _start_shape(request, adapter_for("llamacpp").name, m, hw, wl)
+    assert shape is not None and shape.context_tokens is None  # the native context stands
+    n = shape.changes["n_gpu_layers"]
+    assert 0 < n < m.inspection.num_layers and "rest in host RAM" in shape.note
+    _, baseline = start_configs(request, adapter_for("llamacpp").name, m, hw, shape)
+    fit = fit_config(m, hw, baseline, 1)
+    assert fit.fits and fit.weights_bytes_per_gpu < 24 * 10**9
+    assert any(a.startswith(f"partial offload: {n} of 80 layers") for a in fit.assumptions)
+    # the most that fit: one more layer on the GPU does not
+    assert not fit_config(m, hw, with_knobs(baseline, {"n_gpu_layers": n + 1}), 1).fits
+    # a host too small for the rest: nothing fits at the native context
+    tiny = hw.model_copy(update={"host": hw.host.model_copy(update={"ram_total_bytes": 8 * GIB})})
+    assert _start_shape(request, adapter_for("llamacpp").name, m, tiny, wl) is None
+    # vLLM has no such knob: on the same host it starts nowhere at TP=1 (one GPU visible)
+    assert _start_shape(request, adapter_for("vllm").name, m, hw, wl) is None
+
+
+def test_the_ladder_climbs_n_gpu_layers_when_an_earlier_step_frees_the_gpu():
+    """The partial offload's rule (llama.cpp's parallel_layout dimension): at the start's -ngl
+    nothing more fits; once an 8-bit KV cache is the incumbent, its freed memory holds more
+    layers, and the rule proposes the most that fit now."""
+    from infopt.engines.llamacpp.rules import parallel_layout
+    from infopt.specs.workload import fixed_levels
+    from infopt.tuning.dimension_rules import ladder_facts
+
+    m = _model("meta-llama__Meta-Llama-3.1-70B", ModelFormat.GGUF, 42 * 10**9)
+    hw = recorded_inventory("rtx4090_8x", visible=1)
+    hw = hw.model_copy(update={"host": hw.host.model_copy(update={
+        "ram_total_bytes": 128 * GIB})})
+    wl = fixed_levels(input_tokens=512, output_tokens=128, levels=[1], target=1, requests=2)
+    facts = ladder_facts(m, hw, wl, None)
+    base = adapter_for("llamacpp").baseline_config(ServingTarget(
+        model_path="/m.gguf", served_model_name="m", native_context_tokens=131_072,
+        usable_cpus=8))
+    n = facts.device_layers(base, "n_gpu_layers")
+    assert n is not None and 0 < n < 80
+    start = with_knobs(base, {"n_gpu_layers": n})
+    said = parallel_layout(start, facts)
+    assert isinstance(said, str) and "already the most layers that fit" in said
+    q8 = with_knobs(start, {"cache_type_k": "q8_0", "cache_type_v": "q8_0"})
+    [cand] = parallel_layout(q8, facts)
+    more = cand.changes["n_gpu_layers"]
+    assert more > n and fit_config(m, hw, with_knobs(q8, cand.changes), 1).fits

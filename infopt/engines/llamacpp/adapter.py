@@ -201,8 +201,11 @@ def memory_shape(cfg: LlamaCppConfig, target_concurrency: int, is_cpu: bool,
         per_slot = native_context_tokens // slots  # pool, shared by the slots (unified KV)
     else:
         raise ValueError("-c is left to llama.cpp: give the model's native context to size it")
+    # -ngl N (a number): N layers on the GPU, the rest in host RAM; "auto"/"all"/unset: sized
+    # as all on the device (auto's own fitting is the engine's, read back from its log).
+    layers = cfg.n_gpu_layers if isinstance(cfg.n_gpu_layers, int) else None
     return MemoryShape(kv_dtype=cfg.cache_type_k, context_tokens=per_slot, max_sequences=slots,
-                       knobs=EngineKnobs(device_is_cpu=is_cpu))
+                       knobs=EngineKnobs(device_is_cpu=is_cpu, gpu_layers=layers))
 
 
 def control_config(t: ServingTarget) -> LlamaCppConfig:
@@ -337,6 +340,7 @@ ADAPTER = EngineAdapter(
     baseline_config=baseline_config,
     kv_dtypes=("f16", "q8_0"),
     model_formats=("gguf",),
+    offload_knob="n_gpu_layers",
     layout_knobs=LayoutKnobs(missing=(
         "llama.cpp splits one model over GPUs by layers or rows (-sm layer|row, -ts), not "
         "TP/PP/DP/EP ranks; replicas are separate servers")),

@@ -119,11 +119,26 @@ def prefix_caching(cfg: LlamaCppConfig, f: LadderFacts) -> str:
     return "llama-server keeps each slot's prompt cache by default; this build has no switch"
 
 
-def parallel_layout(cfg: LlamaCppConfig, f: LadderFacts) -> str:
+def parallel_layout(cfg: LlamaCppConfig, f: LadderFacts) -> list[LadderCandidate] | str:
+    if isinstance(cfg.n_gpu_layers, int) and f.device_layers is not None:
+        return _more_gpu_layers(cfg, cfg.n_gpu_layers, f.device_layers(cfg, "n_gpu_layers"))
     if f.gpu_count <= 1:
         return "one device: no tensor/pipeline/data-parallel layout to compare"
     return ("llama.cpp splits layers across GPUs by default (--split-mode layer); its split "
             "modes are not on the ladder yet")
+
+
+def _more_gpu_layers(cfg: LlamaCppConfig, now: int, most: int | None
+                     ) -> list[LadderCandidate] | str:
+    """A partial offload climbs -ngl: the most layers that fit beside this configuration's KV
+    and batches (what earlier dimensions freed, e.g. an 8-bit KV cache) by infopt's fit."""
+    if most is None or most <= now:
+        return (f"-ngl {now} is already the most layers that fit the GPU in this "
+                "configuration (estimate; each trial's log says what loaded)")
+    return [candidate(D.PARALLEL_LAYOUT, {"n_gpu_layers": most}, series="n_gpu_layers",
+                      why=f"{most - now} more layer(s) fit on the GPU in this configuration "
+                          "(estimate): a layer moved off host RAM is read at the GPU's "
+                          "bandwidth instead of the host's on every decoded token")]
 
 
 # A draft model pays only when drafting k tokens costs well under k target steps: at draft/

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import re
 import subprocess
+from dataclasses import replace
 from functools import cache
 
 from infopt.bootstrap import default_paths
@@ -215,14 +216,13 @@ def memory_shape(cfg: VllmConfig, target_concurrency: int, is_cpu: bool,
                  native_context_tokens: int | None = None) -> MemoryShape:
     seqs = min(cfg.max_num_seqs or target_concurrency, target_concurrency)
     space = cfg.cpu_kvcache_space_gib * 2**30 if cfg.cpu_kvcache_space_gib else None
-    # gpu_memory_utilization only when set: EngineKnobs keeps vLLM's own default (0.9).
-    extra = ({"gpu_memory_utilization": cfg.gpu_memory_utilization}
-             if cfg.gpu_memory_utilization is not None else {})
+    knobs = EngineKnobs(max_num_batched_tokens=cfg.max_num_batched_tokens,
+                        max_num_seqs=cfg.max_num_seqs, enforce_eager=cfg.enforce_eager,
+                        cpu_kvcache_space_bytes=space, device_is_cpu=is_cpu)
+    if cfg.gpu_memory_utilization is not None:  # unset: EngineKnobs keeps vLLM's default 0.9
+        knobs = replace(knobs, gpu_memory_utilization=cfg.gpu_memory_utilization)
     return MemoryShape(kv_dtype=cfg.kv_cache_dtype, context_tokens=cfg.max_model_len,
-                       max_sequences=seqs, knobs=EngineKnobs(
-                           max_num_batched_tokens=cfg.max_num_batched_tokens,
-                           max_num_seqs=cfg.max_num_seqs, enforce_eager=cfg.enforce_eager,
-                           cpu_kvcache_space_bytes=space, device_is_cpu=is_cpu, **extra),
+                       max_sequences=seqs, knobs=knobs,
                        tensor_parallel=cfg.tensor_parallel_size or 1,
                        pipeline_parallel=cfg.pipeline_parallel_size or 1)
 
