@@ -42,6 +42,9 @@ class EngineKnobs:
     # llama.cpp -ngl N on a GPU: the first N of the model's layers (weights and their KV) on
     # the device, the rest in host RAM (None: every layer on the device).
     gpu_layers: int | None = None
+    # llama.cpp --n-cpu-moe N: the routed experts of the first N layers stay in host RAM (their
+    # attention and shared weights on the device). None: no expert is kept on the host.
+    cpu_moe_layers: int | None = None
 
 
 @dataclass(frozen=True)

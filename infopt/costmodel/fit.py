@@ -108,7 +108,7 @@ def plan_fit(r: FitRequest, *, with_alternatives: bool = True) -> MemoryFit:
     # an even split is the first-order assumption).
     share = device_layer_share(r)
     w_rank = int(w_total / shards)
-    w_gpu = int(w_rank * share)
+    w_gpu = int(w_rank * share) - experts_on_host_bytes(r, w_rank, share)
     allocate = r.kv.allocate_cpu if is_cpu and r.kv.allocate_cpu else r.kv.allocate
     budget = allocate(m, dev.memory_bytes, w_gpu, r.tp, dev.name, r.knobs)
     # A partial offload keeps the offloaded layers' KV with them (llama.cpp's default
@@ -137,6 +137,7 @@ def plan_fit(r: FitRequest, *, with_alternatives: bool = True) -> MemoryFit:
     host_short = max(0, w_gpu + max(budget.kv_budget_bytes, required) + budget.overhead_bytes
                      - dev.memory_bytes) if is_cpu else 0
     on_host = offloaded_bytes(r, w_rank - w_gpu, required, share)
+    moe_host = experts_on_host_bytes(r, w_rank, share)
     if on_host and r.host_memory_bytes is not None:
         host_short = max(0, on_host - r.host_memory_bytes)
     fits = headroom >= 0 and budget.kv_budget_bytes > 0 and host_short == 0
@@ -161,6 +162,9 @@ def plan_fit(r: FitRequest, *, with_alternatives: bool = True) -> MemoryFit:
               + (f", {host_short / GIB:.2f} GiB short" if host_short else "")
               if r.host_memory_bytes is not None else "(host RAM not checked)")]
           if share < 1 else []),
+        *([f"--n-cpu-moe {r.knobs.cpu_moe_layers}: the routed experts of the first "
+           f"{r.knobs.cpu_moe_layers} layers ({moe_host / GIB:.2f} GiB, the experts' share of "
+           "the weights split evenly over the MoE layers) in host RAM"] if moe_host else []),
     ]
     fit = MemoryFit(
         engine=r.engine, gpu=dev.name, gpu_count=r.gpu_count, tp=r.tp, pp=r.pp, dp=r.dp,
@@ -186,6 +190,19 @@ def device_layer_share(r: FitRequest) -> float:
     if n is None or r.knobs.device_is_cpu or n >= r.model.num_layers:
         return 1.0
     return max(0, n) / r.model.num_layers
+
+
+def experts_on_host_bytes(r: FitRequest, w_rank: int, share: float) -> int:
+    """The routed-expert weights --n-cpu-moe N keeps in host RAM among the layers on the device:
+    llama.cpp offloads the last -ngl layers and keeps the experts of the first N on the CPU, so
+    only the overlap leaves the device; each MoE layer holds an even share of the experts."""
+    n, moe, layers = r.knobs.cpu_moe_layers, r.model.moe, r.model.num_layers
+    if not n or moe is None or r.knobs.device_is_cpu or not r.model.params_total:
+        return 0
+    on_device = round(share * layers)
+    overlap = max(0, min(n, layers) - (layers - on_device))
+    per_layer = w_rank * r.model.params.routed_experts / r.model.params_total / moe.num_moe_layers
+    return int(min(overlap, moe.num_moe_layers) * per_layer)
 
 
 def offloaded_bytes(r: FitRequest, weights_off_bytes: int, kv_on_device_bytes: int,

@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shlex
 import signal
@@ -19,6 +20,7 @@ from infopt.engines.kernel_log import KernelLog
 from infopt.engines.launch import Launch, ServingTarget
 from infopt.engines.layout import LayoutKnobs
 from infopt.engines.rules import DimensionRule
+from infopt.environ import scrubbed
 from infopt.specs.contract import ContractRemedy
 from infopt.specs.endpoint import PrefixCacheCounters, SpecCounters, StreamCounting, TokenScoring
 from infopt.specs.fit import KvObservation, OffloadObservation
@@ -49,6 +51,23 @@ def locate_executable(env_var: str, default: Path | None, *, missing: str, inval
             raise EngineOverrideError(f"{invalid} (${env_var} points at {path})")
         raise EngineUnavailableError(f"{invalid} (expected at {path})")
     return str(path)
+
+
+def listed_names(python: str, script: str) -> frozenset[str] | None:
+    """The names an engine's own python prints as a JSON list on its last line (its model
+    registry: infopt.engines.support.architecture_refusal); None when it did not answer (a
+    stand-in, a broken env)."""
+    try:
+        out = subprocess.run([python, "-c", script], capture_output=True, text=True,
+                             timeout=180, env=scrubbed())
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    lines = out.stdout.strip().splitlines()
+    try:
+        got = json.loads(lines[-1]) if out.returncode == 0 and lines else None
+    except ValueError:
+        return None
+    return frozenset(got) if isinstance(got, list) and got else None
 
 
 def version_report(argv: list[str], *, engine: str, env_var: str,

@@ -69,6 +69,10 @@ class LadderFacts:
     # host RAM (`knob`: the engine's offload knob; all of them when they all fit; None: not
     # even one), by infopt's fit. None: no GPU here.
     device_layers: Callable[[Any, str], int | None] | None = None
+    # An MoE model's fewest layers whose routed experts must stay in host RAM for every layer
+    # to fit on the GPU (llama.cpp --n-cpu-moe), by infopt's fit; None: not MoE, no GPU, or
+    # not even that fits.
+    fewest_cpu_moe_layers: Callable[[Any], int | None] | None = None
 
 
 Derive = Callable[[Any, LadderFacts], "list[LadderCandidate] | str"]

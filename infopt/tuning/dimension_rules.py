@@ -113,7 +113,32 @@ def ladder_facts(model: ModelProfile, hw: HardwareInventory, workload: Workload,
         mla=model.inspection.attention.kind is AttentionKind.MLA,
         layouts=tuple(candidate_layouts(model.inspection, len(hw.gpus)))
         if len(hw.gpus) > 1 else (),
-        device_layers=_device_layers(model, hw, t) if hw.gpus else None)
+        device_layers=_device_layers(model, hw, t) if hw.gpus else None,
+        fewest_cpu_moe_layers=(_fewest_cpu_moe(model, hw, t)
+                               if hw.gpus and model.inspection.moe else None))
+
+
+def _fewest_cpu_moe(model: ModelProfile, hw: HardwareInventory, target_concurrency: int
+                    ) -> Callable[[Any], int | None]:
+    """The fewest layers whose experts stay in host RAM with every layer on the GPU, by
+    bisection (the fit grows with the experts kept off the device)."""
+    layers = model.inspection.num_layers
+
+    def ok(config: Any, n: int) -> bool:
+        return fit_config(model, hw, with_knobs(config, {"n_gpu_layers": layers,
+                                                         "n_cpu_moe": n}),
+                          target_concurrency).fits
+
+    def fewest(config: Any) -> int | None:
+        lo, hi, best = 1, layers, None
+        while lo <= hi:
+            mid = (lo + hi) // 2
+            if ok(config, mid):
+                best, hi = mid, mid - 1
+            else:
+                lo = mid + 1
+        return best
+    return fewest
 
 
 def _device_layers(model: ModelProfile, hw: HardwareInventory, target_concurrency: int

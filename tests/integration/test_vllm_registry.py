@@ -1,5 +1,6 @@
 """The architecture is checked against the installed engine's own registry before anything
-starts (issue 49): this machine's vLLM CPU build, its ModelRegistry read through its python.
+starts (issue 49): this machine's vLLM CPU build, its ModelRegistry read through its python;
+SGLang's model list, read from its installed package in its own python.
 A checkpoint whose config.json names an architecture the build does not list is refused in one
 paragraph at planning time, for the CLI's pre-flight and the flow alike (plan_run)."""
 
@@ -59,3 +60,23 @@ def test_an_architecture_the_build_does_not_list_is_refused_before_any_start(tmp
                  request.tuning_workload())
     text = str(err.value)
     assert text.startswith("no usable engine:") and "NotARealModelForCausalLM" in text
+
+
+def test_the_installed_sglang_lists_its_architectures_from_its_own_package(tmp_path,
+                                                                          sglang_args_python):
+    """SGLang 0.5.23 (the argument environment `make sglang-args` builds): the names its
+    ModelRegistry registers, read from the installed package's srt/models in its own python;
+    an architecture it does not list is refused, naming the engine's own registry."""
+    from infopt.engines.sglang import adapter as sglang
+
+    listed = sglang.architectures(str(sglang_args_python))
+    assert listed is not None and len(listed) > 100
+    assert {"Qwen3ForCausalLM", "LlamaForCausalLM", "DeepseekV3ForCausalLM"} <= listed
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    locate = lambda name: str(sglang_args_python)  # noqa: E731
+    assert architecture_refusal(EngineName.SGLANG, _hf(tmp_path / "a", "Qwen3ForCausalLM"),
+                                locate) is None
+    why = architecture_refusal(EngineName.SGLANG, _hf(tmp_path / "b", "NotARealForCausalLM"),
+                               locate)
+    assert why is not None and "SGLang's own model registry" in why

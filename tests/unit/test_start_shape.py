@@ -167,22 +167,29 @@ def test_the_widest_layout_sizes_a_model_that_fits_nowhere():
     assert widest_shape(m.inspection, 8, None, native) is None
 
 
+def _on_a_4090(name: str, gguf_bytes: int, host_ram_bytes: int):
+    """(the model as a GGUF of `gguf_bytes`, one recorded RTX 4090 beside `host_ram_bytes` of
+    host RAM, a one-user chat workload, the request for it)."""
+    from infopt.specs.request import ModelTarget, OptimizeRequest
+    from infopt.specs.workload import fixed_levels
+
+    m = _model(name, ModelFormat.GGUF, gguf_bytes).model_copy(update={"path": "/m.gguf"})
+    hw = recorded_inventory("rtx4090_8x", visible=1)
+    hw = hw.model_copy(update={"host": hw.host.model_copy(update={
+        "ram_total_bytes": host_ram_bytes})})
+    wl = fixed_levels(input_tokens=512, output_tokens=128, levels=[1], target=1, requests=2)
+    request = OptimizeRequest(model=ModelTarget(path="/m.gguf"), workload=wl.traffic,
+                              objective=wl.objective)
+    return m, hw, wl, request
+
+
 def test_llamacpp_starts_a_model_larger_than_the_gpu_with_partial_offload():
     """Issue 49: Llama-3.1-70B as a 42 GB GGUF on one recorded RTX 4090 (24 GB): llama.cpp is
     not pruned; its control and baseline start with the most layers that fit on the GPU
     (-ngl N) and the rest, weights and their KV, in host RAM (checked against the host's)."""
-    from infopt.specs.request import ModelTarget, OptimizeRequest
-    from infopt.specs.workload import fixed_levels
     from infopt.tuning.plan_run import _start_shape, start_configs
 
-    m = _model("meta-llama__Meta-Llama-3.1-70B", ModelFormat.GGUF, 42 * 10**9)
-    m = m.model_copy(update={"path": "/m.gguf"})
-    hw = recorded_inventory("rtx4090_8x", visible=1)
-    hw = hw.model_copy(update={"host": hw.host.model_copy(update={
-        "ram_total_bytes": 128 * GIB})})
-    wl = fixed_levels(input_tokens=512, output_tokens=128, levels=[1], target=1, requests=2)
-    request = OptimizeRequest(model=ModelTarget(path="/m.gguf"), workload=wl.traffic,
-                              objective=wl.objective)
+    m, hw, wl, request = _on_a_4090("meta-llama__Meta-Llama-3.1-70B", 42 * 10**9, 128 * GIB)
     shape = _start_shape(request, adapter_for("llamacpp").name, m, hw, wl)
     assert shape is not None and shape.context_tokens is None  # the native context stands
     n = shape.changes["n_gpu_layers"]
@@ -205,14 +212,9 @@ def test_the_ladder_climbs_n_gpu_layers_when_an_earlier_step_frees_the_gpu():
     nothing more fits; once an 8-bit KV cache is the incumbent, its freed memory holds more
     layers, and the rule proposes the most that fit now."""
     from infopt.engines.llamacpp.rules import parallel_layout
-    from infopt.specs.workload import fixed_levels
     from infopt.tuning.dimension_rules import ladder_facts
 
-    m = _model("meta-llama__Meta-Llama-3.1-70B", ModelFormat.GGUF, 42 * 10**9)
-    hw = recorded_inventory("rtx4090_8x", visible=1)
-    hw = hw.model_copy(update={"host": hw.host.model_copy(update={
-        "ram_total_bytes": 128 * GIB})})
-    wl = fixed_levels(input_tokens=512, output_tokens=128, levels=[1], target=1, requests=2)
+    m, hw, wl, _ = _on_a_4090("meta-llama__Meta-Llama-3.1-70B", 42 * 10**9, 128 * GIB)
     facts = ladder_facts(m, hw, wl, None)
     base = adapter_for("llamacpp").baseline_config(ServingTarget(
         model_path="/m.gguf", served_model_name="m", native_context_tokens=131_072,
@@ -226,3 +228,27 @@ def test_the_ladder_climbs_n_gpu_layers_when_an_earlier_step_frees_the_gpu():
     [cand] = parallel_layout(q8, facts)
     more = cand.changes["n_gpu_layers"]
     assert more > n and fit_config(m, hw, with_knobs(q8, cand.changes), 1).fits
+
+
+def test_an_moe_model_under_partial_offload_is_offered_its_experts_in_host_ram():
+    """Qwen3-30B-A3B as a 32.5 GB Q8_0 GGUF on one recorded RTX 4090 (24 GB): it starts
+    with a partial -ngl; the parallel_layout rule also proposes every layer on the GPU with the
+    routed experts of the fewest first layers in host RAM (--n-cpu-moe), which the fit checks:
+    the fewest that fit, one fewer does not."""
+    from infopt.engines.llamacpp.rules import parallel_layout
+    from infopt.tuning.dimension_rules import ladder_facts
+    from infopt.tuning.plan_run import _start_shape, start_configs
+
+    m, hw, wl, request = _on_a_4090("Qwen__Qwen3-30B-A3B", int(32.5e9), 64 * GIB)
+    shape = _start_shape(request, adapter_for("llamacpp").name, m, hw, wl)
+    assert shape is not None and isinstance(shape.changes.get("n_gpu_layers"), int)
+    _, start = start_configs(request, adapter_for("llamacpp").name, m, hw, shape)
+    cands = parallel_layout(start, ladder_facts(m, hw, wl, None))
+    assert not isinstance(cands, str)
+    moe = next(c for c in cands if "n_cpu_moe" in c.changes)
+    n = moe.changes["n_cpu_moe"]
+    assert moe.changes["n_gpu_layers"] == "all" and 0 < n < m.inspection.num_layers
+    fit = fit_config(m, hw, with_knobs(start, moe.changes), 1)
+    assert fit.fits and any(a.startswith(f"--n-cpu-moe {n}:") for a in fit.assumptions)
+    fewer = with_knobs(start, {**moe.changes, "n_cpu_moe": n - 1})
+    assert not fit_config(m, hw, fewer, 1).fits

@@ -136,15 +136,22 @@ def offload_from_log(text: str) -> OffloadObservation | None:
 
 # "llama_kv_cache:        CPU KV buffer size =   180.00 MiB" (one line per device buffer; printed
 # at log verbosity >= 4 in this build, hence the log_verbosity knob).
-_KV_BUFFER_RE = re.compile(r"llama_kv_cache:\s+\S+ KV buffer size =\s+([\d.]+) MiB")
+_KV_BUFFER_RE = re.compile(r"llama_kv_cache:\s+(\S+) KV buffer size =\s+([\d.]+) MiB")
 
 
 def kv_from_log(text: str) -> KvObservation | None:
+    """The KV cache the engine allocated. Under a partial offload the offloaded layers' KV is on
+    the GPU and the rest in host RAM: the device's buffers are what the fit sizes against the
+    device (its KV per GPU), so they alone are counted; a CPU build's are its whole cache."""
     found = _KV_BUFFER_RE.findall(text)
     if not found:
         return None
-    lines = [ln for ln in text.splitlines() if _KV_BUFFER_RE.search(ln)]
-    return KvObservation(bytes=int(round(sum(float(f) for f in found) * 2**20)),
+    device = [(name, mib) for name, mib in found if not name.upper().startswith("CPU")]
+    counted = device or found
+    names = {name for name, _ in counted}
+    lines = [ln for ln in text.splitlines()
+             if (m := _KV_BUFFER_RE.search(ln)) and m.group(1) in names]
+    return KvObservation(bytes=int(round(sum(float(mib) for _, mib in counted) * 2**20)),
                          line="\n".join(lines))
 
 
@@ -205,7 +212,8 @@ def memory_shape(cfg: LlamaCppConfig, target_concurrency: int, is_cpu: bool,
     # as all on the device (auto's own fitting is the engine's, read back from its log).
     layers = cfg.n_gpu_layers if isinstance(cfg.n_gpu_layers, int) else None
     return MemoryShape(kv_dtype=cfg.cache_type_k, context_tokens=per_slot, max_sequences=slots,
-                       knobs=EngineKnobs(device_is_cpu=is_cpu, gpu_layers=layers))
+                       knobs=EngineKnobs(device_is_cpu=is_cpu, gpu_layers=layers,
+                                         cpu_moe_layers=cfg.n_cpu_moe))
 
 
 def control_config(t: ServingTarget) -> LlamaCppConfig:

@@ -121,7 +121,11 @@ def prefix_caching(cfg: LlamaCppConfig, f: LadderFacts) -> str:
 
 def parallel_layout(cfg: LlamaCppConfig, f: LadderFacts) -> list[LadderCandidate] | str:
     if isinstance(cfg.n_gpu_layers, int) and f.device_layers is not None:
-        return _more_gpu_layers(cfg, cfg.n_gpu_layers, f.device_layers(cfg, "n_gpu_layers"))
+        more = _more_gpu_layers(cfg, cfg.n_gpu_layers, f.device_layers(cfg, "n_gpu_layers"))
+        experts = _experts_on_host(cfg, f)
+        if isinstance(more, str):
+            return experts or more
+        return more + experts
     if f.gpu_count <= 1:
         return "one device: no tensor/pipeline/data-parallel layout to compare"
     return ("llama.cpp splits layers across GPUs by default (--split-mode layer); its split "
@@ -139,6 +143,23 @@ def _more_gpu_layers(cfg: LlamaCppConfig, now: int, most: int | None
                       why=f"{most - now} more layer(s) fit on the GPU in this configuration "
                           "(estimate): a layer moved off host RAM is read at the GPU's "
                           "bandwidth instead of the host's on every decoded token")]
+
+
+def _experts_on_host(cfg: LlamaCppConfig, f: LadderFacts) -> list[LadderCandidate]:
+    """An MoE model under partial offload: every layer's attention on the GPU and the routed
+    experts of the fewest first layers in host RAM (--n-cpu-moe, "keep the MoE weights of the
+    first N layers in the CPU"): a token reads only its selected experts there, while a
+    partial -ngl reads whole layers from host RAM. The measurement decides."""
+    if f.fewest_cpu_moe_layers is None or cfg.n_cpu_moe is not None:
+        return []
+    n = f.fewest_cpu_moe_layers(cfg)
+    if n is None:
+        return []
+    return [candidate(D.PARALLEL_LAYOUT, {"n_gpu_layers": "all", "n_cpu_moe": n},
+                      label=f"ngl=all_ncmoe={n}",
+                      why=f"all layers on the GPU with the routed experts of the first {n} in "
+                          "host RAM: the fewest that fit (estimate); attention and the shared "
+                          "weights read at GPU bandwidth, each token's few experts on the CPU")]
 
 
 # A draft model pays only when drafting k tokens costs well under k target steps: at draft/

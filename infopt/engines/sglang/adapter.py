@@ -47,6 +47,7 @@ from infopt.engines.base import (
     CpuKernelRequirement,
     EngineAdapter,
     MemoryShape,
+    listed_names,
     locate_executable,
     min_tokens_and_ignore_eos,
     version_report,
@@ -227,6 +228,32 @@ def kv_allocation(m: ModelInspection, memory_bytes: int, weights_bytes: int, tp:
         f"CUDA context ~{ctx / GIB:.2f} GiB (estimate)", "token-granular KV pool"))
 
 
+# SGLang's ModelRegistry registers each module of sglang/srt/models by its `EntryClass` (a class
+# or a list of them; python/sglang/srt/models/registry.py import_model_classes, 0.5.23), under
+# the class's name. Importing them all needs torch and each model's kernels, so the installed
+# package's files are read instead, in its own python: the same names, without the imports.
+_REGISTRY_SCRIPT = """
+import ast, importlib.util, json, pathlib
+spec = importlib.util.find_spec("sglang")
+names = set()
+for f in (pathlib.Path(spec.submodule_search_locations[0]) / "srt" / "models").glob("*.py"):
+    for node in ast.parse(f.read_text(errors="replace")).body:
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", "") == "EntryClass"
+                                                for t in node.targets):
+            v = node.value
+            names.update(getattr(e, "id", None) for e in
+                         (v.elts if isinstance(v, (ast.List, ast.Tuple)) else [v]))
+print(json.dumps(sorted(n for n in names if n)))
+"""
+
+
+@cache
+def architectures(python: str) -> frozenset[str] | None:
+    """The architectures the installed SGLang's model registry lists, read from its package's
+    sglang/srt/models; None when the probe did not answer."""
+    return listed_names(python, _REGISTRY_SCRIPT)
+
+
 ADAPTER = EngineAdapter(
     executable_env=ENV_OVERRIDE,
     venv_executable="bin/python",
@@ -240,6 +267,7 @@ ADAPTER = EngineAdapter(
     display_name="SGLang",
     config_type=SglangConfig,
     locate=locate,
+    architectures=architectures,
     build_launch=build_launch,
     detect_version=detect_version,
     health_path="/health",

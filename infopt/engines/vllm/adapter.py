@@ -32,6 +32,7 @@ from infopt.engines.base import (
     CpuKernelRequirement,
     EngineAdapter,
     MemoryShape,
+    listed_names,
     locate_executable,
     min_tokens_and_ignore_eos,
     version_report,
@@ -42,7 +43,6 @@ from infopt.engines.launch import Launch, ServingTarget
 from infopt.engines.scoring import PROMPT_LOGPROBS_SCORING
 from infopt.engines.vllm.rules import LAYOUT
 from infopt.engines.vllm.rules import RULES as LADDER
-from infopt.environ import scrubbed
 from infopt.specs.contract import ContractRemedy
 from infopt.specs.endpoint import PrefixCacheCounters, SpecCounters
 from infopt.specs.fit import KvObservation
@@ -193,17 +193,7 @@ print(json.dumps(sorted(ModelRegistry.get_supported_archs())))
 def architectures(python: str) -> frozenset[str] | None:
     """The architectures this vLLM's own ModelRegistry lists (one import of vLLM, ~6 s on 2
     cores, once per process); None when the probe did not answer (a stand-in, a broken env)."""
-    try:
-        out = subprocess.run([python, "-c", _REGISTRY_SCRIPT], capture_output=True, text=True,
-                             timeout=180, env=scrubbed())
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    lines = out.stdout.strip().splitlines()
-    try:
-        got = json.loads(lines[-1]) if out.returncode == 0 and lines else None
-    except ValueError:
-        return None
-    return frozenset(got) if isinstance(got, list) and got else None
+    return listed_names(python, _REGISTRY_SCRIPT)
 
 
 def readiness_timeout_s(weights_bytes: int, cfg: VllmConfig) -> float:
