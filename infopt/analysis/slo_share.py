@@ -13,6 +13,12 @@ from infopt.specs.cluster import SloCheck, Verdict
 DEFAULT_CONFIDENCE = 0.90  # one-sided, per SLO verdict
 
 
+def meeting_count(fraction: float, requests: int) -> int:
+    """The requests within an SLO's limit, from the share a scenario records of them (a count
+    over a whole number of requests: rounding undoes the division)."""
+    return round(fraction * requests)
+
+
 def share_interval(meeting: int, requests: int, confidence: float) -> tuple[float, float]:
     """One-sided bounds at `confidence` each (a two-sided exact interval at 2c - 1)."""
     if requests == 0:

@@ -19,7 +19,7 @@ import statistics
 from collections.abc import Callable, Sequence
 from typing import Literal
 
-from infopt.analysis.slo_share import DEFAULT_CONFIDENCE, check, overall
+from infopt.analysis.slo_share import DEFAULT_CONFIDENCE, check, meeting_count, overall
 from infopt.specs.cluster import Boundary, Probe, Verdict
 from infopt.specs.results import RequestRecord, ScenarioResult
 
@@ -88,7 +88,7 @@ def probe_from(rate_per_s: float, scenario: ScenarioResult,
         raise ValueError("the SLO boundary needs the traffic's SLOs (workload.slos)")
     n = scenario.level.requests
     checks = [check(s.metric, s.percentile, s.max_s, s.observed_s, n,
-                    round(s.requests_meeting_fraction * n), confidence)
+                    meeting_count(s.requests_meeting_fraction, n), confidence)
               for s in scenario.slos]
     mean, cv2 = e2e_moments(records)
     completed, sent = completion_rate(records), send_rate(records)

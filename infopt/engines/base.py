@@ -304,6 +304,10 @@ class EngineAdapter(Generic[C]):
     # How it spells TP / PP / DP / EP (infopt.engines.layout.LayoutKnobs); None: it has no
     # multi-GPU layout of that kind (the matrix says so).
     layout_knobs: LayoutKnobs | None = None
+    # The GPU vendors whose builds of this engine infopt runs, and how, in words ("nvidia":
+    # CUDA; llama.cpp also "amd": Vulkan or ROCm/HIP): routing refuses the engine on another
+    # vendor's GPU and routes a non-NVIDIA GPU to the engines that list its vendor first.
+    gpu_builds: tuple[tuple[str, str], ...] = (("nvidia", "CUDA"),)
     # The knob that keeps only the first N layers on the GPU and the rest in host RAM
     # (llama.cpp's n_gpu_layers, -ngl); None: the engine holds the whole model on its devices.
     offload_knob: str | None = None

@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Literal
 
+from infopt.engines import ENGINES, adapter_for
 from infopt.hardware.catalog import lowest_compute_capability
 from infopt.model.quantization import format_of
 from infopt.model.support_matrix import cuda_refusal
@@ -75,20 +76,29 @@ def device_refusal(engine: EngineName | str, device: DeviceFacts,
     its source; on an AMD GPU only llama.cpp (a Vulkan or ROCm/HIP build) is routed: the other
     engines' builds infopt runs are CUDA or CPU builds."""
     engine = EngineName(engine)
-    if device.vendor == "amd" and engine is not EngineName.LLAMACPP:
-        return (f"{device.label()}: {engine.value}'s builds here are CUDA or CPU builds; an "
-                "AMD GPU is served by llama.cpp with a Vulkan (or ROCm/HIP) build")
+    builds = dict(adapter_for(engine).gpu_builds)
+    if device.vendor == "amd" and device.vendor not in builds:
+        return (f"{device.label()}: {engine.value}'s builds here are "
+                f"{' or '.join(builds.values()) or 'no GPU'} or CPU builds; an AMD GPU is "
+                f"served by {_serving(device.vendor)}")
     if device.vendor != "nvidia" or device.compute_capability is None:
         return None
     return cuda_refusal(engine, fmt, device.compute_capability)
 
 
+def _serving(vendor: str) -> str:
+    """The engines with a build for `vendor`'s GPUs, and which builds (the adapters' data)."""
+    return "; ".join(f"{a.display_name} with a {dict(a.gpu_builds)[vendor]} build"
+                     for a in ENGINES.values() if vendor in dict(a.gpu_builds))
+
+
 def _legacy(device: DeviceFacts, fmt: CheckpointFormat) -> str | None:
-    """Why this GPU takes the compatibility route (llama.cpp first): an AMD GPU, or an NVIDIA
-    GPU that an engine of the workload defaults (vLLM, SGLang) cannot run the checkpoint on."""
+    """Why this GPU takes the compatibility route (llama.cpp first): an AMD GPU (the engines
+    with a build for it, from the adapters), or an NVIDIA GPU that an engine of the workload
+    defaults (vLLM, SGLang) cannot run the checkpoint on."""
     if device.vendor == "amd":
-        return (f"{device.label()}: llama.cpp with a Vulkan (or ROCm/HIP) build first, the "
-                "specification's route for AMD GPUs (a GGUF of the model is needed)")
+        return (f"{device.label()}: {_serving('amd')} first, the specification's route for "
+                "AMD GPUs (a GGUF of the model is needed)")
     refused = [why for e in (EngineName.VLLM, EngineName.SGLANG)
                if (why := device_refusal(e, device, fmt)) is not None]
     if not refused:

@@ -25,7 +25,7 @@ from infopt.specs.workload import Workload
 from infopt.tuning.climb_data import Incumbent
 from infopt.tuning.pareto import closest_to_ceiling, config_label
 from infopt.tuning.pareto import points as pareto_points
-from infopt.tuning.slo_gate import slo_outcome
+from infopt.tuning.slo_gate import Measured, slo_outcome
 
 # What every report says of how it measured (the notes after the run's own).
 METHOD_NOTES = (
@@ -127,6 +127,7 @@ def _slos(tuned: EngineTuning, chosen: Incumbent, workload: Workload, model: str
     """The SLOs against the recommended configuration, the defaults beside it for the loads
     they meet (infopt.tuning.slo_gate)."""
     control = [t for t in tuned.run.trials if t.role == TrialRole.CONTROL.value]
-    others = [] if chosen.role is TrialRole.CONTROL else [("the engine's defaults", control)]
-    return slo_outcome((chosen.winner_label, chosen.trials), others,
+    others = ([] if chosen.role is TrialRole.CONTROL else
+              [Measured("the engine's defaults", control)])
+    return slo_outcome(Measured(chosen.winner_label, chosen.trials), others,
                        workload.target_concurrency, model)

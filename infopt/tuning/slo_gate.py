@@ -10,8 +10,9 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
-from infopt.analysis.slo_share import DEFAULT_CONFIDENCE, check, overall
+from infopt.analysis.slo_share import DEFAULT_CONFIDENCE, check, meeting_count, overall
 from infopt.specs.cluster import SloCheck, Verdict
 from infopt.specs.paired import FinalDecision
 from infopt.specs.results import ScenarioResult, SloOutcome, Trial
@@ -53,7 +54,7 @@ def slo_gate(trials: Sequence[Trial], scenario: str | None = None,
     checks = []
     for i, slo in enumerate(found[0].slos):
         requests = sum(s.level.requests for s in found)
-        meeting = sum(round(s.slos[i].requests_meeting_fraction * s.level.requests)
+        meeting = sum(meeting_count(s.slos[i].requests_meeting_fraction, s.level.requests)
                       for s in found)
         seen = [v for s in found if (v := s.slos[i].observed_s) is not None]
         checks.append(check(slo.metric, slo.percentile, slo.max_s, max(seen, default=None),
@@ -137,8 +138,15 @@ def _loads_line(name: str, trials: Sequence[Trial]) -> str | None:
         for c, n, v in got)
 
 
-def slo_outcome(chosen: tuple[str, Sequence[Trial]], others: Sequence[tuple[str, Sequence[Trial]]],
-                target_concurrency: int, model: str) -> SloOutcome | None:
+class Measured(NamedTuple):
+    """A configuration as the report names it, with the trials that measured it."""
+
+    label: str
+    trials: Sequence[Trial]
+
+
+def slo_outcome(chosen: Measured, others: Sequence[Measured], target_concurrency: int,
+                model: str) -> SloOutcome | None:
     """The SLOs against the recommended configuration (`chosen`: its label and trials), and,
     when it misses them, the smallest viable alternatives: the highest load a measured
     configuration does meet them at (`others` too), the replicas that load implies (an

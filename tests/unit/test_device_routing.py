@@ -115,10 +115,29 @@ def test_an_amd_gpu_routes_llama_cpp_first_and_no_cuda_engine(tmp_path):
     d = device_of(hw)
     assert d.vendor == "amd" and "20.0 GiB VRAM" in d.label()
     routes = route(hw, _model(ModelFormat.GGUF), 1)
-    assert routes[0].engine is E.LLAMACPP and "Vulkan (or ROCm/HIP) build" in routes[0].reason
+    assert routes[0].engine is E.LLAMACPP and "with a Vulkan or ROCm/HIP build" in routes[0].reason
     assert _pick(hw, _model(ModelFormat.GGUF), 1)[0] is E.LLAMACPP
     # Before: an AMD GPU counted as no GPU. Now vLLM's CPU build is not chosen beside it for
     # an HF checkpoint: nothing here serves it, and the paragraph says why for each engine.
     with pytest.raises(EngineUnavailableError) as err:
         _pick(hw, _model(ModelFormat.HF), 1)
     assert "serves GGUF" in str(err.value) and "CUDA or CPU builds" in str(err.value)
+
+
+def test_which_engines_serve_an_amd_gpu_is_the_adapters_data(tmp_path, monkeypatch):
+    """An adapter that lists a ROCm build for AMD GPUs is no longer refused there, and the
+    compatibility route names it beside llama.cpp: nothing in routing names an engine."""
+    from dataclasses import replace
+
+    from infopt.engines import ENGINES
+    from infopt.engines.routing import device_refusal
+    from infopt.specs.checkpoint import CheckpointFormat
+
+    hw = _amd(tmp_path)
+    d = device_of(hw)
+    assert device_refusal(E.VLLM, d, CheckpointFormat.UNQUANTIZED) is not None
+    monkeypatch.setitem(ENGINES, E.VLLM, replace(ENGINES[E.VLLM], gpu_builds=(
+        ("nvidia", "CUDA"), ("amd", "ROCm"))))
+    assert device_refusal(E.VLLM, d, CheckpointFormat.UNQUANTIZED) is None
+    routes = route(hw, _model(ModelFormat.GGUF), 1)
+    assert "vLLM with a ROCm build" in routes[0].reason

@@ -22,7 +22,7 @@ from infopt.specs.trial import TrialSpec
 from infopt.specs.workload import Workload, fixed_levels
 from infopt.tuning.climb import climb, drive
 from infopt.tuning.engine_choice import engine_choice
-from infopt.tuning.slo_gate import binding, slo_gate, slo_outcome, with_slos
+from infopt.tuning.slo_gate import Measured, binding, slo_gate, slo_outcome, with_slos
 from tests.unit.test_climb_golden import Sim, facts, plan, statuses
 
 P = Percentiles(n=0, p50=None, p95=None, p99=None, mean=None, low_sample_p95=True)
@@ -149,7 +149,7 @@ def test_when_nothing_meets_the_slos_the_alternatives_come_from_the_measured_loa
     # measured alternative, with the replicas it implies labelled an estimate.
     trials = [with_bench(_trial(f"w{i}"), (20, 2), (20, 20)) for i in range(3)]
     control = [with_bench(_trial(f"c{i}"), (20, 3), (20, 20)) for i in range(3)]
-    got = slo_outcome(("baseline + x", trials), [("the engine's defaults", control)], 4,
+    got = slo_outcome(Measured("baseline + x", trials), [Measured("the engine's defaults", control)], 4,
                       "org/model")
     assert got is not None and not got.met
     assert got.binding.startswith("baseline + x: ttft p90 <= 0.5 s missed")
@@ -158,6 +158,6 @@ def test_when_nothing_meets_the_slos_the_alternatives_come_from_the_measured_loa
     assert fewer.startswith("fewer concurrent generations:") and "4 replicas" in fewer
     assert "an estimate" in fewer
     assert any(a.startswith("more GPUs: `infopt plan --model org/model") for a in got.alternatives)
-    assert slo_outcome(("w", [with_bench(_trial(f"m{i}"), (20, 20)) for i in range(3)]), [],
+    assert slo_outcome(Measured("w", [with_bench(_trial(f"m{i}"), (20, 20)) for i in range(3)]), [],
                        4, "m") == got.model_copy(update={"met": True, "binding": None,
                                                          "loads": [], "alternatives": []})

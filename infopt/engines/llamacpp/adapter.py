@@ -349,6 +349,7 @@ ADAPTER = EngineAdapter(
     kv_dtypes=("f16", "q8_0"),
     model_formats=("gguf",),
     offload_knob="n_gpu_layers",
+    gpu_builds=(("nvidia", "CUDA"), ("amd", "Vulkan or ROCm/HIP")),
     layout_knobs=LayoutKnobs(missing=(
         "llama.cpp splits one model over GPUs by layers or rows (-sm layer|row, -ts), not "
         "TP/PP/DP/EP ranks; replicas are separate servers")),
