@@ -45,6 +45,14 @@ lm-eval: $(STAMP)
 browser: $(STAMP)
 	@$(PIP_ENV) $(PY) -m infopt.bootstrap browser
 
+# llama.cpp's Vulkan build, the route for AMD and older GPUs: Debian's Vulkan toolchain and
+# Mesa's lavapipe (a Vulkan device on the CPU) installed with apt when missing, then llama-server
+# with -DGGML_VULKAN=ON (~6 min once on 2 cores); tests/integration/test_llamacpp_vulkan.py
+# offloads layers to lavapipe and reads the offload from the engine's own log.
+.PHONY: engines-vulkan
+engines-vulkan: $(STAMP)
+	@$(PIP_ENV) $(PY) -m infopt.bootstrap llamacpp-vulkan
+
 # The engines' own argument parsers, the judges of every command infopt builds for a GPU:
 # SGLang 0.5.23's parser and resolution hooks without GPU kernels (~10 s and ~300 MB on top of
 # the vLLM environment, whose torch it borrows; tests/integration/test_sglang_argv.py) and
@@ -68,7 +76,7 @@ lint: $(STAMP)
 # it; tests that share a costly session fixture stay on one worker (tests/conftest.py).
 TEST_WORKERS ?= 0
 PYTEST := $(PY) -m pytest -q -ra --durations=25 -n $(TEST_WORKERS) --dist loadgroup
-test: lint engines lm-eval browser engine-args
+test: lint engines lm-eval browser engine-args engines-vulkan
 	@$(PYTEST) -m "not e2e"
 
 # The long end-to-end runs (marked e2e, a minute or more each): the routed engine and its

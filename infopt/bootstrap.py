@@ -26,7 +26,7 @@ import tarfile
 import tempfile
 import time
 import zipfile
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -164,6 +164,15 @@ class EnginePaths:
         return self.llamacpp_dir / "bin" / "llama-server"
 
     @property
+    def llamacpp_vulkan_dir(self) -> Path:
+        return (self.root / "llamacpp-vulkan"
+                / f"{LLAMA_CPP_PYTHON_VERSION}-r{LLAMA_CPP_BUILD_REV}-{cpu_flags_key()}")
+
+    @property
+    def llama_server_vulkan(self) -> Path:
+        return self.llamacpp_vulkan_dir / "bin" / "llama-server"
+
+    @property
     def llama_quantize(self) -> Path:
         return self.llamacpp_dir / "bin" / "llama-quantize"
 
@@ -288,43 +297,115 @@ def ensure_llamacpp(p: EnginePaths) -> Path:
         _say("llama.cpp: this host has an NVIDIA GPU but no nvcc on PATH: building the CPU "
              "llama-server, which infopt refuses to run on this host. Install the CUDA toolkit "
              "and rerun make engines, or set INFOPT_LLAMA_SERVER to a CUDA build")
+    _build_llamacpp(p, p.llamacpp_dir, "llamacpp", LLAMA_CPP_TARGETS,
+                    llamacpp_device_flags(p.device, shutil.which("nvcc")))
+    _mark(p.llamacpp_dir, f"llama-cpp-python=={LLAMA_CPP_PYTHON_VERSION} cpu={cpu_flags_key()}")
+    _say(f"llama.cpp: ready at {p.llama_server}")
+    return p.llama_server
+
+
+def ensure_llamacpp_vulkan(p: EnginePaths) -> Path:
+    """llama-server's Vulkan build, the route for AMD and older GPUs, with its toolchain from
+    Debian (installed with apt when missing and this is root; VULKAN_PACKAGES) and Mesa's
+    lavapipe, a Vulkan device on the CPU, so its offload runs and is read from its log here."""
+    if _done(p.llamacpp_vulkan_dir):
+        return p.llama_server_vulkan
+    if not vulkan_toolchain():
+        log = p.logs / "vulkan-toolchain.log"
+        if os.geteuid() != 0 or not shutil.which("apt-get"):
+            raise BootstrapError("step 'llamacpp-vulkan' needs the Vulkan headers, glslc and "
+                                 f"SPIR-V headers: run `sudo apt-get install -y "
+                                 f"{' '.join(VULKAN_PACKAGES)}` (Debian/Ubuntu)")
+        _say(f"llama.cpp Vulkan: apt-get install {' '.join(VULKAN_PACKAGES)} (log: {log}) ...")
+        env = {"DEBIAN_FRONTEND": "noninteractive"}
+        _run("vulkan apt update", ["apt-get", "update"], log, env=env)
+        _run("vulkan install", ["apt-get", "install", "-y", "--no-install-recommends",
+                                *VULKAN_PACKAGES], log, env=env)
+    _build_llamacpp(p, p.llamacpp_vulkan_dir, "llamacpp-vulkan", ("llama-server",),
+                    ["-DGGML_VULKAN=ON"], patch=vulkan_headers_compat)
+    _mark(p.llamacpp_vulkan_dir,
+          f"llama-cpp-python=={LLAMA_CPP_PYTHON_VERSION} vulkan cpu={cpu_flags_key()}")
+    _say(f"llama.cpp Vulkan: ready at {p.llama_server_vulkan}")
+    return p.llama_server_vulkan
+
+
+def vulkan_toolchain() -> bool:
+    """Whether llama.cpp's Vulkan backend can be configured and run here: the loader's headers,
+    glslc and the SPIR-V headers' CMake package (ggml/src/ggml-vulkan/CMakeLists.txt finds
+    them), and lavapipe's driver manifest (the device a host without a GPU runs it on)."""
+    return (Path("/usr/include/vulkan/vulkan.h").is_file() and shutil.which("glslc") is not None
+            and any(Path(d).is_dir() for d in ("/usr/share/cmake/SPIRV-Headers",
+                                                 "/usr/lib/cmake/SPIRV-Headers"))
+            and any(Path("/usr/share/vulkan/icd.d").glob("lvp_icd.*.json")))
+
+
+# ggml-vulkan.cpp (llama-cpp-python 0.3.36) passes the validation layer's settings through
+# VK_EXT_layer_settings, which Vulkan headers before 1.3.261 lack (Debian 12 ships 1.3.239); the
+# settings only tune the validation layer (GGML_VULKAN_VALIDATE), so without the extension the
+# instance is created without them. Nothing else in the file needs newer headers.
+_LAYER_SETTINGS_START = "    VkBool32 enable_best_practice = layer_settings;"
+_LAYER_SETTINGS_END = ("    vk::InstanceCreateInfo instance_create_info(vk::InstanceCreateFlags{}, "
+                       "&app_info, layers, extensions, &layer_setting_info);\n")
+
+
+def vulkan_headers_compat(src: Path,
+                          headers: Path = Path("/usr/include/vulkan/vulkan_core.h")) -> bool:
+    """Create the Vulkan instance without the layer settings where the installed headers lack
+    VK_EXT_layer_settings; True when the source was changed."""
+    if headers.is_file() and "VK_EXT_layer_settings" in headers.read_text(errors="replace"):
+        return False
+    path = src / "ggml" / "src" / "ggml-vulkan" / "ggml-vulkan.cpp"
+    text = path.read_text()
+    if _LAYER_SETTINGS_START not in text or _LAYER_SETTINGS_END not in text:
+        return False  # another llama.cpp: built as it is (its own errors say what is missing)
+    head, rest = text.split(_LAYER_SETTINGS_START, 1)
+    _, tail = rest.split(_LAYER_SETTINGS_END, 1)
+    path.write_text(head + "    vk::InstanceCreateInfo instance_create_info("
+                    "vk::InstanceCreateFlags{}, &app_info, layers, extensions);\n" + tail)
+    return True
+
+
+def _build_llamacpp(p: EnginePaths, home: Path, name: str, targets: tuple[str, ...],
+                    device_flags: list[str],
+                    patch: Callable[[Path], bool] | None = None) -> None:
+    """The vendored llama.cpp of the llama-cpp-python sdist, configured for this CPU plus
+    `device_flags` (after `patch`, where the build needs one), its `targets` copied to
+    home/bin (the ~300 MB of objects removed)."""
     for tool in ("cmake", "c++"):
         if shutil.which(tool) is None:
-            raise BootstrapError(f"step 'llama.cpp build' needs '{tool}' on PATH; install it "
+            raise BootstrapError(f"step '{name} build' needs '{tool}' on PATH; install it "
                                  "(Debian: apt-get install cmake g++ libssl-dev) and rerun make engines")
-    _fresh_dir(p.llamacpp_dir)
-    log = p.logs / "llamacpp.log"
+    _fresh_dir(home)
+    log = p.logs / f"{name}.log"
     log.unlink(missing_ok=True)
-    _say(f"llama.cpp: downloading llama-cpp-python=={LLAMA_CPP_PYTHON_VERSION} sdist (source) ...")
-    work = p.llamacpp_dir / "src"
+    _say(f"{name}: downloading llama-cpp-python=={LLAMA_CPP_PYTHON_VERSION} sdist (source) ...")
+    work = home / "src"
     work.mkdir()
-    _run("llama.cpp download", [*_pip(), "download", "--no-deps", "--no-binary=:all:", "-d",
-                                str(work), f"llama-cpp-python=={LLAMA_CPP_PYTHON_VERSION}"], log)
+    _run(f"{name} download", [*_pip(), "download", "--no-deps", "--no-binary=:all:", "-d",
+                              str(work), f"llama-cpp-python=={LLAMA_CPP_PYTHON_VERSION}"], log)
     sdist = next(work.glob("*.tar.gz"))
     with tarfile.open(sdist) as tf:
         tf.extractall(work, filter="data")
     src = next(work.glob("llama_cpp_python-*")) / "vendor" / "llama.cpp"
+    if patch is not None and patch(src):
+        _say(f"{name}: patched for this host's older headers ({patch.__name__})")
     build = work / "build"
-    _say(f"llama.cpp: configuring (log: {log}) ...")
-    _run("llama.cpp configure", [
+    _say(f"{name}: configuring (log: {log}) ...")
+    _run(f"{name} configure", [
         "cmake", "-S", str(src), "-B", str(build), "-DCMAKE_BUILD_TYPE=Release",
         "-DLLAMA_CURL=OFF", "-DBUILD_SHARED_LIBS=OFF", "-DLLAMA_BUILD_TESTS=OFF",
         "-DLLAMA_BUILD_EXAMPLES=OFF", "-DGGML_NATIVE=ON",
-        *llamacpp_cmake_flags(platform.machine(), _cpu_flags()),
-        *llamacpp_device_flags(p.device, shutil.which("nvcc"))], log)
+        *llamacpp_cmake_flags(platform.machine(), _cpu_flags()), *device_flags], log)
     jobs = str(os.cpu_count() or 2)
-    for target in LLAMA_CPP_TARGETS:
-        _say(f"llama.cpp: compiling {target} with {jobs} jobs (several minutes on 2 cores) ...")
-        _run(f"llama.cpp build {target}",
+    for target in targets:
+        _say(f"{name}: compiling {target} with {jobs} jobs (several minutes on 2 cores) ...")
+        _run(f"{name} build {target}",
              ["cmake", "--build", str(build), "--target", target, "-j", jobs], log)
-    bindir = p.llamacpp_dir / "bin"
+    bindir = home / "bin"
     bindir.mkdir()
-    for target in LLAMA_CPP_TARGETS:
+    for target in targets:
         shutil.copy2(build / "bin" / target, bindir / target)
-    shutil.rmtree(work)  # ~300 MB of objects; the binaries are static
-    _mark(p.llamacpp_dir, f"llama-cpp-python=={LLAMA_CPP_PYTHON_VERSION} cpu={cpu_flags_key()}")
-    _say(f"llama.cpp: ready at {p.llama_server}")
-    return p.llama_server
+    shutil.rmtree(work)
 
 
 def _venv_with(step: str, home: Path, log: Path, *requirements: str) -> list[str]:
@@ -482,6 +563,9 @@ def ensure_vllm_args(p: EnginePaths) -> Path:
 
 
 BROWSER_PACKAGES = ("chromium", "chromium-driver")  # Debian's; the UI test drives them
+# Debian's Vulkan toolchain for llama.cpp's Vulkan backend, and Mesa's lavapipe (a Vulkan
+# device on the CPU: the Vulkan build's offload runs on a host with no GPU).
+VULKAN_PACKAGES = ("libvulkan-dev", "glslc", "spirv-headers", "mesa-vulkan-drivers")
 
 
 def ensure_browser(p: EnginePaths) -> Path:
@@ -511,16 +595,30 @@ STEPS = {
     "sglang-args": ensure_sglang_args,
     "vllm-args": ensure_vllm_args,
     "browser": ensure_browser,
+    "llamacpp-vulkan": ensure_llamacpp_vulkan,
 }
 # Built only when named (`make test` names them; `make demo` does not need them).
-OPTIONAL_STEPS = ("lm-eval", "sglang-args", "vllm-args", "browser")
+OPTIONAL_STEPS = ("lm-eval", "sglang-args", "vllm-args", "browser", "llamacpp-vulkan")
 # Steps that run in (or borrow from) other steps' products build those first.
 PREREQUISITES = {"hf-model": ("model", "vllm"), "sglang-args": ("vllm",)}
 
 
+def has_amd_gpu(drm: Path = Path("/sys/class/drm")) -> bool:
+    """An AMD GPU in the kernel's DRM class (PCI vendor 0x1002): its llama.cpp is the Vulkan
+    build, which `make engines` then builds too."""
+    for vendor in drm.glob("card*/device/vendor"):
+        try:
+            if vendor.read_text().strip() == "0x1002":
+                return True
+        except OSError:
+            continue
+    return False
+
+
 def main(argv: list[str] | None = None) -> int:
     args = argv if argv is not None else sys.argv[1:]
-    wanted = args or [s for s in STEPS if s not in OPTIONAL_STEPS]
+    wanted = args or [s for s in STEPS if s not in OPTIONAL_STEPS
+                      or (s == "llamacpp-vulkan" and has_amd_gpu())]
     unknown = [a for a in wanted if a not in STEPS]
     if unknown:
         print(f"unknown step(s) {unknown}; choose from {list(STEPS)}", file=sys.stderr)

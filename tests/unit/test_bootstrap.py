@@ -56,3 +56,57 @@ def test_a_gpu_hosts_builds_are_the_cuda_ones_and_kept_apart_from_the_cpu_ones(t
     assert bootstrap.llamacpp_device_flags("cpu", "/usr/bin/nvcc") == []
     cpu, cuda = bootstrap.EnginePaths(tmp_path), bootstrap.EnginePaths(tmp_path, "cuda")
     assert cpu.vllm_dir.parent.name == "vllm-cpu" and cuda.vllm_dir.parent.name == "vllm-cuda"
+
+
+def test_the_vulkan_build_drops_the_layer_settings_only_where_the_headers_lack_them(tmp_path):
+    """ggml-vulkan.cpp's validation-layer settings need VK_EXT_layer_settings (Vulkan 1.3.261);
+    against older headers the instance is created without them, and nothing else changes."""
+    from infopt.bootstrap import vulkan_headers_compat
+
+    src = tmp_path / "llama.cpp"
+    cpp = src / "ggml" / "src" / "ggml-vulkan" / "ggml-vulkan.cpp"
+    cpp.parent.mkdir(parents=True)
+    block = ("    VkBool32 enable_best_practice = layer_settings;\n"
+             "    std::vector<vk::LayerSettingEXT> settings = {};\n"
+             "    vk::LayerSettingsCreateInfoEXT layer_setting_info(settings);\n"
+             "    vk::InstanceCreateInfo instance_create_info(vk::InstanceCreateFlags{}, "
+             "&app_info, layers, extensions, &layer_setting_info);\n")
+    cpp.write_text("before\n" + block + "after\n")
+    new, old = tmp_path / "new.h", tmp_path / "old.h"
+    new.write_text("#define VK_EXT_layer_settings 1\n")
+    old.write_text("#define VK_HEADER_VERSION 239\n")
+    assert vulkan_headers_compat(src, new) is False and cpp.read_text() == "before\n" + block + "after\n"
+    assert vulkan_headers_compat(src, old) is True
+    assert cpp.read_text() == ("before\n    vk::InstanceCreateInfo instance_create_info("
+                               "vk::InstanceCreateFlags{}, &app_info, layers, extensions);\n"
+                               "after\n")
+    assert vulkan_headers_compat(src, old) is False  # once
+
+
+def test_an_amd_host_gets_and_runs_the_vulkan_build(monkeypatch, tmp_path):
+    """`make engines` adds the Vulkan build where the kernel lists an AMD GPU (PCI vendor
+    0x1002), and llama.cpp's locate picks it there; elsewhere the CPU (or CUDA) build."""
+    import pytest
+
+    from infopt.engines.llamacpp import adapter as llamacpp
+    from infopt.specs.base import EngineUnavailableError
+
+    drm = tmp_path / "drm"
+    for card, vendor in (("card0", "0x10de"), ("card1", "0x1002")):
+        (drm / card / "device").mkdir(parents=True)
+        (drm / card / "device" / "vendor").write_text(vendor + "\n")
+    assert bootstrap.has_amd_gpu(drm) and not bootstrap.has_amd_gpu(tmp_path / "none")
+    monkeypatch.delenv("INFOPT_LLAMA_SERVER", raising=False)
+    monkeypatch.setenv("INFOPT_CACHE_DIR", str(tmp_path / "cache"))
+    paths = bootstrap.default_paths()
+    for exe in (paths.llama_server, paths.llama_server_vulkan):
+        exe.parent.mkdir(parents=True)
+        exe.write_text("#!/bin/sh\n")
+        exe.chmod(0o755)
+    monkeypatch.setattr(llamacpp, "detect_other_accelerators", lambda: ("none", []))
+    assert llamacpp.locate() == str(paths.llama_server)
+    monkeypatch.setattr(llamacpp, "detect_other_accelerators", lambda: ("amd", ["AMD GPU"]))
+    assert llamacpp.locate() == str(paths.llama_server_vulkan)
+    paths.llama_server_vulkan.unlink()
+    with pytest.raises(EngineUnavailableError, match="make engines-vulkan"):
+        llamacpp.locate()

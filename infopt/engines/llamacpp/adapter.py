@@ -37,6 +37,7 @@ from infopt.engines.layout import LayoutKnobs
 from infopt.engines.llamacpp.rules import DEFAULT_CACHE_RAM_MIB
 from infopt.engines.llamacpp.rules import RULES as LADDER
 from infopt.engines.scoring import LLAMACPP_SCORING
+from infopt.hardware.host import detect_other_accelerators
 from infopt.specs.contract import ContractRemedy
 from infopt.specs.endpoint import PrefixCacheCounters, SpecCounters
 from infopt.specs.fit import KvObservation, OffloadObservation
@@ -47,11 +48,15 @@ ENV_OVERRIDE = "INFOPT_LLAMA_SERVER"
 
 
 def locate() -> str:
+    """$INFOPT_LLAMA_SERVER, else on a host with an AMD GPU the Vulkan build (`make engines`
+    builds it there), else the CPU or CUDA build."""
+    paths = default_paths()
+    amd = detect_other_accelerators()[0] == "amd"
     return locate_executable(
-        ENV_OVERRIDE, default_paths().llama_server, missing="",
-        invalid=f"llama.cpp's llama-server binary is missing. Run `make engines` to build it into "
-        f"the per-machine cache (~6 min on 2 cores), or set {ENV_OVERRIDE} to an existing "
-        "llama-server executable")
+        ENV_OVERRIDE, paths.llama_server_vulkan if amd else paths.llama_server, missing="",
+        invalid=f"llama.cpp's llama-server{' Vulkan build' if amd else ''} binary is missing. "
+        f"Run `make engines{'-vulkan' if amd else ''}` to build it into the per-machine cache "
+        f"(~6 min on 2 cores), or set {ENV_OVERRIDE} to an existing llama-server executable")
 
 
 # llama.cpp's own defaults in this build (common/common.h, tools/server/server.cpp): what
