@@ -96,6 +96,7 @@ def test_a_resumed_run_applies_the_kept_decision_without_asking(prefect_api, pla
     assert target.decisions[0].chosen.kind.value == "kv_precision"
 
 
+@pytest.mark.e2e  # waits out a 6 s gate; `make test` keeps the two that do not wait
 def test_unanswered_the_run_stops_with_the_decision_in_its_report(prefect_api, planted,
                                                                  tmp_path):
     request = _request(approval_timeout_s=6)

@@ -109,6 +109,9 @@ def _answer_in_the_ui(prefect_server, browser, flow, out: Path, seen: set[str]) 
     assert (ARTIFACTS / "approval-form.png").stat().st_size > 10_000
 
 
+# e2e: the same browser path as the approval form above, which `make test` keeps; this one adds
+# the decision form's select (~14 s), kept for `make test-e2e` within the 30-minute budget.
+@pytest.mark.e2e
 def test_a_no_fit_decision_is_answered_in_the_prefect_ui(prefect_server, browser, tmp_path):
     """The decision gate's form (issue 49): the computed alternatives as a select; the choice
     made in the UI is the one the run resumes with (tests/nofit_run.py, settle only)."""
