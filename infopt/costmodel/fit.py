@@ -106,16 +106,17 @@ def plan_fit(r: FitRequest, *, with_alternatives: bool = True) -> MemoryFit:
     w_total = weights_bytes(m, r.weight_path, r.exact_weights_bytes)
     # Weights split evenly over TP x PP ranks (embeddings/head replicate or split by engine;
     # an even split is the first-order assumption).
-    share = device_layer_share(r)
+    split = offload_split(m, r.knobs)
     w_rank = int(w_total / shards)
-    w_gpu = int(w_rank * share) - experts_on_host_bytes(r, w_rank, share)
+    moe_host = experts_on_host_bytes(r, w_rank, split.device_layers)
+    w_gpu = int(w_rank * split.weights_share) - moe_host
     allocate = r.kv.allocate_cpu if is_cpu and r.kv.allocate_cpu else r.kv.allocate
     budget = allocate(m, dev.memory_bytes, w_gpu, r.tp, dev.name, r.knobs)
     # A partial offload keeps the offloaded layers' KV with them (llama.cpp's default
     # --kv-offload): the device holds its layers' share of every token's KV.
-    bpt = kv_bytes_per_token_per_gpu(m, r.kv_dtype, r.tp, r.pp) * share
+    bpt = kv_bytes_per_token_per_gpu(m, r.kv_dtype, r.tp, r.pp) * split.kv_share
     state = state_bytes_per_sequence_per_gpu(m, r.kv_dtype, r.context_tokens, r.tp,
-                                             r.pp) * share
+                                             r.pp) * split.kv_share
     per_seq = bpt * r.context_tokens + state
     required = int(per_seq * r.concurrency)
     if pad := budget.upfront_pad_cells:
@@ -136,8 +137,7 @@ def plan_fit(r: FitRequest, *, with_alternatives: bool = True) -> MemoryFit:
     # overheads exceed the host's memory.
     host_short = max(0, w_gpu + max(budget.kv_budget_bytes, required) + budget.overhead_bytes
                      - dev.memory_bytes) if is_cpu else 0
-    on_host = offloaded_bytes(r, w_rank - w_gpu, required, share)
-    moe_host = experts_on_host_bytes(r, w_rank, share)
+    on_host = offloaded_bytes(r, w_rank - w_gpu, required, split.kv_share)
     if on_host and r.host_memory_bytes is not None:
         host_short = max(0, on_host - r.host_memory_bytes)
     fits = headroom >= 0 and budget.kv_budget_bytes > 0 and host_short == 0
@@ -156,12 +156,13 @@ def plan_fit(r: FitRequest, *, with_alternatives: bool = True) -> MemoryFit:
           if host_short else []),
         *([f"not offered on this device: {r.kv.refused[r.kv.eight_bit]}"]
           if r.kv.eight_bit in r.kv.refused else []),
-        *([f"partial offload: {r.knobs.gpu_layers} of {m.num_layers} layers (-ngl) with their "
-           f"KV on the device, the rest in host RAM: {on_host / GIB:.2f} GiB of weights and KV "
+        *([f"partial offload: {r.knobs.gpu_layers} of {m.num_layers} layers (-ngl: the output "
+           f"layer, then the last {split.device_layers} decoder layers with their KV) on the "
+           f"device, the rest in host RAM: {on_host / GIB:.2f} GiB of weights and KV "
            + (f"in the host's {r.host_memory_bytes / GIB:.2f} GiB"
               + (f", {host_short / GIB:.2f} GiB short" if host_short else "")
               if r.host_memory_bytes is not None else "(host RAM not checked)")]
-          if share < 1 else []),
+          if split.kv_share < 1 else []),
         *([f"--n-cpu-moe {r.knobs.cpu_moe_layers}: the routed experts of the first "
            f"{r.knobs.cpu_moe_layers} layers ({moe_host / GIB:.2f} GiB, the experts' share of "
            "the weights split evenly over the MoE layers) in host RAM"] if moe_host else []),
@@ -183,32 +184,49 @@ def plan_fit(r: FitRequest, *, with_alternatives: bool = True) -> MemoryFit:
     return fit
 
 
-def device_layer_share(r: FitRequest) -> float:
-    """The share of the model's layers on the device: 1 unless a GPU run offloads partially
-    (knobs.gpu_layers below the model's layer count)."""
-    n = r.knobs.gpu_layers
-    if n is None or r.knobs.device_is_cpu or n >= r.model.num_layers:
-        return 1.0
-    return max(0, n) / r.model.num_layers
+@dataclass(frozen=True)
+class OffloadSplit:
+    weights_share: float  # of the weights on the device
+    kv_share: float  # of each token's KV on the device
+    device_layers: int  # decoder layers on the device
 
 
-def experts_on_host_bytes(r: FitRequest, w_rank: int, share: float) -> int:
+def offload_split(m: ModelInspection, knobs: EngineKnobs) -> OffloadSplit:
+    """What a partial offload (knobs.gpu_layers: llama.cpp's -ngl N) puts on the device. N counts
+    n_layer + 1 offloadable layers with the output layer as the last: llama.cpp's
+    src/llama-model.cpp puts layers from i_gpu_start = max(n_layer + 1 - N, 0) on the GPU and
+    assigns the output as layer n_layer, so -ngl N holds the output projection and the last
+    N - 1 decoder layers; the input embedding stays on the CPU. The output projection is
+    lm_head, or a copy of the tied embedding table. A real Vulkan build's buffers agree
+    (tests/integration/test_llamacpp_vulkan.py). All on the device unless N <= n_layer."""
+    n, layers = knobs.gpu_layers, m.num_layers
+    if n is None or knobs.device_is_cpu or n > layers:
+        return OffloadSplit(1.0, 1.0, layers)
+    if n <= 0:
+        return OffloadSplit(0.0, 0.0, 0)
+    p, total, on_device = m.params, m.params_total, n - 1
+    output = (p.lm_head or p.embedding) / total if total else 0.0
+    decoder = max(0.0, 1 - (p.embedding + p.lm_head) / total) if total else 1.0
+    return OffloadSplit(min(1.0, output + decoder * on_device / layers), on_device / layers,
+                        on_device)
+
+
+def experts_on_host_bytes(r: FitRequest, w_rank: int, device_layers: int) -> int:
     """The routed-expert weights --n-cpu-moe N keeps in host RAM among the layers on the device:
-    llama.cpp offloads the last -ngl layers and keeps the experts of the first N on the CPU, so
-    only the overlap leaves the device; each MoE layer holds an even share of the experts."""
+    llama.cpp offloads the last layers and keeps the experts of the first N on the CPU, so only
+    the overlap leaves the device; each MoE layer holds an even share of the experts."""
     n, moe, layers = r.knobs.cpu_moe_layers, r.model.moe, r.model.num_layers
     if not n or moe is None or r.knobs.device_is_cpu or not r.model.params_total:
         return 0
-    on_device = round(share * layers)
-    overlap = max(0, min(n, layers) - (layers - on_device))
+    overlap = max(0, min(n, layers) - (layers - device_layers))
     per_layer = w_rank * r.model.params.routed_experts / r.model.params_total / moe.num_moe_layers
     return int(min(overlap, moe.num_moe_layers) * per_layer)
 
 
 def offloaded_bytes(r: FitRequest, weights_off_bytes: int, kv_on_device_bytes: int,
-                    share: float) -> int:
+                    kv_share: float) -> int:
     """What a partial offload leaves in host RAM: the other layers' weights and their KV."""
-    if share >= 1:
+    if kv_share >= 1:
         return 0
     kv_total = (kv_bytes_per_token_per_gpu(r.model, r.kv_dtype, r.tp, r.pp) * r.context_tokens
                 + state_bytes_per_sequence_per_gpu(r.model, r.kv_dtype, r.context_tokens, r.tp,

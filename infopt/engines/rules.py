@@ -65,15 +65,11 @@ class LadderFacts:
     gpu_memory_bytes: int | None = None
     gpu_compute_capability: str | None = None
     mla: bool = False  # the model caches a latent (MLA), not per-head K and V
-    # The most of the model's layers that fit on the GPU in a configuration, with the rest in
-    # host RAM (`knob`: the engine's offload knob; all of them when they all fit; None: not
-    # even one), by infopt's fit. None: no GPU here.
-    device_layers: Callable[[Any, str], int | None] | None = None
-    # An MoE model's fewest layers whose routed experts must stay in host RAM for every layer
-    # to fit on the GPU (llama.cpp --n-cpu-moe), by infopt's fit; None: not MoE, no GPU, or
-    # not even that fits.
-    fewest_cpu_moe_layers: Callable[[Any], int | None] | None = None
-
+    # Whether a configuration fits this host's GPU by infopt's fit (None: no GPU here): the
+    # offload rules search their own knobs with it (llama.cpp's -ngl and --n-cpu-moe).
+    fits_gpu: Callable[[Any], bool] | None = None
+    num_layers: int = 0  # the model's decoder layers
+    moe: bool = False  # the model routes tokens to experts
 
 Derive = Callable[[Any, LadderFacts], "list[LadderCandidate] | str"]
 

@@ -11,7 +11,7 @@ from infopt.costmodel.device import (
     device_from_probe,
     smallest_cuda_total,
 )
-from infopt.costmodel.fit import FitRequest, plan_fit
+from infopt.costmodel.fit import FitRequest, offload_split, plan_fit
 from infopt.costmodel.offload import offloaded_row
 from infopt.costmodel.roofline import ceiling_ratio
 from infopt.costmodel.weights import path_from_quantization
@@ -73,15 +73,15 @@ def _offloaded(row: CeilingRow, model: ModelProfile, hw: HardwareInventory, conf
     """A partial offload's row: its host-RAM layers read at the host's measured bandwidth
     (infopt.costmodel.offload); unchanged when every layer is on the GPU or a bandwidth is
     unknown (the whole-GPU row is still an upper bound)."""
-    layers = adapter_for(config.engine).memory_shape(
-        config, 1, False, model.native_context_tokens).knobs.gpu_layers
-    total = model.inspection.num_layers
+    knobs = adapter_for(config.engine).memory_shape(config, 1, False,
+                                                    model.native_context_tokens).knobs
+    share = offload_split(model.inspection, knobs).weights_share  # the fit's own split
     dev_bw = (device.bandwidth_bytes_per_s if env is Envelope.THEORETICAL
               else device.calibrated_bandwidth_bytes_per_s)
     host = hw.host_memory_bandwidth
-    if layers is None or layers >= total or not dev_bw or host is None:
+    if share >= 1 or not dev_bw or host is None:
         return row
-    return offloaded_row(row, max(0, layers) / total, dev_bw, host.median_bytes_per_s)
+    return offloaded_row(row, share, dev_bw, host.median_bytes_per_s)
 
 
 def level_ceilings(model: ModelProfile, hw: HardwareInventory, config: Config,

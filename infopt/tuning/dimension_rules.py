@@ -8,7 +8,6 @@ accepted carries forward."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 from infopt.costmodel.kv import kv_bytes_per_token_per_gpu
@@ -22,7 +21,6 @@ from infopt.engines.rules import (
     WeightVariant,
     candidate,
 )
-from infopt.specs.fit import MemoryFit
 from infopt.specs.hardware import HardwareInventory
 from infopt.specs.inspection import AttentionKind
 from infopt.specs.ladder import (
@@ -32,10 +30,9 @@ from infopt.specs.ladder import (
 )
 from infopt.specs.model import ModelProfile
 from infopt.specs.results import Trial
-from infopt.specs.serving import AnyServingConfig, with_knobs
+from infopt.specs.serving import AnyServingConfig
 from infopt.specs.workload import Workload
 from infopt.tuning.candidates import fit_config
-from infopt.tuning.start_shape import most_device_layers
 from infopt.tuning.weights import BITS_PER_WEIGHT
 
 
@@ -113,47 +110,8 @@ def ladder_facts(model: ModelProfile, hw: HardwareInventory, workload: Workload,
         mla=model.inspection.attention.kind is AttentionKind.MLA,
         layouts=tuple(candidate_layouts(model.inspection, len(hw.gpus)))
         if len(hw.gpus) > 1 else (),
-        device_layers=_device_layers(model, hw, t) if hw.gpus else None,
-        fewest_cpu_moe_layers=(_fewest_cpu_moe(model, hw, t)
-                               if hw.gpus and model.inspection.moe else None))
-
-
-def _fewest_cpu_moe(model: ModelProfile, hw: HardwareInventory, target_concurrency: int
-                    ) -> Callable[[Any], int | None]:
-    """The fewest layers whose experts stay in host RAM with every layer on the GPU, by
-    bisection (the fit grows with the experts kept off the device)."""
-    layers = model.inspection.num_layers
-
-    def ok(config: Any, n: int) -> bool:
-        return fit_config(model, hw, with_knobs(config, {"n_gpu_layers": layers,
-                                                         "n_cpu_moe": n}),
-                          target_concurrency).fits
-
-    def fewest(config: Any) -> int | None:
-        lo, hi, best = 1, layers, None
-        while lo <= hi:
-            mid = (lo + hi) // 2
-            if ok(config, mid):
-                best, hi = mid, mid - 1
-            else:
-                lo = mid + 1
-        return best
-    return fewest
-
-
-def _device_layers(model: ModelProfile, hw: HardwareInventory, target_concurrency: int
-                   ) -> Callable[[Any, str], int | None]:
-    """The most layers of `model` that fit the GPU in a configuration (infopt's fit)."""
-    layers = model.inspection.num_layers
-
-    def fits(config: Any) -> MemoryFit:
-        return fit_config(model, hw, config, target_concurrency)
-
-    def most(config: Any, knob: str) -> int | None:
-        if fits(with_knobs(config, {knob: layers})).fits:
-            return layers
-        return most_device_layers(layers, config, knob, fits)
-    return most
+        fits_gpu=(lambda c: fit_config(model, hw, c, t).fits) if hw.gpus else None,
+        num_layers=model.inspection.num_layers, moe=model.inspection.moe is not None)
 
 
 def _measured_lengths(workload: Workload, base: Trial | None) -> tuple[int, int]:

@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from infopt.analysis.monotone import last_true
 from infopt.engines import adapter_for
 from infopt.engines.rules import LadderFacts
 from infopt.specs.approval import GateKind, GateRequest
@@ -41,8 +42,11 @@ def nofit_choices(request: OptimizeRequest, fits: list[EngineFit], replan: Repla
 
 def apply_choice(request: OptimizeRequest, choice: DecisionChoice) -> OptimizeRequest:
     """The request with the choice's changes merged in (dicts merge, the rest replaces)."""
-    data = _merge(request.model_dump(mode="json"), choice.request_changes)
-    return OptimizeRequest.model_validate(data)
+    return _changed(request, choice.request_changes)
+
+
+def _changed(request: OptimizeRequest, changes: dict[str, Any]) -> OptimizeRequest:
+    return OptimizeRequest.model_validate(_merge(request.model_dump(mode="json"), changes))
 
 
 def pre_decided(policy: NoFitPolicy, choices: list[DecisionChoice]
@@ -121,13 +125,9 @@ def _context(request: OptimizeRequest, replan: Replan) -> DecisionChoice | None:
 
 def _concurrency(request: OptimizeRequest, replan: Replan) -> DecisionChoice | None:
     target = request.workload.peak_active_generations
-    lo, hi, best = 1, target - 1, None
-    while lo <= hi:  # the fit shrinks with the load: the most that fits, by bisection
-        mid = (lo + hi) // 2
-        if _viable(request, _at_concurrency(request, mid), replan) is not None:
-            best, lo = mid, mid + 1
-        else:
-            hi = mid - 1
+    # the fit shrinks with the load: the most that fits
+    best = last_true(1, target - 1, lambda c: _viable(request, _at_concurrency(request, c),
+                                                      replan) is not None)
     if best is None:
         return None
     return DecisionChoice(
@@ -169,9 +169,7 @@ def _viable(request: OptimizeRequest, changes: dict[str, Any], replan: Replan) -
     """The re-planned run with `changes` when it has an engine to tune; None otherwise (a
     change the request's own checks or the engine's device refuse is not offered)."""
     try:
-        plan = replan(apply_choice(request, DecisionChoice(
-            key="probe", kind=ChoiceKind.STOP, title="", resumes=True,
-            request_changes=changes)))
+        plan = replan(_changed(request, changes))
     except (InfoptError, ValueError):
         return None
     return plan if plan.viable else None

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from infopt.analysis.monotone import last_true
 from infopt.costmodel.layouts import fitting_layouts
 from infopt.engines.layout import LayoutKnobs
 from infopt.specs.fit import Layout, MemoryFit
@@ -101,20 +102,11 @@ def start_shape(m: ModelInspection, gpu_count: int, shaping: ShapeKnobs,
 
 def most_device_layers(num_layers: int, config: Any, knob: str,
                        fits: Callable[[Any], MemoryFit]) -> int | None:
-    """The most of the model's layers that fit on the device with the rest in host RAM (at
-    least one, fewer than all), by bisection: the fit shrinks with the layers offloaded. None
-    when not even one layer fits beside the host's share."""
-    def ok(n: int) -> bool:
-        return fits(with_knobs(config, {knob: n})).fits
-
-    lo, hi, best = 1, num_layers - 1, None
-    while lo <= hi:
-        mid = (lo + hi) // 2
-        if ok(mid):
-            best, lo = mid, mid + 1
-        else:
-            hi = mid - 1
-    return best
+    """The most offloaded layers that fit on the device with the rest in host RAM: 1 to
+    `num_layers` (llama.cpp counts the output layer too, so `num_layers` + 1 is the whole
+    model), the fit shrinking with each layer offloaded. None when not even one fits."""
+    return last_true(1, num_layers,
+                     lambda n: fits(with_knobs(config, {knob: n})).fits)
 
 
 def widest_shape(m: ModelInspection, gpu_count: int, knobs: LayoutKnobs | None,
@@ -139,14 +131,6 @@ def _longest_context(floor: int, native: int, fits: Callable[[int], bool]) -> in
     (or the floor itself); None when the floor does not. The fit shrinks with the context."""
     if not fits(floor):
         return None
-    lo, hi = floor, native - 1  # native does not fit (checked by the caller)
-    step = CONTEXT_STEP_TOKENS
-    lo_k, hi_k = -(-lo // step), hi // step  # candidate multiples of the step
-    best = floor
-    while lo_k <= hi_k:
-        mid = (lo_k + hi_k) // 2
-        if fits(mid * step):
-            best, lo_k = mid * step, mid + 1
-        else:
-            hi_k = mid - 1
-    return max(best, floor)
+    step = CONTEXT_STEP_TOKENS  # native does not fit (checked by the caller)
+    k = last_true(-(-floor // step), (native - 1) // step, lambda k: fits(k * step))
+    return max(k * step if k is not None else floor, floor)

@@ -48,6 +48,28 @@ def test_partial_offload_is_real_and_read_from_the_log(vulkan_server, gguf_model
         assert r.status_code == 200, r.text
     finally:
         process.stop(running.pid)
-    seen = llamacpp.offload_from_log(log.read_text(errors="replace"))
+    text = log.read_text(errors="replace")
+    seen = llamacpp.offload_from_log(text)
     assert seen is not None and (seen.layers_offloaded, seen.layers_total) == (10, 31)
     assert any(name.startswith("Vulkan") for name in seen.model_buffer_bytes), seen
+    _the_fit_agrees_with_the_engines_buffers(gguf_model, text, seen)
+
+
+def _the_fit_agrees_with_the_engines_buffers(gguf_model, text: str, seen) -> None:
+    """infopt's split of -ngl 10 (infopt.costmodel.fit.offload_split, from llama.cpp's source:
+    the output layer and the last 9 decoder layers) against what the engine allocated on the
+    device: the KV buffer to 2% (9 of 30 layers' KV), the weights to 20% (the estimate prices
+    every parameter at the file's average bits; the tied output is Q8_0 in this Q4_1 file)."""
+    from infopt.costmodel.allocation import EngineKnobs
+    from infopt.costmodel.fit import offload_split
+    from infopt.costmodel.kv import kv_bytes_per_token_per_gpu
+    from infopt.model.profile import profile_model
+
+    m = profile_model(str(gguf_model))
+    split = offload_split(m.inspection, EngineKnobs(gpu_layers=10))
+    kv = llamacpp.kv_from_log(text)  # the device's KV buffer alone under a partial offload
+    assert kv is not None and "Vulkan0" in kv.line and "CPU" not in kv.line
+    fit_kv = kv_bytes_per_token_per_gpu(m.inspection, "f16") * 512 * split.kv_share
+    assert kv.bytes == pytest.approx(fit_kv, rel=0.02)
+    device = sum(b for name, b in seen.model_buffer_bytes.items() if name.startswith("Vulkan"))
+    assert split.weights_share * m.file_bytes == pytest.approx(device, rel=0.2)

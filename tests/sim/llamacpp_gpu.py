@@ -74,25 +74,37 @@ def _model(path: str) -> dict:
         return int(f.parts[f.data[0]][0])
     arch = bytes(r.fields["general.architecture"].parts[-1]).decode()
     heads = field(f"{arch}.attention.head_count")
-    return {"layers": field(f"{arch}.block_count"),
+    sizes = {t.name: int(t.n_bytes) for t in r.tensors}
+    layers = field(f"{arch}.block_count")
+    return {"layers": layers, "tensor_bytes": sum(sizes.values()),
+            "output_bytes": sizes.get("output.weight", sizes.get("token_embd.weight", 0))
+            + sizes.get("output_norm.weight", 0),
+            "block_bytes": [sum(b for n, b in sizes.items() if n.startswith(f"blk.{i}."))
+                            for i in range(layers)],
             "context": field(f"{arch}.context_length"),
             "kv_heads": field(f"{arch}.attention.head_count_kv"),
-            "head_dim": field(f"{arch}.embedding_length") // heads,
-            "file_bytes": Path(path).stat().st_size}
+            "head_dim": field(f"{arch}.embedding_length") // heads}
 
 
 def split(argv: list[str], gpu: dict) -> dict:
     """Where the stand-in puts the model: layers offloaded, device bytes, fits."""
     m = _model(_flag(argv, "-m", "--model") or "")
-    offloadable = m["layers"] + 1
+    layers = m["layers"]
+    offloadable = layers + 1
     # -c 0 or none: llama.cpp takes the model's trained context as the whole pool
     cells = int(_flag(argv, "-c", "--ctx-size") or 0) or m["context"]
     kv_type = _flag(argv, "-ctk", "--cache-type-k") or "f16"
     kv_layer = cells * 2 * m["kv_heads"] * m["head_dim"] * KV_TYPE_BYTES[kv_type]
-    per_layer_w = m["file_bytes"] / offloadable
+
+    def on_device(n: int) -> tuple[float, int]:
+        """(weight bytes, decoder blocks) on the GPU at -ngl n: the output, then the last
+        blocks."""
+        blocks = min(max(0, n - 1), layers)
+        return (m["output_bytes"] if n else 0) + sum(m["block_bytes"][layers - blocks:]), blocks
 
     def device_bytes(n: int) -> float:
-        return n * per_layer_w + min(n, m["layers"]) * kv_layer + COMPUTE_BUFFER_BYTES
+        weights, blocks = on_device(n)
+        return weights + blocks * kv_layer + COMPUTE_BUFFER_BYTES
 
     asked = _flag(argv, "-ngl", "--gpu-layers", "--n-gpu-layers")
     if asked in (None, "auto"):
@@ -100,10 +112,9 @@ def split(argv: list[str], gpu: dict) -> dict:
                 default=0)
     else:
         n = offloadable if asked == "all" else min(int(asked), offloadable)
-    return {"n": n, "of": offloadable, "weights": n * per_layer_w,
-            "host_weights": m["file_bytes"] - n * per_layer_w,
-            "kv": min(n, m["layers"]) * kv_layer,
-            "host_kv": (m["layers"] - min(n, m["layers"])) * kv_layer,
+    weights, blocks = on_device(n)
+    return {"n": n, "of": offloadable, "weights": weights, "host_weights": m["tensor_bytes"],
+            "kv": blocks * kv_layer, "host_kv": (layers - blocks) * kv_layer,
             "need": device_bytes(n), "fits": device_bytes(n) <= gpu["memory_bytes"]}
 
 

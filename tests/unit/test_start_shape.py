@@ -213,13 +213,14 @@ def test_the_ladder_climbs_n_gpu_layers_when_an_earlier_step_frees_the_gpu():
     layers, and the rule proposes the most that fit now."""
     from infopt.engines.llamacpp.rules import parallel_layout
     from infopt.tuning.dimension_rules import ladder_facts
+    from infopt.tuning.start_shape import most_device_layers
 
     m, hw, wl, _ = _on_a_4090("meta-llama__Meta-Llama-3.1-70B", 42 * 10**9, 128 * GIB)
     facts = ladder_facts(m, hw, wl, None)
     base = adapter_for("llamacpp").baseline_config(ServingTarget(
         model_path="/m.gguf", served_model_name="m", native_context_tokens=131_072,
         usable_cpus=8))
-    n = facts.device_layers(base, "n_gpu_layers")
+    n = most_device_layers(80, base, "n_gpu_layers", lambda c: fit_config(m, hw, c, 1))
     assert n is not None and 0 < n < 80
     start = with_knobs(base, {"n_gpu_layers": n})
     said = parallel_layout(start, facts)

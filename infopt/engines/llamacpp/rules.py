@@ -3,6 +3,10 @@ incumbent and the run's facts. Flags as in infopt.engines.llamacpp.adapter (llam
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
+from infopt.analysis.monotone import first_true, last_true
 from infopt.engines.rules import (
     Drafter,
     LadderFacts,
@@ -13,7 +17,7 @@ from infopt.engines.rules import (
 from infopt.engines.shared_rules import DRAFT_LENGTHS
 from infopt.specs.ladder import Dimension as D
 from infopt.specs.ladder import LadderCandidate
-from infopt.specs.serving import LlamaCppConfig
+from infopt.specs.serving import LlamaCppConfig, with_knobs
 
 # Why each GGUF type is worth measuring (llama.cpp's quantize table and kernel paths).
 _WEIGHT_WHY = {
@@ -120,9 +124,9 @@ def prefix_caching(cfg: LlamaCppConfig, f: LadderFacts) -> str:
 
 
 def parallel_layout(cfg: LlamaCppConfig, f: LadderFacts) -> list[LadderCandidate] | str:
-    if isinstance(cfg.n_gpu_layers, int) and f.device_layers is not None:
-        more = _more_gpu_layers(cfg, cfg.n_gpu_layers, f.device_layers(cfg, "n_gpu_layers"))
-        experts = _experts_on_host(cfg, f)
+    if isinstance(cfg.n_gpu_layers, int) and f.fits_gpu is not None:
+        more = _more_gpu_layers(cfg, f.fits_gpu, f.num_layers)
+        experts = _experts_on_host(cfg, f.fits_gpu, f.num_layers) if f.moe else []
         if isinstance(more, str):
             return experts or more
         return more + experts
@@ -132,11 +136,15 @@ def parallel_layout(cfg: LlamaCppConfig, f: LadderFacts) -> list[LadderCandidate
             "modes are not on the ladder yet")
 
 
-def _more_gpu_layers(cfg: LlamaCppConfig, now: int, most: int | None
-                     ) -> list[LadderCandidate] | str:
+def _more_gpu_layers(cfg: LlamaCppConfig, fits: Callable[[Any], bool],
+                     layers: int) -> list[LadderCandidate] | str:
     """A partial offload climbs -ngl: the most layers that fit beside this configuration's KV
-    and batches (what earlier dimensions freed, e.g. an 8-bit KV cache) by infopt's fit."""
-    if most is None or most <= now:
+    and batches (what earlier dimensions freed, e.g. an 8-bit KV cache) by infopt's fit, up to
+    all of them (n_layer + 1: llama.cpp counts the output layer)."""
+    now = cfg.n_gpu_layers
+    assert isinstance(now, int)  # parallel_layout's condition
+    most = last_true(now + 1, layers + 1, lambda n: fits(with_knobs(cfg, {"n_gpu_layers": n})))
+    if most is None:
         return (f"-ngl {now} is already the most layers that fit the GPU in this "
                 "configuration (estimate; each trial's log says what loaded)")
     return [candidate(D.PARALLEL_LAYOUT, {"n_gpu_layers": most}, series="n_gpu_layers",
@@ -145,14 +153,16 @@ def _more_gpu_layers(cfg: LlamaCppConfig, now: int, most: int | None
                           "bandwidth instead of the host's on every decoded token")]
 
 
-def _experts_on_host(cfg: LlamaCppConfig, f: LadderFacts) -> list[LadderCandidate]:
+def _experts_on_host(cfg: LlamaCppConfig, fits: Callable[[Any], bool],
+                     layers: int) -> list[LadderCandidate]:
     """An MoE model under partial offload: every layer's attention on the GPU and the routed
     experts of the fewest first layers in host RAM (--n-cpu-moe, "keep the MoE weights of the
     first N layers in the CPU"): a token reads only its selected experts there, while a
     partial -ngl reads whole layers from host RAM. The measurement decides."""
-    if f.fewest_cpu_moe_layers is None or cfg.n_cpu_moe is not None:
+    if cfg.n_cpu_moe is not None:
         return []
-    n = f.fewest_cpu_moe_layers(cfg)
+    n = first_true(1, layers, lambda k: fits(with_knobs(cfg, {"n_gpu_layers": "all",
+                                                               "n_cpu_moe": k})))
     if n is None:
         return []
     return [candidate(D.PARALLEL_LAYOUT, {"n_gpu_layers": "all", "n_cpu_moe": n},
