@@ -9,7 +9,6 @@ loaded measurements and re-runs nothing that completed."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from pathlib import Path
 from typing import cast
 from uuid import UUID
 
@@ -18,7 +17,6 @@ from prefect.artifacts import create_progress_artifact, update_progress_artifact
 
 from infopt.engines.session import EnginePool
 from infopt.runs.engine_run import EngineRun
-from infopt.specs.approval import GateAnswer
 from infopt.specs.fit import MemoryFit
 from infopt.specs.ladder import ClimbProgress
 from infopt.specs.serving import AnyServingConfig
@@ -26,7 +24,7 @@ from infopt.specs.trial import TrialSpec
 from infopt.tuning.climb import ClimbOutcome, ClimbPlan, climb
 from tasks.trial import run_trial
 
-__all__ = ["Progress", "run_climb", "weight_approvals"]
+__all__ = ["Progress", "run_climb"]
 
 
 def run_climb(plan: ClimbPlan, ctx: EngineRun, key: Callable[[TrialSpec], str],
@@ -78,9 +76,3 @@ class Progress:
                 progress=share, key=f"infopt-progress-{self.engine}".lower(), description=text))
         else:
             update_progress_artifact(self.artifact, progress=share, description=text)
-
-
-def weight_approvals(variants: dict[str, Path], answers: dict[str, GateAnswer]
-                     ) -> dict[str, GateAnswer]:
-    """model path -> the gate answer that let it be made."""
-    return {str(path): answers[fmt] for fmt, path in variants.items() if fmt in answers}

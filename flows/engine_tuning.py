@@ -11,31 +11,28 @@ Every trial is persisted under its key; a resumed run re-runs none that complete
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from prefect import get_run_logger
 
 from blocks.credentials import troubleshooting
-from flows.climb import Progress, run_climb, weight_approvals
-from flows.weights import current_type, hub_variants, weight_variants
+from flows.climb import Progress, run_climb
+from flows.weight_gates import ask_weight_gates
+from flows.weights import current_type
 from infopt.contract.remedies import contract_gaps
 from infopt.engines import adapter_for
-from infopt.engines.rules import Drafter, WeightVariant
+from infopt.engines.rules import Drafter
 from infopt.model.digest import model_digest
 from infopt.model.profile import weights_profile
 from infopt.quality.keys import quality_key
 from infopt.runs.engine_run import EngineRun
 from infopt.runs.outcomes import EngineTuning, LadderRun
 from infopt.runs.rundir import atomic_write, trial_dir
-from infopt.specs.approval import GateAnswer
 from infopt.specs.base import EngineStartError, InfoptError
 from infopt.specs.checkpoint import Shortlist
 from infopt.specs.contract import ContractGap
 from infopt.specs.fit import MemoryFit
 from infopt.specs.hardware import HardwareInventory
-from infopt.specs.ladder import Dimension
-from infopt.specs.model import ModelProfile
 from infopt.specs.request import OptimizeRequest
 from infopt.specs.results import Trial
 from infopt.specs.serving import AnyServingConfig
@@ -48,9 +45,8 @@ from infopt.tuning.control import (
     higher_is_better,
     why_pruned,
 )
-from infopt.tuning.dimension_rules import climbs, ladder_facts, rules_for
+from infopt.tuning.dimension_rules import ladder_facts, rules_for
 from infopt.tuning.plan_run import EnginePlan, fit_of, reference_config, start_configs
-from infopt.tuning.weights import BITS_PER_WEIGHT
 from tasks.quality import quality_reference
 
 
@@ -65,11 +61,13 @@ def tune_engine(request: OptimizeRequest, plan: EnginePlan, hw: HardwareInventor
     control, baseline = start_configs(request, engine, model, hw, shape)
     version = adapter.detect_version(adapter.locate())
     digest = model_digest(model.path)
-    # Weight candidates first: their gates are asked before any trial, so a person answers
-    # at the start, and a downloaded checkpoint of higher precision becomes the reference.
-    weights = weight_candidates(request, shortlist, model, engine.value, version, digest)
-    ref_config, ref_digest, ref_why = reference_config(control, model, hw, workload,
-                                                       weights.variants, digest)
+    # The weight candidates' gates are asked at the start: first when a downloaded checkpoint
+    # of higher precision may become the quality reference, else beside the control and the
+    # baseline, which no answer changes (flows/weight_gates.py).
+    weights = ask_weight_gates(request, shortlist, model, engine.value, version, digest)
+    ref_config, ref_digest, ref_why = reference_config(
+        control, model, hw, workload, () if weights.background else weights.candidates().variants,
+        digest)
     # The quality reference: started once, restarted for the floor.
     ref_key = quality_key(ref_config, version, ref_digest, request.quality_max_prompts)
     reference, quality_note = quality_reference(
@@ -88,26 +86,32 @@ def tune_engine(request: OptimizeRequest, plan: EnginePlan, hw: HardwareInventor
     climb_plan = ClimbPlan(
         control=control, baseline=baseline, engine=adapter.name.value,
         rules=rules_for(adapter, request.dimensions, request.tune),
-        facts=lambda base: ladder_facts(model, hw, workload, base, weights.variants,
-                                        "; ".join(weights.notes) or None, current_type(model),
+        facts=lambda base: ladder_facts(model, hw, workload, base, weights.candidates().variants,
+                                        "; ".join(weights.candidates().notes) or None,
+                                        current_type(model),
                                         request.kv_prefix_budget.ram_bytes, drafters),
         objective=workload.objective.value, higher=higher_is_better(workload.objective),
         budgets=request.budgets, seed=request.seed,
         why_pruned=lambda c: why_pruned(c, hw.engine_cpu_isa, fit),
         gaps=lambda t: contract_gaps(t.contract, adapter_for(t.config.engine).contract_remedies),
-        approvals=weights.approvals, id_prefix=id_prefix, t_start=t_start,
+        approvals=weights, id_prefix=id_prefix, t_start=t_start,
         log=get_run_logger(), window_requests=workload.traffic.measured_requests,
         control_ineligible=lambda t: control_ineligible(t, fit, ctx.served_context_tokens,
                                                         adapter.contract_remedies),
         progress=Progress(run_dir.name, adapter.name.value))
-    outcome = run_climb(climb_plan, ctx,
-                        lambda s: trial_key(s, workload, version, digest, gate), fit,
-                        request.budgets.engines_up)
+    try:
+        outcome = run_climb(climb_plan, ctx,
+                            lambda s: trial_key(s, workload, version, digest, gate), fit,
+                            request.budgets.engines_up)
+    except BaseException as exc:
+        weights.withdraw(f"{type(exc).__name__} during the {engine.value} climb")
+        raise
     trials = outcome.trials
     # A re-planned baseline (its contract remedy): the first plan's trials the second did not
     # reload by key stay as the report's evidence, renamed.
     before, trials = trials[:outcome.replanned_after], trials[outcome.replanned_after:]
     if outcome.broken is not None:
+        weights.withdraw("the baseline is broken")
         _stop_on_broken_baseline(outcome.broken, run_dir, outcome.broken_gaps)
     run = LadderRun(trials=trials, pruned=outcome.pruned)
     ladder, history = outcome.ladder, outcome.history
@@ -121,34 +125,10 @@ def tune_engine(request: OptimizeRequest, plan: EnginePlan, hw: HardwareInventor
         quality_note=quality_note, run=run, ladder=ladder, history=history,
         chosen=outcome.chosen or history[-1],
         applied=outcome.remedy, first_gaps=outcome.first_gaps,
-        superseded=_superseded(before, trials), weight_notes=weights.notes,
-        weight_answers=weights.answers, context_tokens=shape.context_tokens if shape else None,
+        superseded=_superseded(before, trials), weight_notes=weights.candidates().notes,
+        weight_answers=weights.candidates().answers, gate_waits=weights.waits(),
+        context_tokens=shape.context_tokens if shape else None,
         engine_run=ctx)
-
-
-@dataclass
-class WeightCandidates:
-    variants: tuple[WeightVariant, ...] = ()
-    approvals: dict[str, GateAnswer] = field(default_factory=dict)  # path -> approved answer
-    answers: list[GateAnswer] = field(default_factory=list)  # every gate asked, for the report
-    notes: list[str] = field(default_factory=list)  # what was not tried, and why
-
-
-def weight_candidates(request: OptimizeRequest, shortlist: Shortlist | None,
-                      model: ModelProfile, engine: str, version: str, digest: str
-                      ) -> WeightCandidates:
-    """Shortlisted hub checkpoints (download gate) then variants made here (quantize gate);
-    nothing is downloaded or made when the request skips the weights dimension."""
-    if not climbs(request, Dimension.WEIGHTS):
-        return WeightCandidates()
-    hub, hub_answers, notes = hub_variants(request, shortlist, engine, digest)
-    made, answers, made_notes = weight_variants(request, model, engine, version, digest)
-    return WeightCandidates(
-        variants=tuple(hub) + tuple(WeightVariant(fmt, str(path), BITS_PER_WEIGHT.get(fmt))
-                                    for fmt, path in made.items()),
-        approvals={**weight_approvals(made, answers),
-                   **{k: a for k, a in hub_answers.items() if a.approved}},
-        answers=list(hub_answers.values()) + list(answers.values()), notes=notes + made_notes)
 
 
 def _superseded(before: list[Trial], after: list[Trial]) -> list[Trial]:

@@ -58,6 +58,15 @@ def _now() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%S%z")
 
 
+# Who answers a gate the run withdraws (withdraw): the answer's source then says "withdrawn",
+# not "person".
+WITHDRAWN_BY = "infopt (the run stopped before an answer)"
+
+
+def _source(answered_by: str) -> AnswerSource:
+    return AnswerSource.WITHDRAWN if answered_by == WITHDRAWN_BY else AnswerSource.PERSON
+
+
 def _answer(gate: GateRequest, **kw) -> GateAnswer:
     return GateAnswer(kind=gate.kind, key=gate.key, title=gate.title, answered_at=_now(), **kw)
 
@@ -72,7 +81,7 @@ def approval_gate(gate: GateRequest, timeout_s: int) -> GateAnswer:
     got = pause_flow_run(wait_for_input=ApprovalInput.with_initial_data(
         description=gate.description, approved=False), timeout=timeout_s, poll_interval=2,
         key=gate.key)
-    return _answer(gate, approved=got.approved, source=AnswerSource.PERSON,
+    return _answer(gate, approved=got.approved, source=_source(got.answered_by),
                    reason=got.reason, answered_by=got.answered_by or "unnamed (Prefect UI)",
                    flow_run_id=run_id)
 
@@ -107,7 +116,8 @@ def decision_gate(gate: GateRequest, keys: list[str], default: str,
     got = pause_flow_run(wait_for_input=decision_input(keys).with_initial_data(
         description=gate.description, choice=default), timeout=timeout_s, poll_interval=2,
         key=gate.key)
-    return _answer(gate, approved=True, source=AnswerSource.PERSON, choice=got.choice,
+    return _answer(gate, approved=True, source=_source(got.answered_by),
+                   choice=got.choice,
                    reason=got.reason, answered_by=got.answered_by or "unnamed (Prefect UI)",
                    flow_run_id=run_id)
 
@@ -257,6 +267,21 @@ def resume(gate_run_id: str, run_input: dict) -> None:
         raise InputError(f"the Prefect server did not take the answer for run {gate_run_id} "
                          f"({result.status.value}: {_reason(result)}); the run is still "
                          "paused: send it again with `infopt approve`")
+
+
+def withdraw(run_id: str, reason: str) -> list[str]:
+    """Deny every gate of `run_id` still waiting (a decision: "stop"), so that the run, which
+    stopped for another reason, does not wait out their timeouts; the keys answered."""
+    answered = []
+    for p in pending(run_id):
+        answer = {"reason": reason, "answered_by": WITHDRAWN_BY,
+                  **({"choice": "stop"} if p.choices else {"approved": False})}
+        try:
+            resume(p.gate_run_id, answer)
+        except InputError:  # answered meanwhile by a person: theirs stands
+            continue
+        answered.append(p.key)
+    return answered
 
 
 def approve(run_id: str, gate: str | None, approved: bool, reason: str,

@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 from prefect import get_run_logger, task
@@ -27,7 +28,7 @@ from infopt.engines.rules import WeightVariant
 from infopt.model.download import download_gate, fetch, select_files
 from infopt.model.drafters import best_drafters
 from infopt.model.hub import default_cache_dir, fetch_model_facts
-from infopt.specs.approval import AnswerSource, GateAnswer
+from infopt.specs.approval import AnswerSource, GateAnswer, GateRequest
 from infopt.specs.base import InputError
 from infopt.specs.checkpoint import Shortlist
 from infopt.specs.drafters import DrafterSearch
@@ -43,6 +44,15 @@ from infopt.tuning.hub_weights import (
 )
 from infopt.tuning.weights import quantize_gate
 from tasks.weights import requantize_task, variant_path
+
+# How a gate is answered: flows.gate.ask with the request's authorization and timeout, or, while
+# the control and the baseline run meanwhile, that wrapped to time the wait and to withdraw
+# (flows/weight_gates.py).
+AskGate = Callable[[GateRequest], GateAnswer]
+
+
+def asker(request: OptimizeRequest) -> AskGate:
+    return lambda gate: ask(gate, request.authorize, request.approval_timeout_s)
 
 
 @task(name="download-weights", cache_policy=NO_CACHE)
@@ -78,8 +88,8 @@ def download_model(request: OptimizeRequest, research: Research | None = None
 
 
 def hub_variants(request: OptimizeRequest, shortlist: Shortlist | None, engine: str,
-                 local_digest: str) -> tuple[list[WeightVariant], dict[str, GateAnswer],
-                                             list[str]]:
+                 local_digest: str, ask_gate: AskGate
+                 ) -> tuple[list[WeightVariant], dict[str, GateAnswer], list[str]]:
     """(the downloaded checkpoints as variants, model path -> its gate's answer, notes)."""
     picked, why_none = pick_checkpoints(request, shortlist, engine)
     if shortlist is None:  # nothing shortlisted: nothing picked
@@ -96,8 +106,7 @@ def hub_variants(request: OptimizeRequest, shortlist: Shortlist | None, engine: 
             notes.append(f"shortlisted {spec_of(c)}: byte-identical to the served checkpoint "
                          f"(sha256 {local_digest[7:19]}…), not downloaded")
             continue
-        answer = ask(download_gate(facts, files, cache), request.authorize,
-                     request.approval_timeout_s)
+        answer = ask_gate(download_gate(facts, files, cache))
         if not answer.approved:
             notes.append(f"shortlisted {spec_of(c)}: not downloaded (the download gate was "
                          f"not approved: {answer.source.value})")
@@ -155,7 +164,8 @@ def requested_types(request: OptimizeRequest, engine: str, current: str | None
 
 
 def weight_variants(request: OptimizeRequest, model, engine: str, tool_version: str,
-                    digest: str) -> tuple[dict[str, Path], dict[str, GateAnswer], list[str]]:
+                    digest: str, ask_gate: AskGate
+                    ) -> tuple[dict[str, Path], dict[str, GateAnswer], list[str]]:
     """(type -> variant file for each approved type, type -> its gate's answer, notes)."""
     types, why_none = requested_types(request, engine, current_type(model))
     if not types:
@@ -172,7 +182,7 @@ def weight_variants(request: OptimizeRequest, model, engine: str, tool_version: 
         gate = quantize_gate(Path(model.path), model.file_bytes,
                              getattr(model.inspection, "params_total", None), gguf_type, tool,
                              out.parent)
-        answer = ask(gate, request.authorize, request.approval_timeout_s)
+        answer = ask_gate(gate)
         answers[gguf_type] = answer
         if answer.approved:
             variants[gguf_type] = Path(requantize_task(model.path, digest, tool_version,

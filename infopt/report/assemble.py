@@ -118,7 +118,9 @@ def assemble_report(run_id: str, run_dir: Path, request: OptimizeRequest, worklo
                                         request.model.revision),
         approvals=target.download_answers + [a for tn in tunings for a in tn.weight_answers]
         + [d.answer for d in target.decisions] + finish.expose_answers,
-        decisions=target.decisions, gate_waits=target.waits, exposure=finish.exposure,
+        decisions=target.decisions,
+        gate_waits=target.waits + [w for tn in tunings for w in tn.gate_waits],
+        exposure=finish.exposure,
         notes=_notes(request, target, tunings, tuned))
 
 

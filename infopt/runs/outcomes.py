@@ -83,6 +83,7 @@ class EngineTuning:
     superseded: list[Trial] = field(default_factory=list)
     weight_notes: list[str] = field(default_factory=list)
     weight_answers: list[GateAnswer] = field(default_factory=list)  # quantize and download gates
+    gate_waits: list[GateWait] = field(default_factory=list)  # those gates' waits for a person
     context_tokens: int | None = None  # served when shorter than native (StartShape)
 
     @property

@@ -38,6 +38,7 @@ class AnswerSource(StrEnum):
     PERSON = "person"  # the Prefect UI form or `infopt approve`
     TIMEOUT = "timeout"  # nobody answered in time: denied
     UNANSWERED = "unanswered"  # the gate's run ended otherwise (cancelled, crashed): denied
+    WITHDRAWN = "withdrawn"  # the run stopped while the gate waited: denied by the run itself
 
 
 class GateAnswer(Spec):

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Generator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -78,7 +78,9 @@ class ClimbPlan:
     # Why a candidate's configuration cannot run here or does not fit (None: it can).
     why_pruned: Callable[[AnyServingConfig], str | None] = _runs_anywhere
     gaps: Callable[[Trial], list[ContractGap]] = _no_gaps  # the baseline's contract gaps
-    approvals: dict[str, GateAnswer] = field(default_factory=dict)  # weights path -> answer
+    # weights path -> the answer that let it be tried; read only once the ladder's facts are
+    # (the flow's gates may still be waiting while the control and the baseline run)
+    approvals: Mapping[str, GateAnswer] = field(default_factory=dict)
     id_prefix: str = ""  # a comparator engine's trials: "vllm-t00-control-r1"
     clock: Callable[[], float] = time.monotonic  # seconds, for the wall-time budget
     t_start: float | None = None  # on `clock`; None: when the climb starts

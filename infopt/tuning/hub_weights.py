@@ -125,6 +125,16 @@ def served_precision(model: ModelProfile) -> tuple[str, float] | None:
     return (dtype, _FLOAT_BITS[dtype]) if dtype in _FLOAT_BITS else None
 
 
+def may_raise_reference(served_bits: float | None,
+                        picked: Sequence[CheckpointCandidate]) -> bool:
+    """Whether a checkpoint not yet downloaded could become the quality reference
+    (reference_weights): one with more bits per weight than the served checkpoint. When none
+    could, the reference is the served checkpoint whatever the download gates answer, so the
+    control and the baseline need not wait for them."""
+    return bool(served_bits) and any((variant_format(c)[1] or 0.0) > (served_bits or 0.0)
+                                     for c in picked)
+
+
 def reference_weights(served_bits: float | None, variants: Sequence[WeightVariant],
                       fits: Callable[[str], bool]) -> WeightVariant | None:
     """The quality reference's weights: the downloaded hub checkpoint with the most bits per

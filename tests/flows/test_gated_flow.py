@@ -1,13 +1,19 @@
-"""The gates inside a real optimize run (real llama-server, real Prefect test server), all
-pre-authorized by the request so nothing waits: two local weight variants made with the real
-llama-quantize behind the quantize gate (Q8_0 passes the quality gate and is measured; Q2_K
-fails it and is rejected unmeasured); a shortlisted hub checkpoint (a real Q4_0 GGUF on the fake
+"""The gates inside a real optimize run (real llama-server, real Prefect test server): two local
+weight variants made with the real llama-quantize behind the quantize gate, answered by a
+person (another thread, through the API `infopt approve` uses) only once the control and the
+baseline have run beside them (issue 49: no answer changes them), so the ladder waits and the
+report says what ran meanwhile (Q8_0 passes the quality gate and is measured; Q2_K fails it and
+is rejected unmeasured); pre-authorized by the request: a shortlisted hub checkpoint (a real Q4_0 GGUF on the fake
 hub, over real HTTP) downloaded behind the download gate and tried as weights, while the hub's
 byte-identical copy of the served file is not downloaded; and the winner exposed on 0.0.0.0
 behind the expose gate with a generated API key (kept in a Prefect Secret block, never in the
 run's files)."""
 
 from __future__ import annotations
+
+import contextvars
+import threading
+import time
 
 import pytest
 
@@ -37,6 +43,23 @@ def hub(tmp_path_factory):
         yield h
 
 
+def _approve_after_the_baseline(runs, keys: list[str]) -> threading.Thread:
+    """Approve each gate once it waits and the control's and the baseline's trials are
+    complete (their trial.json written)."""
+    from flows.gate import approve, pending
+
+    def answer():
+        for key in keys:
+            while not (found := [p for p in pending() if p.key == key]) or len(
+                    list(runs.glob("*/trials/*/trial.json"))) < 2:
+                time.sleep(0.5)
+            approve(found[0].gate_run_id, key, True, "go ahead")
+
+    t = threading.Thread(target=contextvars.copy_context().run, args=(answer,), daemon=True)
+    t.start()
+    return t
+
+
 @pytest.fixture(scope="module")
 def run(prefect_api, hub, tmp_path_factory):
     from flows.optimize import optimize
@@ -50,8 +73,9 @@ def run(prefect_api, hub, tmp_path_factory):
                           hub_endpoint=hub.endpoint),
         workload=wl.traffic, objective=wl.objective, budgets=Budgets(repeats=1), scenarios=[],
         quality_task_items=0, quality_tolerance=0.05, requantize=["Q8_0", "Q2_K"],
-        authorize=["quantize", "expose", "download"], expose={"address": "0.0.0.0"},
-        dimensions=["weights"])
+        authorize=["expose", "download"], expose={"address": "0.0.0.0"},
+        dimensions=["weights"], approval_timeout_s=600)
+    _approve_after_the_baseline(runs, ["quantize-q8-0", "quantize-q2-k"])
     with pytest.MonkeyPatch.context() as mp:  # downloads into this test's own hub cache
         mp.setenv("XDG_CACHE_HOME", str(tmp_path_factory.mktemp("xdg")))
         report = optimize(request=request, runs_dir=str(runs))
@@ -63,7 +87,11 @@ def test_each_variant_passed_its_gate_and_the_quality_gate_decided(run):
     gates = {a.key: a for a in report.approvals}
     hub_gate = "download-community-quants-smollm2-135m-instruct-gguf-smollm2-135m-instruct-q4-0"
     assert set(gates) == {"quantize-q8-0", "quantize-q2-k", hub_gate, "expose-winner"}
-    assert all(a.approved and a.source.value == "pre-authorized" for a in gates.values())
+    assert all(a.approved for a in gates.values())
+    assert {k for k, a in gates.items() if a.source.value == "person"} == {
+        "quantize-q8-0", "quantize-q2-k"}
+    assert {k for k, a in gates.items() if a.source.value == "pre-authorized"} == {
+        hub_gate, "expose-winner"}
     weights = {t.value: t for t in report.trials if t.dimension == "weights"}
     assert set(weights) == {"weights=Q8_0", "weights=Q2_K", HUB_LABEL}
     q8, q2 = weights["weights=Q8_0"], weights["weights=Q2_K"]
@@ -126,3 +154,16 @@ def test_the_winner_was_exposed_with_a_key_that_appears_nowhere(run):
     assert "## Approvals" in md and "pre-authorized" in md
     assert f"listening on 0.0.0.0:{e.port}" in md
     assert "all on loopback" in md  # the trials themselves
+
+
+def test_the_control_and_baseline_ran_while_the_quantize_gates_waited(run):
+    report, run_dir = run
+    waits = {w.gate_key: w for w in report.gate_waits}
+    assert set(waits) == {"quantize-q8-0", "quantize-q2-k"}
+    for w in waits.values():
+        [said] = w.ran_meanwhile
+        assert said.startswith("the quality reference, the control and the baseline "
+                               "(finished while waiting; the ladder then waited ")
+    md = (run_dir / "report.md").read_text()
+    assert "- Gate `quantize-q8-0` waited " in md
+    assert "Ran meanwhile: the quality reference, the control and the baseline" in md

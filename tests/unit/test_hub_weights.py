@@ -153,3 +153,17 @@ def test_an_hf_checkpoints_reference_is_raised_to_a_higher_precision_hf_download
     assert reference_weights(bits, (awq, bf16), lambda p: True) is bf16
     assert reference_weights(bits, (awq, bf16), lambda p: p != bf16.path) is None  # no fit
     assert reference_weights(4.0, (awq,), lambda p: True) is None  # not more bits
+
+
+def test_only_a_higher_precision_shortlisted_checkpoint_may_change_the_reference(shortlist):
+    """Issue 49: the weights gates wait beside the control and the baseline unless an answer
+    could change their quality reference (a download of more bits per weight)."""
+    from infopt.tuning.hub_weights import may_raise_reference
+
+    awq = next(c for c in shortlist.candidates if c.repo_id == "Qwen/Qwen3-8B-AWQ")
+    gguf = next(c for c in shortlist.candidates if c.gguf_file)  # Q4_K_M, 4.89 bits
+    assert may_raise_reference(4.5, [awq, gguf])  # the Q4_K_M has more bits than 4.5
+    assert not may_raise_reference(4.89, [awq, gguf])  # equal is not more
+    assert not may_raise_reference(16.0, [awq, gguf])  # a bf16 served: nothing exceeds it
+    assert not may_raise_reference(None, [awq, gguf])  # served bits unknown: never raised
+    assert not may_raise_reference(4.5, [])  # nothing shortlisted
