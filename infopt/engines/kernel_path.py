@@ -1,7 +1,9 @@
-"""The kernel path of the recommended configuration, read from the engine's own log: the winner
-trial's engine.log, or, for an engine that prints its kernel choices only at a higher log level
-(llama.cpp: -lv 4), one short start of the winner with that level (trials/t-kernel/), which is
-measured nothing and stopped once healthy."""
+"""The kernel path of the recommended configuration, read from the engine's own log: what the
+winner trial read already (infopt.runs.load_evidence: its own log, or its configuration's
+load-only start on a GPU host), else the winner trial's engine.log, or, for an engine that
+prints its kernel choices only at a higher log level (llama.cpp: -lv 4), one short start of the
+winner with that level (trials/t-kernel/), which is measured nothing and stopped once
+healthy."""
 
 from __future__ import annotations
 
@@ -26,6 +28,9 @@ def kernel_path(winner: Trial, run_dir: str, weights_bytes: int, troubleshoot: T
             f"not read: infopt does not know {engine}'s kernel-selection log lines yet"])
     how = [f"read from trial {winner.trial_id}'s engine.log"]
     log = trial_dir(Path(run_dir), winner.key or winner.trial_id) / "engine.log"
+    if (k := winner.kernels) is not None and k.log is not None:  # read already, per trial
+        return KernelPath(engine=engine, log=k.log, lines=k.lines,
+                          notes=[f"read from {k.how}"] + k.notes, finding=k.finding)
     if spec.knobs:  # the winner's own log lacks them: one start that logs them
         config = winner.config
         for knob, value in spec.knobs.items():

@@ -197,7 +197,7 @@ ROWS: tuple[SupportRow, ...] = (
 )
 
 
-def _matches(row: SupportRow, fmt: F, device: DeviceTarget) -> bool:
+def matches(row: SupportRow, fmt: F, device: DeviceTarget) -> bool:
     if row.format is not fmt or row.device is not device.kind:
         return False
     if device.kind is not D.CUDA:
@@ -214,10 +214,10 @@ def kernel_paths(fmt: F, device: DeviceTarget) -> list[KernelPath]:
     return [KernelPath(engine=r.engine, kernel=r.kernel, math=r.math,
                        low_precision_math=r.low_precision_math, tier=r.tier,
                        source_url=r.source_url, note=r.note)
-            for r in ROWS if r.supported and _matches(r, fmt, device)]
+            for r in ROWS if r.supported and matches(r, fmt, device)]
 
 
-def _where(row: SupportRow) -> str:
+def where(row: SupportRow) -> str:
     if row.device is not D.CUDA:
         return row.device.value
     lo, hi = row.min_compute_capability, row.max_compute_capability
@@ -232,22 +232,22 @@ def cuda_refusal(engine: E, fmt: F, compute_capability: str) -> str | None:
     rows = [r for r in ROWS if r.engine is engine and r.format is fmt and r.device is D.CUDA
             and r.supported]
     dev = DeviceTarget(kind=D.CUDA, compute_capability=compute_capability)
-    if not rows or any(_matches(r, fmt, dev) for r in rows):
+    if not rows or any(matches(r, fmt, dev) for r in rows):
         return None
-    where = ", ".join(sorted({_where(r) for r in rows}))
-    return (f"{engine.value} runs {fmt.value} checkpoints on {where}, not compute capability "
+    places = ", ".join(sorted({where(r) for r in rows}))
+    return (f"{engine.value} runs {fmt.value} checkpoints on {places}, not compute capability "
             f"{compute_capability} (support matrix: {rows[0].source_url})")
 
 
 def unsupported_reason(fmt: F, device: DeviceTarget) -> str:
     """Why no engine runs `fmt` on `device`, naming where the matrix says it does run."""
-    here = [r for r in ROWS if not r.supported and _matches(r, fmt, device)]
+    here = [r for r in ROWS if not r.supported and matches(r, fmt, device)]
     if here:
         return "; ".join(f"{r.engine.value}: {r.note}" for r in here)
-    elsewhere = sorted({f"{r.engine.value} on {_where(r)}" for r in ROWS
+    elsewhere = sorted({f"{r.engine.value} on {where(r)}" for r in ROWS
                         if r.supported and r.format is fmt})
-    where = (device.kind.value + (f" CC {device.compute_capability}"
-                                  if device.compute_capability else ""))
+    here_name = (device.kind.value + (f" CC {device.compute_capability}"
+                                      if device.compute_capability else ""))
     if not elsewhere:
         return f"no engine in the support matrix runs {fmt.value} checkpoints"
-    return f"no engine runs {fmt.value} on {where}; supported: {', '.join(elsewhere)}"
+    return f"no engine runs {fmt.value} on {here_name}; supported: {', '.join(elsewhere)}"

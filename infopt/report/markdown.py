@@ -508,7 +508,7 @@ def _trial_lines(r: OptimizationReport) -> list[str]:
 
 
 def _kernel_section(r: OptimizationReport) -> list[str]:
-    return ["", *kernel_lines(r.kernel_path)]
+    return ["", *kernel_lines(r.kernel_path, r.trials)]
 
 
 def _command_lines(r: OptimizationReport) -> list[str]:

@@ -18,6 +18,10 @@ from infopt.specs.results import ProvenanceKind as K
 from infopt.specs.results import ProvenanceRule
 
 _TRIAL = "trial {trial_id}: its records trials/{key}/"
+# Where a trial's load lines come from (infopt.runs.load_evidence): its own engine.log, or, for
+# an engine that prints them only at a higher log level, its configuration's load-only start.
+_LOAD = ("trial {trial_id}'s load log (trials/{key}/engine.log, or the load-only start its "
+         "kernels.log names): ")
 _BOOT = ("bootstrap (seeded, resampling each side's trials; below 10 trials a side widened to "
          "Welch's t interval) over the measured trial objectives it compares "
          "(infopt.analysis.compare)")
@@ -66,16 +70,15 @@ RULES: tuple[tuple[str, K, str], ...] = (
      "theoretical ceiling's terms with fixed costs and achieved fractions fitted on published "
      "measured results (infopt/costmodel/data/published_results.csv, attainable_fit.json)"),
     ("trials[].fit.**", K.ESTIMATED, _FIT),
-    ("trials[].kv.observed", K.MEASURED, _TRIAL + "engine.log: the KV capacity the engine "
-     "logged at start"),
+    ("trials[].kv.observed", K.MEASURED, _LOAD + "the KV capacity the engine logged at start"),
     ("trials[].kv.predicted", K.ESTIMATED, _FIT),
     ("trials[].kv.error", K.ESTIMATED, "trial {trial_id}'s logged KV capacity / the fit's, "
      "minus 1 (infopt.costmodel.kv_check)"),
-    ("trials[].offload.layers_offloaded", K.MEASURED, _TRIAL + "engine.log: the layers the "
-     "engine says it put on the GPU (its load_tensors line)"),
-    ("trials[].offload.layers_total", K.MEASURED, _TRIAL + "engine.log: the same line's total"),
-    ("trials[].offload.model_buffer_bytes.**", K.MEASURED, _TRIAL + "engine.log: each model "
-     "buffer the engine logged, MiB x 2**20"),
+    ("trials[].offload.layers_offloaded", K.MEASURED, _LOAD + "the layers the engine says it "
+     "put on the GPU (its load_tensors line)"),
+    ("trials[].offload.layers_total", K.MEASURED, _LOAD + "the same line's total"),
+    ("trials[].offload.model_buffer_bytes.**", K.MEASURED, _LOAD + "each model buffer the "
+     "engine logged, MiB x 2**20"),
     ("trials[].gpu_memory_bytes", K.MEASURED, "NVML: the GPU memory of trial {trial_id}'s "
      "engine process group after its benchmark (infopt.hardware.gpu_memory)"),
     ("trials[].gpu_memory_by_device_bytes.**", K.MEASURED, "NVML: the same per device "

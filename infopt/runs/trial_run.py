@@ -23,6 +23,7 @@ from infopt.contract.openai_chat import BASE_REQUIRED
 from infopt.contract.verify import FEATURES
 from infopt.costmodel.kv_check import kv_check
 from infopt.engines import adapter_for, endpoint_for, process
+from infopt.engines.routing import checkpoint_format_of
 from infopt.engines.session import (
     LOG,
     EnginePool,
@@ -33,8 +34,16 @@ from infopt.engines.session import (
 )
 from infopt.hardware.gpu_memory import process_group_gpu_memory
 from infopt.model.profile import weights_profile
+from infopt.model.shortlist import device_from_inventory
 from infopt.quality.gate_run import judge_quality, verdict_origin
 from infopt.runs.engine_run import EngineRun
+from infopt.runs.load_evidence import (
+    LoadLog,
+    kernel_check,
+    load_start,
+    needs_load_start,
+    own_log,
+)
 from infopt.runs.measure import benchmark
 from infopt.runs.rundir import load_trial, trial_dir, write_trial
 from infopt.specs.base import InfoptError, InputError
@@ -164,8 +173,11 @@ def run_trial(spec: TrialSpec, key: str, fit: MemoryFit | None, ctx: EngineRun,
     error: Exception | None = None
     rejected: str | None = None
     gpu_bytes: dict[int, int] | None = None
+    weights = weights_profile(ctx.model, spec.config.model_path)
+    loaded = (load_start(spec.config, run_dir, weights.file_bytes, pool,
+                         fits_beside(fit, weights.file_bytes), ctx.troubleshoot, logger)
+              if needs_load_start(spec.config, bool(ctx.hw.gpus)) else None)
     try:
-        weights = weights_profile(ctx.model, spec.config.model_path)
         with _session(spec, log, weights.file_bytes, fit, ctx, pool, logger) as started:
             running, config = started.running, started.config
             try:
@@ -197,8 +209,13 @@ def run_trial(spec: TrialSpec, key: str, fit: MemoryFit | None, ctx: EngineRun,
     if error is not None and died is None:
         raise error
     common.update(config=config, diagnosis=started.diagnosis, remedy=started.remedy)
+    read = loaded if loaded is not None else own_log(running.log_path, run_dir)
+    text = read.text if isinstance(read, LoadLog) else ""
     common.update(engine=running, benchmark=bench, contract=checks, quality=verdict,
-                  kv=logged_kv(running, fit, logger), offload=logged_offload(running, logger),
+                  kv=logged_kv(running.engine, text, fit, logger),
+                  offload=logged_offload(running.engine, text, logger),
+                  kernels=kernel_check(config, read, checkpoint_format_of(weights),
+                                       device_from_inventory(ctx.hw)),
                   gpu_memory_bytes=sum(gpu_bytes.values()) if gpu_bytes else None,
                   gpu_memory_by_device_bytes=gpu_bytes)
     if died is None and rejected is not None:
@@ -290,27 +307,22 @@ def fits_beside(fit: MemoryFit | None, weights_bytes: int) -> bool:
     return psutil.virtual_memory().available > 1.5 * need
 
 
-def _log_head(running: RunningEngine) -> str:
-    with open(running.log_path, errors="replace") as f:
-        return f.read(4 * 2**20)  # the startup lines; a long run's request lines follow
-
-
-def logged_offload(running: RunningEngine, logger: Logger = LOG) -> OffloadObservation | None:
+def logged_offload(engine: str, text: str, logger: Logger = LOG) -> OffloadObservation | None:
     """The offload the engine says it achieved (its load log), not the one asked for; a
     partial one is said in the run's log."""
-    read = adapter_for(running.engine).offload_from_log
-    got = read(_log_head(running)) if read is not None else None
+    read = adapter_for(engine).offload_from_log
+    got = read(text) if read is not None else None
     if got is not None and not got.full:
         logger.warning("offload: the engine put %d of %d layers on the GPU (%s); the rest run "
                        "from host memory", got.layers_offloaded, got.layers_total, got.line)
     return got
 
 
-def logged_kv(running: RunningEngine, fit: MemoryFit | None, logger: Logger = LOG
+def logged_kv(engine: str, text: str, fit: MemoryFit | None, logger: Logger = LOG
               ) -> KvCheck | None:
     """The KV capacity the engine logged at start against the fit (infopt.costmodel.kv_check);
     said in the run's log when the two disagree beyond the stop threshold."""
-    check = kv_check(adapter_for(running.engine).kv_from_log(_log_head(running)), fit)
+    check = kv_check(adapter_for(engine).kv_from_log(text), fit)
     if check is not None and check.stops_ladder:
         logger.warning("KV capacity: the engine logged %s %s, the fit predicted %s (%+.0f%%)",
                        f"{check.observed:,}", check.unit, f"{check.predicted:,}",

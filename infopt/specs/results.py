@@ -279,6 +279,9 @@ class Trial(Spec):
     # What the engine put in device memory, read from its load log (llama.cpp); None: it
     # reported no offload (a CPU build) or infopt reads none for this engine.
     offload: OffloadObservation | None = None
+    # The kernels its engine logged selecting (its startup log, or one load-only start of
+    # its configuration at the level that logs them); None: infopt reads none for the engine.
+    kernels: KernelCheck | None = None
     # GPU memory its engine held after the benchmark (NVML, its process group); None off GPUs.
     gpu_memory_bytes: int | None = None
     # The same per device index (NVML's), each rank's share: a layout fits when its fullest
@@ -354,8 +357,43 @@ class Reproduction(Spec):
 
 
 class KernelLine(Spec):
-    aspect: str  # "weights buffer", "flash attention", "compilation", ...
+    aspect: str  # "weights GEMM", "MoE backend", "flash attention", "compilation", ...
     line: str  # the engine's own words
+    kernel: str | None = None  # the kernel or backend the line names, where it names one
+
+
+class KernelVerdict(StrEnum):
+    """The logged kernel against the support matrix's expected path for this checkpoint and
+    device (infopt.engines.kernel_verify)."""
+
+    AS_EXPECTED = "as expected"
+    FALLBACK = "fallback"  # a slower path than the matrix expects here, or the engine says so
+    OTHER_PATH = "another path"  # a path the matrix places on other devices, not a slower one
+    UNRECOGNIZED = "unrecognized"  # a kernel name the matrix's paths do not know
+    NOT_LOGGED = "not logged"  # the engine printed no kernel name to judge: undecided
+    NO_EXPECTATION = "no expectation"  # the matrix has no path for this checkpoint here
+
+
+class KernelFinding(Spec):
+    verdict: KernelVerdict
+    expected: str | None  # the matrix's path: kernel, tier, math, where, source
+    found: list[str] = Field(default_factory=list)  # the kernel names the log gave
+    detail: str  # one sentence: what ran against what was expected
+
+    @property
+    def flagged(self) -> bool:
+        return self.verdict in (KernelVerdict.FALLBACK, KernelVerdict.OTHER_PATH,
+                                KernelVerdict.UNRECOGNIZED)
+
+
+class KernelCheck(Spec):
+    """What one trial's engine logged of the kernels it selected (infopt.runs.load_evidence)."""
+
+    log: str | None  # the log read, relative to the run folder; None: none was read
+    how: str  # the trial's own startup log, or a load-only start at a higher log level
+    lines: list[KernelLine] = Field(default_factory=list)
+    notes: list[str] = Field(default_factory=list)  # what the engine selects without a line
+    finding: KernelFinding | None = None  # against the matrix; None: nothing read to judge
 
 
 class KernelPath(Spec):
@@ -365,6 +403,7 @@ class KernelPath(Spec):
     log: str | None  # the log read, relative to the run folder; None: none was read
     lines: list[KernelLine] = Field(default_factory=list)
     notes: list[str] = Field(default_factory=list)  # what is not logged, how it was read
+    finding: KernelFinding | None = None  # against the support matrix's expected path
 
 
 class ProvenanceKind(StrEnum):

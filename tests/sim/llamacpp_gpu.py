@@ -19,7 +19,9 @@ real engine. What is simulated is the GPU, and only what a GPU changes in the lo
   then "failed to load model"), exit 1;
 - else it replaces the real build's buffer and offload lines with llama.cpp's own formats
   ("load_tensors: offloaded N/M layers to GPU", "load_tensors: CUDA0 model buffer size = ... MiB",
-  "llama_kv_cache: CUDA0 KV buffer size = ... MiB"), each marked [SIMULATED].
+  "llama_kv_cache: CUDA0 KV buffer size = ... MiB"), each marked [SIMULATED], and, as the real
+  build does, prints them only at log verbosity 4 or more (-lv 4, or -v): libllama logs them at
+  INFO, which common/log.cpp maps to TRACE (4), above the default threshold of 3.
 
 Timing is the CPU's: a layer "on the GPU" serves no faster. Standard library plus gguf-py."""
 
@@ -33,6 +35,7 @@ import sys
 from pathlib import Path
 
 MIB = 2**20
+TRACE = 4  # common/log.h LOG_LEVEL_TRACE: the level libllama's INFO lines print at
 COMPUTE_BUFFER_BYTES = 160 * MIB  # the stand-in's own guess of a CUDA compute buffer
 KV_TYPE_BYTES = {"f32": 4.0, "f16": 2.0, "bf16": 2.0, "q8_0": 34 / 32, "q4_0": 18 / 32,
                  "q4_1": 20 / 32, "iq4_nl": 18 / 32, "q5_0": 22 / 32, "q5_1": 24 / 32}
@@ -129,6 +132,15 @@ def _said(s: dict, gpu: dict) -> list[str]:
             "[SIMULATED]"]
 
 
+def _verbosity(argv: list[str]) -> int:
+    """The log threshold the real build sets from these flags (common/arg.cpp: -v is every
+    level; -lv N; the default 3)."""
+    if any(a in argv for a in ("-v", "--verbose", "--log-verbose")):
+        return 2**31 - 1
+    level = _flag(argv, "-lv", "--verbosity", "--log-verbosity")
+    return int(level) if level is not None else 3
+
+
 def _fail(s: dict, gpu: dict) -> None:
     print(f"ggml_backend_cuda_buffer_type_alloc_buffer: allocating {s['need'] / MIB:.2f} MiB "
           f"on device 0: cudaMalloc failed: out of memory [SIMULATED {gpu['name']}, "
@@ -144,7 +156,8 @@ def serve(real: str, argv: list[str], gpu: dict) -> int:
     s = split(argv, gpu)
     if not s["fits"]:
         _fail(s, gpu)
-    print("\n".join(_said(s, gpu)), flush=True)
+    if _verbosity(argv) >= TRACE:
+        print("\n".join(_said(s, gpu)), flush=True)
     proc = subprocess.Popen([real, *argv], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             text=True, errors="replace")
     assert proc.stdout is not None

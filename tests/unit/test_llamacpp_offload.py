@@ -61,16 +61,11 @@ def test_the_offload_achieved_is_read_from_the_load_log():
         "load_tensors:   CPU_Mapped model buffer size =    92.10 MiB\n") is None
 
 
-def test_a_trial_records_the_offload_its_engine_logged_and_the_report_shows_it(tmp_path):
+def test_a_trial_records_the_offload_its_engine_logged_and_the_report_shows_it():
     from infopt.runs.trial_run import logged_offload
-    from infopt.specs.results import RunningEngine
 
-    log = tmp_path / "engine.log"
-    log.write_text((LOGS / "llamacpp_offload_none_older_build.log").read_text())
-    running = RunningEngine(engine="llamacpp", version="v", pid=1, port=1,
-                            base_url="http://127.0.0.1:1", log_path=str(log), command="x",
-                            startup_s=0.1, argv=["x"], env_overrides={})
-    got = logged_offload(running)
+    text = (LOGS / "llamacpp_offload_none_older_build.log").read_text()
+    got = logged_offload("llamacpp", text)
     assert got is not None and (got.layers_offloaded, got.layers_total) == (0, 33)
     from types import SimpleNamespace
 
@@ -79,7 +74,7 @@ def test_a_trial_records_the_offload_its_engine_logged_and_the_report_shows_it(t
     lines = _offload_lines(SimpleNamespace(trials=[SimpleNamespace(trial_id="t01",
                                                                    offload=got)]))
     assert "| t01 | 0/33 (partial) | CPU 5.33 GiB |" in lines
-    log.write_text("load_tensors:   CPU_Mapped model buffer size =    92.10 MiB\n")
-    assert logged_offload(running) is None  # a CPU build: nothing offloaded, nothing claimed
-    # vLLM reports no offload infopt reads.
-    assert logged_offload(running.model_copy(update={"engine": "vllm"})) is None
+    # A CPU build: nothing offloaded, nothing claimed.
+    assert logged_offload("llamacpp", "load_tensors:   CPU_Mapped model buffer size =    "
+                          "92.10 MiB\n") is None
+    assert logged_offload("vllm", text) is None  # vLLM reports no offload infopt reads

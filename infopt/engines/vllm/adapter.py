@@ -119,11 +119,63 @@ def build_launch(cfg: VllmConfig, python: str, port: int) -> Launch:
 _KV_TOKENS_RE = re.compile(r"(?:GPU|CPU) KV cache size: ([\d,]+) tokens")
 
 
-# vLLM 0.32's INFO lines (vllm/platforms/*.py, vllm/compilation/backends.py, the workers):
-# the attention backend (GPUs, MLA on CPUs), torch.compile / eager, CUDA graph capture, the KV
-# cache's size and layout, the fusions compiled in, the parallel group's backend.
+# The names vLLM 0.32 logs for each support-matrix kernel (the class or backend a "Selected" /
+# "Using" line names), from its CUDA and CPU priority lists (model_executor/kernels/linear/
+# __init__.py: _POSSIBLE_FP8_KERNELS :443, _POSSIBLE_FP8_BLOCK_KERNELS :478, _POSSIBLE_KERNELS
+# :523, _POSSIBLE_INT8_KERNELS :431, _POSSIBLE_NVFP4_KERNELS :574, _POSSIBLE_MXFP4_KERNELS :607)
+# and the MoE oracles' backends; tests/integration/test_vllm_kernel_names.py checks every class
+# named here against the installed vLLM's own lists. Weight-only Marlin/Humming on an FP8 or
+# FP4 checkpoint is the matrix's fallback path; Exllama/Triton/Conch the W4A16 fallbacks.
+_W4A16_FAST = r"(?:Marlin|Machete|Humming|CutlassW4A8)LinearKernel|MARLIN|\w*Marlin\w*MoEMethod"
+_W4A16_SLOW = r"(?:Exllama|TritonW4A16|Conch)LinearKernel|TRITON|CompressedTensorsWNA16MoEMethod"
+KERNEL_NAMES = {
+    "awq_marlin": _W4A16_FAST, "gptq_marlin": _W4A16_FAST,
+    "Marlin (Machete on CC 9.0)": _W4A16_FAST,
+    "awq (AutoAWQ GEMM/GEMV)": _W4A16_SLOW, "gptq (ExLlamaV2 kernels)": _W4A16_SLOW,
+    "CPU W4A16 (dequantize to bf16)": r"(?:CPUWNA16|Dynamic4bit|ZentorchWNA16)LinearKernel",
+    "CUTLASS int8 scaled_mm (W8A8)": r"CutlassInt8ScaledMMLinearKernel|CUTLASS|VLLM_CUTLASS",
+    "oneDNN int8 GEMM (W8A8)": r"(?:CPU|Zentorch)Int8ScaledMMLinearKernel",
+    "CUTLASS/DeepGEMM fp8 scaled_mm (W8A8)": (
+        r"(?:FlashInfer|Cutlass|B12xTensor|PerTensorTorch|ChannelWiseTorch|RowWiseTorch)"
+        r"FP8ScaledMMLinearKernel|(?:FlashInferFp8DeepGEMMDynamicBlockScaled|DeepGemmFp8"
+        r"BlockScaledMM|CutlassFp8BlockScaledMM|B12xFp8BlockScaledMM|TritonFp8BlockScaledMM)"
+        r"Kernel|BlockWiseTorchFP8ScaledMMLinearKernel|FLASHINFER_\w+|"
+        r"(?:BATCHED_)?(?:DEEPGEMM|VLLM_CUTLASS|TRITON)|AITER"),
+    "FP8 Marlin weight-only (W8A16)": (r"(?:Marlin|Humming)FP8ScaledMMLinearKernel|MARLIN|"
+                                       r"HUMMING|EMULATION"),
+    "CUTLASS/FlashInfer NVFP4 GEMM (W4A4)": (
+        r"(?:FlashInferCuteDsl|FlashInferCutlass|FlashInferB12x|Cutlass|FlashInferTrtllm|"
+        r"FlashInferCudnn|Fbgemm|B12x|Torch)NvFp4LinearKernel|FLASHINFER_\w+|VLLM_CUTLASS|"
+        r"B12X"),
+    "Marlin FP4 weight-only (W4A16)": (
+        r"(?:MarlinNvFp4|HummingNvFp4|FlashInferCuteDslNvFp4W4A16|B12xNvFp4W4A16|"
+        r"EmulationNvFp4)LinearKernel|MARLIN|HUMMING|EMULATION"),
+    "FlashInfer MXFP4 MoE": r"(?:FlashInfer|B12x)MxFp4LinearKernel|FLASHINFER_\w+",
+    "triton_kernels MXFP4 MoE": r"HummingMxFp4LinearKernel|TRITON\w*",
+    "Marlin MXFP4 weight-only": r"MarlinMxFp4LinearKernel|MARLIN|EmulationMxfp4LinearKernel",
+}
+
+
+# vLLM 0.32's INFO lines (vllm/platforms/*.py, vllm/compilation/backends.py, the workers, and
+# the kernel choosers: model_executor/kernels/linear/__init__.py "Selected %s for %s" (:758,
+# :797, :846) and "Using %s for mixed-precision linear" / "... for NVFP4 GEMM" (:923, :1240),
+# the quantization schemes' "Using %s for CompressedTensorsWNA16" (compressed_tensors_wNa16.py:
+# 138, auto_awq.py:451, auto_gptq.py:352), the MoE oracles' "Using '<backend>' NvFp4 MoE
+# backend ..." (fused_moe/oracle/*.py)): the attention backend (GPUs, MLA on CPUs) and
+# FlashAttention's version, torch.compile / eager, CUDA graph capture, the KV cache's size and
+# layout, the fusions compiled in, the parallel group's backend, the weights' GEMM kernel, the
+# MoE backend, and vLLM's own fallback warnings (utils/marlin_utils_fp8.py:108,
+# marlin_utils_fp4.py:341, auto_awq.py:325, fused_moe/fused_moe.py:1163).
+_MOE_KINDS = r"(?:Fp8|NvFp4|Mxfp4|MxFp8|WNA16|Int8|W4A8(?: Int8)?|Unquantized)"
 KERNEL_LOG = KernelLog(patterns=(
+    ("weights GEMM", r"(?:Selected|Using) (?P<kernel>\w+Kernel) for \S+.*"),
+    ("MoE backend", r"Using '?(?P<kernel>\w+)'? " + _MOE_KINDS + r" MoE backend.*"),
+    ("MoE backend", r"Using (?P<kernel>\w+MoEMethod)\b.*"),
+    ("fallback warning", r"Your GPU does not have native support for FP\d computation.*|"
+                         r"Falling back to unoptimized AWQ kernels.*|Using default MoE "
+                         r"config\. Performance might be sub-optimal!.*"),
     ("attention backend", r"Using \S+ (?:attention )?backend.*"),
+    ("FlashAttention", r"Using FlashAttention version \d+"),
     ("compilation", r"Enforce eager set, disabling torch\.compile[^.]*|Compiling a graph for "
                     r".*|torch\.compile takes .*|Dynamo bytecode transform time: .*"),
     ("CUDA graphs", r"Capturing CUDA graphs.*|Graph capturing finished .*"),
@@ -132,7 +184,7 @@ KERNEL_LOG = KernelLog(patterns=(
     ("parallel", r"world_size=\d+ rank=\d+ .*backend=\w+"),
 ), unlogged={"attention backend": (
     "vLLM 0.32's CPU platform selects CPU_ATTN for a model without MLA without logging it "
-    "(vllm/platforms/cpu.py, get_attn_backend_cls)")})
+    "(vllm/platforms/cpu.py, get_attn_backend_cls)")}, kernel_names=KERNEL_NAMES)
 
 
 def kv_from_log(text: str) -> KvObservation | None:
