@@ -201,6 +201,15 @@ def test_one_user_on_one_simulated_gpu_routes_to_sglang_with_vllm_beside_it(one_
     logs = list(run_dir.glob("trials/*/engine.log"))
     assert any("SIMULATED SGLang" in p.read_text() for p in logs)
     assert any("SIMULATED vLLM" in p.read_text() for p in logs)
+    # Each trial's kernels read from its own log and judged for this checkpoint (BF16) on this
+    # device (CC 9.0): no line names a dense GEMM kernel, so undecided, never a pass (issue 50).
+    checked = [t for t in report.trials if t.kernels is not None and t.kernels.finding]
+    assert {t.config.engine for t in checked} == {"sglang", "vllm"}
+    v = next(t.kernels for t in checked if t.config.engine == "vllm")
+    assert v.log.endswith("engine.log") and v.how == "the trial engine's own startup log"
+    assert any(ln.aspect == "attention backend" for ln in v.lines)
+    assert v.finding.verdict.value == "not logged"
+    assert v.finding.expected.startswith("dense GEMM (cuBLAS/CUTLASS) (native")
 
 
 # In make test-e2e since 2026-12-05: make test's fresh-clone run reached 28:52 on the AVX2 EPYC

@@ -97,3 +97,31 @@ def test_the_report_names_the_winners_verdict_and_each_flagged_trial():
     assert "Checked against the support matrix: **as expected**" in md
     assert "Kernels read per trial: 2 trial(s); flagged: 1." in md
     assert "- t03-weights=nvfp4-r1: **Flagged** against the support matrix: **fallback**" in md
+
+
+def test_sglang_untuned_configs_on_blackwell_and_hopper_are_flagged_deepgemm_passes():
+    """SGLang names no dense FP8 GEMM backend; its own "Performance might be sub-optimal!"
+    warnings (sglang#5390 on a B200, sglang#4028 on an H20) flag the run, and DeepGEMM's JIT
+    kernel (sglang#16026; DeepGEMM compiles only on SM90 and newer) is the matrix's FP8 path."""
+    from infopt.engines.sglang.kernel_log import KERNEL_LOG as SGL
+
+    def judge(name: str, cc: str):
+        lines = read_kernel_lines((FIXTURES / "kernel_logs" / name).read_text(), SGL)
+        return verify(EngineName.SGLANG, F.FP8, _cuda(cc), lines, SGL)
+
+    b200 = judge("sglang_b200_default_moe_config.log", "10.0")
+    assert b200.verdict is V.FALLBACK and "sub-optimal" in b200.detail
+    assert judge("sglang_h20_default_configs.log", "9.0").verdict is V.FALLBACK
+    deep = judge("sglang_deepgemm_jit.log", "9.0")
+    assert deep.verdict is V.AS_EXPECTED and deep.found[0] == "GEMM_NT_F8F8BF16"
+
+
+def test_trtllm_names_its_version_and_nothing_of_its_gemm():
+    from infopt.engines.trtllm.kernel_log import KERNEL_LOG as TRT
+
+    lines = read_kernel_lines((FIXTURES / "kernel_logs" / "trtllm_version_banner.log")
+                              .read_text(), TRT)
+    assert [ln.line for ln in lines if ln.aspect == "version"] == [
+        "TensorRT-LLM version: 0.11.0"]
+    f = verify(EngineName.TRTLLM, F.MODELOPT_FP8, _cuda("9.0"), lines, TRT)
+    assert f.verdict is V.NOT_LOGGED and "undecided" in f.detail

@@ -54,6 +54,7 @@ from infopt.engines.base import (
 )
 from infopt.engines.launch import Launch, ServingTarget
 from infopt.engines.scoring import SGLANG_SCORING
+from infopt.engines.sglang.kernel_log import KERNEL_LOG
 from infopt.engines.sglang.rules import LAYOUT, default_mem_fraction_static
 from infopt.engines.sglang.rules import RULES as LADDER
 from infopt.specs.fit import KvObservation
@@ -282,6 +283,7 @@ ADAPTER = EngineAdapter(
     # started; absent without speculation), as SGLang's own tests read it.
     spec_accept_length_route="/get_server_info",
     kv_from_log=kv_from_log,
+    kernel_log=KERNEL_LOG,
     memory_shape=memory_shape,
     control_config=control_config,
     upstream_repos=("sgl-project/sglang",),

@@ -58,6 +58,7 @@ from infopt.engines.base import (
     version_report,
 )
 from infopt.engines.launch import Launch, ServingTarget
+from infopt.engines.trtllm.kernel_log import KERNEL_LOG
 from infopt.engines.trtllm.rules import LAYOUT
 from infopt.engines.trtllm.rules import RULES as LADDER
 from infopt.specs.fit import KvObservation
@@ -282,6 +283,7 @@ ADAPTER = EngineAdapter(
     "CompletionRequest has no such field and refuses unknown ones (extra=\"forbid\"; "
     "tensorrt_llm/serve/openai_protocol.py at 0076e93)",
     kv_from_log=kv_from_log,
+    kernel_log=KERNEL_LOG,
     context_shortened=context_shortened,
     memory_shape=memory_shape,
     control_config=control_config,
