@@ -155,5 +155,11 @@ bench-gpu: engines
 fit-attainable: $(STAMP)
 	@$(PY) -m infopt.runs.attainable_trials $(if $(RUNS),--runs $(RUNS))
 
+# Refit the single-stream TTFT estimate on the same published results (the rows that state a
+# single-stream TTFT) and print its held-out errors; writes infopt/costmodel/data/ttft_fit.json.
+.PHONY: fit-ttft
+fit-ttft: $(STAMP)
+	@$(PY) -m infopt.costmodel.ttft_fit tests/fixtures/model_configs
+
 clean-venv:
 	rm -rf $(VENV)

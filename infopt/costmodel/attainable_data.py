@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import csv
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from infopt.costmodel.attainable import StepTerms, gpu_family, terms
 from infopt.costmodel.device import device_from_catalog
@@ -18,9 +19,10 @@ from infopt.costmodel.roofline import decode_row, prefill_row
 from infopt.costmodel.weights import BF16, named_path, path_from_quantization
 from infopt.hardware.catalog import lookup_gpu
 from infopt.model.classify import classify_config
-from infopt.specs.fit import Envelope, WeightPath
+from infopt.specs.fit import DeviceBudget, Envelope, WeightPath
 from infopt.specs.inspection import ModelInspection
 
+T = TypeVar("T")
 DATA = Path(__file__).parent / "data"
 CSV_FILE = DATA / "published_results.csv"
 
@@ -61,6 +63,21 @@ def _path(dtype: str, m: ModelInspection, cc: str | None) -> WeightPath:
     return named_path({"int4-awq": "int4", "int4-gptq": "int4"}.get(dtype, dtype), cc)
 
 
+def row_target(row: dict[str, str], configs: Path, models: dict[str, Any]
+               ) -> tuple[ModelInspection, DeviceBudget, WeightPath] | str:
+    """(the row's model from its real config.json, its catalog GPU, its weights' path), or
+    why the row has none; `models` keeps each config classified once."""
+    arch = ARCHITECTURES.get(row["model"])
+    gpu = _GPUS.get(row["gpu"])
+    if arch is None or gpu is None:
+        return f"{row['id']}: no config for {row['model']} or no catalog GPU {row['gpu']}"
+    if arch not in models:
+        models[arch] = classify_config(json.loads((configs / f"{arch}.json").read_text()))
+    m = models[arch]
+    dev = device_from_catalog(lookup_gpu(gpu))
+    return m, dev, _path(row["weight_dtype"], m, dev.compute_capability)
+
+
 def _case(row: dict[str, str], configs: Path, models: dict[str, Any]) -> Case | str:
     """One published row as step terms and a measured step time, or why it is left out."""
     if not row["tpot_ms"]:
@@ -72,15 +89,11 @@ def _case(row: dict[str, str], configs: Path, models: dict[str, Any]) -> Case | 
         # batch is unknown (such rows sit above the ceiling at batch = concurrency).
         return (f"{row['id']}: queued (TTFT {float(row['ttft_ms']) / 1000:.1f} s > the whole "
                 f"decode {decode_s:.1f} s): decode batch unknown")
-    arch = ARCHITECTURES.get(row["model"])
-    gpu = _GPUS.get(row["gpu"])
-    if arch is None or gpu is None:
-        return f"{row['id']}: no config for {row['model']} or no catalog GPU {row['gpu']}"
-    if arch not in models:
-        models[arch] = classify_config(json.loads((configs / f"{arch}.json").read_text()))
-    m = models[arch]
-    dev = device_from_catalog(lookup_gpu(gpu))
-    path = _path(row["weight_dtype"], m, dev.compute_capability)
+    found = row_target(row, configs, models)
+    if isinstance(found, str):
+        return found
+    m, dev, path = found
+    gpu = dev.name
     tp, batch = int(row["tp"]), int(row["concurrency"])
     isl, osl = int(float(row["input_tokens"])), int(float(row["output_tokens"]))
     kv = "fp8" if row["kv_dtype"] == "fp8" else "auto"
@@ -96,12 +109,19 @@ def _case(row: dict[str, str], configs: Path, models: dict[str, Any]) -> Case | 
 
 
 def load_cases(configs: Path, csv_file: Path = CSV_FILE) -> tuple[list[Case], list[str]]:
-    cases: list[Case] = []
+    return read_rows(_case, configs, csv_file)
+
+
+def read_rows(make: Callable[[dict[str, str], Path, dict[str, Any]], T | str], configs: Path,
+              csv_file: Path = CSV_FILE) -> tuple[list[T], list[str]]:
+    """Every published row made into a case by `make` (the row, the configs folder, the
+    models classified so far), or left out with its reason (a string)."""
+    cases: list[T] = []
     skipped: list[str] = []
     models: dict[str, Any] = {}
     with csv_file.open(newline="", encoding="utf-8") as f:
         for row in csv.DictReader(f):
-            got = _case(row, configs, models)
+            got = make(row, configs, models)
             if isinstance(got, str):
                 skipped.append(got)
             else:

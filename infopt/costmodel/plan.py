@@ -18,6 +18,7 @@ from infopt.costmodel.attainable import estimate
 from infopt.costmodel.fit import FitRequest, plan_fit
 from infopt.costmodel.layouts import fitting_layouts
 from infopt.costmodel.roofline import decode_row, prefill_row
+from infopt.costmodel.ttft import ttft_estimate
 from infopt.costmodel.weights import hypothetical_paths, path_from_quantization
 from infopt.specs.base import InputError
 from infopt.specs.fit import (
@@ -95,7 +96,7 @@ def ceiling_table(r: FitRequest, batches: list[int], lengths: RequestLengths,
                         rows.append(_with_estimate(r, row, pre, output))
                         produced = True
                 if pre:
-                    rows.append(pre)
+                    rows.append(_with_ttft(pre) if dev.compute_capability else pre)
         if not produced:
             unavailable.append(
                 f"{env.value}: no {'vendor peak' if env is Envelope.THEORETICAL else 'measured'}"
@@ -115,7 +116,9 @@ def ceiling_table(r: FitRequest, batches: list[int], lengths: RequestLengths,
         "and per-all-reduce fixed costs and achieved bandwidth/compute fractions, fitted per "
         "engine and GPU family on published measured results (infopt/costmodel/data/"
         "published_results.csv, each with its source); each says its held-out error",
-        f"prefill: one prompt of {prompt:,} tokens, causal attention",
+        f"prefill: one prompt of {prompt:,} tokens, causal attention; its TTFT estimate (GPU "
+        "rows): overhead + floor / achieved compute fraction, fitted on published "
+        "single-stream TTFTs (infopt/costmodel/data/ttft_fit.json), with its held-out error",
         f"lengths: {lengths.source}; each sequence's prefill is spread over its "
         f"{output:,} decode steps in the estimates",
         f"decode advances {tokens_per_step:g} verified token(s) per sequence per step"
@@ -132,6 +135,12 @@ def _with_estimate(r: FitRequest, row: CeilingRow, pre: CeilingRow | None,
     est = estimate(row, r.model, r.engine, r.device.compute_capability, r.tp,
                    pre.t_compute_s if pre else 0.0, output_tokens)
     return row.model_copy(update={"estimate": est}) if est else row
+
+
+def _with_ttft(pre: CeilingRow) -> CeilingRow:
+    """A theoretical GPU prefill row with its TTFT estimate (infopt.costmodel.ttft)."""
+    est = ttft_estimate(pre)
+    return pre.model_copy(update={"estimate": est}) if est else pre
 
 
 NODE_GPUS = 8  # the most GPUs one node of the Kubernetes work pool is assumed to have

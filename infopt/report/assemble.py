@@ -22,6 +22,7 @@ from infopt.specs.request import OptimizeRequest
 from infopt.specs.results import OptimizationReport, RunningEngine, SloOutcome, Trial
 from infopt.specs.trial import TrialRole
 from infopt.specs.workload import Workload
+from infopt.tuning.candidates import run_device
 from infopt.tuning.climb_data import Incumbent
 from infopt.tuning.pareto import closest_to_ceiling, config_label
 from infopt.tuning.pareto import points as pareto_points
@@ -87,6 +88,7 @@ def assemble_report(run_id: str, run_dir: Path, request: OptimizeRequest, worklo
     label_of = qualified if qualify else None
     return OptimizationReport(
         run_id=run_id, created_at=time.strftime("%Y-%m-%dT%H:%M:%S%z"), hardware=hw,
+        device=run_device(hw)[0],
         model=tuned.model, workload=workload, engine=tuned.engine.value,
         engine_version=tuned.version,
         routing=[f"{r.engine.value}: {r.reason}" for r in target.plan.routes],

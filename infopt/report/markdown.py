@@ -226,6 +226,26 @@ def _ceiling_table(rows) -> list[str]:
     return lines
 
 
+def _prefill_lines(r: OptimizationReport) -> list[str]:
+    """Prefill beside decode: each trial's single-stream prompt rate against its prefill
+    ceiling, the bound the ceiling predicts, and on a GPU the TTFT estimate's rate."""
+    rows = [(t, c) for t in r.trials for c in t.prefill_ceilings]
+    if not rows:
+        return []
+    out = ["", "Prefill (single stream): the mean prompt / TTFT p50 at concurrency 1, against "
+           "the prefill ceiling of one such prompt (TTFT also holds scheduling and the HTTP "
+           "round trip: a lower bound on the prefill's own rate).", "",
+           "| trial | envelope | measured prompt tok/s | ceiling tok/s | ratio | bound | "
+           "estimate tok/s |", "|---|---|---|---|---|---|---|"]
+    for t, c in rows:
+        bound = c.note.split("-bound")[0] if "-bound" in c.note else "—"
+        est = f"{c.attainable:,.0f}" if c.attainable else "—"
+        out.append(f"| {t.trial_id} | {c.envelope.value} | {c.measured:,.0f} | "
+                   f"{c.ceiling:,.0f} | {c.ratio:.2f} | {bound} | {est} |")
+    notes = sorted({c.attainable_note for _, c in rows if c.attainable_note})
+    return out + ["", *[f"Estimate: {n}." for n in notes]] if notes else out
+
+
 def _ceiling_lines(r: OptimizationReport) -> list[str]:
     rows = [(t, c) for t in r.trials for c in t.ceilings]
     lines = ["", "### Fraction of the ceiling (measured / estimated upper bound, unclamped)", ""]
@@ -241,6 +261,7 @@ def _ceiling_lines(r: OptimizationReport) -> list[str]:
     notes = sorted({c.attainable_note for _, c in rows if c.attainable_note})
     if notes:
         lines += ["", *[f"Attainable: {n}; not an upper bound." for n in notes]]
+    lines += _prefill_lines(r)
     lines += ["", "The configuration closest to its ceiling at each level is in the tuning "
               "ladder's section, compared at the same level and envelope as the winner."]
     if r.pruned:
@@ -553,6 +574,7 @@ def _target_lines(r: OptimizationReport) -> list[str]:
         f"{h.os}, kernel {h.kernel}; ISA: {', '.join(h.isa_features) or 'none detected'} "
         "(read from /proc/cpuinfo).",
         f"- GPUs: {len(r.hardware.gpus)} — {r.hardware.gpu_probe}.",
+        *_device_line(r),
         _bandwidth_line(r),
         _model_line(r),
         f"- Workload {describe_workload(r.workload)} Metric definitions (TTFT, ITL, TPOT, E2E, "
@@ -560,6 +582,24 @@ def _target_lines(r: OptimizationReport) -> list[str]:
         "- Routing: " + "; ".join(r.routing),
         "",
     ]
+
+
+def _device_line(r: OptimizationReport) -> list[str]:
+    """The device the ceilings priced: its peaks (and measured figures) with their source."""
+    d = r.device
+    if d is None:
+        return []
+    peaks = [f"{d.bandwidth_bytes_per_s / 1e12:.2f} TB/s memory" if d.bandwidth_bytes_per_s
+             else "memory bandwidth not in the catalog",
+             *[f"dense {k.upper()} {v / 1e12:,.0f} TFLOP/s"
+               for k, v in d.dense_flops_per_s.items()]]
+    measured = ([f"{d.calibrated_bandwidth_bytes_per_s / 1e9:.1f} GB/s measured"]
+                if d.calibrated_bandwidth_bytes_per_s else [])
+    measured += [f"{k} GEMM {v / 1e9:,.1f} GFLOP/s measured"
+                 for k, v in d.calibrated_flops_per_s.items()]
+    return [f"- Device the ceilings price: {d.name}"
+            + (f", compute capability {d.compute_capability}" if d.compute_capability else "")
+            + f": {', '.join(peaks + measured)} (source: {d.source})."]
 
 
 def _deployment_lines(r: OptimizationReport) -> list[str]:

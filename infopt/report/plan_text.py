@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from infopt.costmodel.plan import NODE_GPUS, PlanResult
+from infopt.specs.fit import CeilingRow
 
 GIB = 2**30
 
@@ -56,9 +57,25 @@ def render_plan(p: PlanResult) -> str:
                      f"{r.kv_dtype:5} {r.batch:>5} {r.context_tokens:>7,} "
                      f"{r.tokens_per_s:>13,.1f} {shown} "
                      f"{r.bound.value}")
+    lines += _ttft_lines(p.ceilings.rows)
     labels = sorted({r.estimate.label for r in p.ceilings.rows if r.estimate})
     lines += [f"  estimate: {label}" for label in labels]
     lines += [f"  unavailable: {u}" for u in p.ceilings.unavailable]
     lines += [f"  left out: {u}" for u in p.ceilings.left_out]
     lines += [f"  assumption: {a}" for a in p.ceilings.assumptions]
     return "\n".join(lines)
+
+
+def _ttft_lines(rows: list[CeilingRow]) -> list[str]:
+    """Single-stream TTFT per theoretical prefill row: the floor (no engine beats it) and the
+    estimate (what an engine is likely to take; rough, with its error in the label)."""
+    pre = [r for r in rows if r.phase == "prefill" and r.envelope.value == "theoretical"]
+    if not pre:
+        return []
+    out = ["  TTFT of one prompt, single stream (floor = the theoretical prefill row; estimate "
+           "= labelled below):"]
+    for r in pre:
+        est = (f", estimate {r.estimate.t_step_s * 1000:,.0f} ms" if r.estimate else "")
+        out.append(f"    {r.weight_path[:26]:26} KV {r.kv_dtype:8} {r.context_tokens:>7,} "
+                   f"tokens: floor {r.t_step_s * 1000:,.1f} ms ({r.bound.value}-bound){est}")
+    return out

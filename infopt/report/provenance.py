@@ -69,6 +69,18 @@ RULES: tuple[tuple[str, K, str], ...] = (
     ("trials[].ceilings[].attainable", K.ESTIMATED, "infopt.costmodel.attainable: the "
      "theoretical ceiling's terms with fixed costs and achieved fractions fitted on published "
      "measured results (infopt/costmodel/data/published_results.csv, attainable_fit.json)"),
+    ("trials[].prefill_ceilings[].measured", K.MEASURED, _TRIAL + "requests.jsonl: the mean "
+     "prompt tokens / TTFT p50 at concurrency 1"),
+    ("trials[].prefill_ceilings[].ceiling", K.ESTIMATED, "infopt.costmodel.roofline.prefill_row "
+     "({envelope} envelope): one prompt of the mean length, its bytes / memory bandwidth and "
+     "FLOPs / compute for this configuration's weights and tensor parallelism"),
+    ("trials[].prefill_ceilings[].ratio", K.ESTIMATED, "measured / ceiling of trial "
+     "{trial_id}, never clamped"),
+    ("trials[].prefill_ceilings[].attainable", K.ESTIMATED, "infopt.costmodel.ttft: the prompt "
+     "/ the TTFT estimate (overhead + floor / fraction fitted on published single-stream TTFTs,"
+     " infopt/costmodel/data/ttft_fit.json; rough: its leave-one-out error is in the label)"),
+    ("device.**", K.SOURCED, "the device the ceilings price (infopt.tuning.candidates."
+     "run_device): its catalog row or this host, as its `source` says; calibrated_* measured"),
     ("trials[].fit.**", K.ESTIMATED, _FIT),
     ("trials[].kv.observed", K.MEASURED, _LOAD + "the KV capacity the engine logged at start"),
     ("trials[].kv.predicted", K.ESTIMATED, _FIT),

@@ -59,6 +59,7 @@ from infopt.troubleshoot.diagnose import diagnose_file
 from infopt.tuning.candidates import level_ceilings
 from infopt.tuning.control import objective_value, trial_measures
 from infopt.tuning.level_steps import mean_context
+from infopt.tuning.prefill_ceiling import prefill_ceilings
 
 # How long a trial whose requests failed waits for its engine to be reaped before calling it
 # alive: SIGKILL closes the sockets a moment before the process can be waited for.
@@ -234,6 +235,7 @@ def run_trial(spec: TrialSpec, key: str, fit: MemoryFit | None, ctx: EngineRun,
     else:
         assert bench is not None  # not rejected, no error, alive: it was measured
         ceilings = _ceilings(weights, ctx.hw, config, bench, logger)
+        common["prefill_ceilings"] = prefill_ceilings(weights, ctx.hw, config, bench)
         if bench.validation_passed is False:  # measured, but the records failed their checks
             trial = Trial(**common, objective_value=None, ceilings=ceilings,
                           failed="record validation: " + "; ".join(

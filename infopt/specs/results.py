@@ -16,7 +16,7 @@ from .contract import ContractCheck, ContractOutcome
 from .decision import ConstraintDecision, GateWait
 from .diagnosis import Diagnosis, Remedy
 from .drafters import DrafterSearch
-from .fit import CeilingRatio, KvCheck, MemoryFit, OffloadObservation
+from .fit import CeilingRatio, DeviceBudget, KvCheck, MemoryFit, OffloadObservation
 from .hardware import HardwareInventory
 from .ladder import CeilingPick, EngineChoice, LadderOutcome, ParetoPoint
 from .model import ModelProfile
@@ -290,6 +290,9 @@ class Trial(Spec):
     diagnosis: Diagnosis | None = None  # why a start failed (first attempt), when it did
     remedy: Remedy | None = None  # the contract-preserving change applied after diagnosis
     ceilings: list[CeilingRatio] = Field(default_factory=list)  # measured / ceiling per level
+    # The single-stream prompt rate (mean prompt / TTFT p50 at concurrency 1) against each
+    # envelope's prefill ceiling (infopt.tuning.prefill_ceiling); empty without that level.
+    prefill_ceilings: list[CeilingRatio] = Field(default_factory=list)
     approvals: list[GateAnswer] = Field(default_factory=list)  # the gates this trial needed
     # What it measured at the target level beside the objective (units in the names): the
     # secondary measures that order configurations tied on the objective.
@@ -453,6 +456,9 @@ class OptimizationReport(Spec):
     run_id: str
     created_at: str
     hardware: HardwareInventory
+    # The device the ceilings and estimates priced (its peaks and their source); None in a
+    # report made before it was recorded.
+    device: DeviceBudget | None = None
     model: ModelProfile
     workload: Workload
     engine: str

@@ -12,6 +12,7 @@ from infopt.costmodel.device import (
     smallest_cuda_total,
 )
 from infopt.costmodel.fit import FitRequest, offload_split, plan_fit
+from infopt.costmodel.interconnect import link_from_topology
 from infopt.costmodel.offload import offloaded_row
 from infopt.costmodel.roofline import ceiling_ratio
 from infopt.costmodel.weights import path_from_quantization
@@ -42,8 +43,16 @@ def run_device(hw: HardwareInventory) -> tuple[DeviceBudget, bool]:
     g = hw.gpus[0]
     spec = match_gpu(g.name, g.memory_total_bytes)
     measured = smallest_cuda_total(hw)
-    return (device_from_catalog(spec, measured_cuda_total_bytes=measured) if spec is not None
-            else device_from_probe(g)), False
+    dev = (device_from_catalog(spec, measured_cuda_total_bytes=measured) if spec is not None
+           else device_from_probe(g))
+    if len(hw.gpus) < 2:
+        return dev, False
+    # The link this host's collectives cross, from its recorded topology as `infopt plan`
+    # reads it (an H100 PCIe or an L40S box has no NVLink: its PCIe rate, not the catalog's
+    # NVLink figure nor nothing).
+    bw, source = link_from_topology(hw.gpus, hw.gpu_pairs, dev.interconnect_bytes_per_s)
+    return dev.model_copy(update={"interconnect_bytes_per_s": bw,
+                                  "source": f"{dev.source}; interconnect: {source}"}), False
 
 
 def fit_config(model: ModelProfile, hw: HardwareInventory, config: Config,

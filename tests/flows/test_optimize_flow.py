@@ -258,6 +258,12 @@ def test_every_trial_has_fit_and_fraction_of_ceiling(report_and_dir):
             assert c.ratio == pytest.approx(c.measured / c.ceiling)  # never clamped
             assert c.flagged == (c.ratio > 1)
         assert len(t.ceilings) == len(t.benchmark.levels)
+        # prefill beside decode: the single-stream prompt rate against its ceiling (issue 50)
+        [pre] = t.prefill_ceilings
+        assert pre.envelope.value == "calibrated" and pre.attainable is None  # a CPU: no fit
+        assert pre.ratio == pytest.approx(pre.measured / pre.ceiling)
+    assert "Prefill (single stream)" in md
+    assert "- Device the ceilings price: " in md and "measured" in md  # this host, measured
     assert report.pruned == []  # SmolLM2 at 8192 tokens x 2 slots fits in RAM
 
 

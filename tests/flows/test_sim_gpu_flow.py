@@ -210,6 +210,12 @@ def test_one_user_on_one_simulated_gpu_routes_to_sglang_with_vllm_beside_it(one_
     assert any(ln.aspect == "attention backend" for ln in v.lines)
     assert v.finding.verdict.value == "not logged"
     assert v.finding.expected.startswith("dense GEMM (cuBLAS/CUTLASS) (native")
+    # The device the ceilings priced, its peaks and their source, in the report's target.
+    assert "- Device the ceilings price: " in md and "TB/s memory" in md
+    assert "dense BF16" in md and "(source: catalog row" in md
+    # Prefill beside decode: the single-stream prompt rate against its ceiling, with the TTFT
+    # estimate's rate on a GPU (labelled rough).
+    assert "Prefill (single stream)" in md and "published single-stream TTFTs" in md
 
 
 # In make test-e2e since 2026-12-05: make test's fresh-clone run reached 28:52 on the AVX2 EPYC

@@ -139,3 +139,20 @@ def test_a_dp_server_is_fitted_per_replica_on_all_its_gpus(h100x8):
     with pytest.raises(InputError, match="tp x pp x dp 2 = 16 needs that many GPUs; only 8"):
         fit_config(m, h100x8, _vllm(tensor_parallel_size=4, pipeline_parallel_size=2,
                                     data_parallel_size=2), 8)
+
+
+def test_a_pcie_hosts_trials_price_their_collectives_over_pcie(bench):
+    """Issue 50: the flow reads the host's recorded topology as `infopt plan --layouts` does:
+    eight RTX 4090s on PCIe gen4 x16 without peer access on some pairs (no NVLink in the
+    catalog), so a TP2 trial's ceiling pays its all-reduces at 31.5 GB/s instead of nothing."""
+    hw = recorded_inventory("rtx4090_8x")
+    dev, _ = run_device(hw)
+    assert dev.interconnect_bytes_per_s == pytest.approx(16e9 * 128 / 130 / 8 * 16)
+    assert "PCIe gen4 x16" in dev.source and "upper bound" in dev.source
+    m = _model("meta-llama__Llama-3.1-8B-Instruct.json")
+    tp2 = _vllm(tensor_parallel_size=2)
+    priced = _theoretical(m, hw, tp2, bench)
+    free = hw.model_copy(update={"gpu_pairs": [], "gpus": [
+        g.model_copy(update={"pcie": None}) for g in hw.gpus]})
+    assert "communication left out" in run_device(free)[0].source
+    assert all(p < f for p, f in zip(priced, _theoretical(m, free, tp2, bench), strict=True))
