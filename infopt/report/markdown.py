@@ -467,6 +467,18 @@ def _slos_missed_lines(r: OptimizationReport) -> list[str]:
             "meet the SLOs. `infopt optimize` exits with status 3 for this outcome.", ""]
 
 
+def _served_reference_lines(r: OptimizationReport) -> list[str]:
+    """Said up front: a quality gate against the served checkpoint's own weights judges every
+    change relative to them, not to the model's full precision."""
+    if r.quality_against != "served":
+        return []
+    return ["> **Quality relative to the served weights only.** The quality gate judged every "
+            "candidate against this checkpoint itself: no checkpoint of higher precision was "
+            "downloaded to serve as the reference (a shortlisted one is, with `authorize: "
+            "[download]` or listed in `model.try_checkpoints`), so a loss the served "
+            "quantization already has is not measured.", ""]
+
+
 def _header_lines(r: OptimizationReport) -> list[str]:
     w = r.workload
     winner = next(t for t in r.trials if t.trial_id == r.winner_trial_id)
@@ -477,6 +489,7 @@ def _header_lines(r: OptimizationReport) -> list[str]:
         "All latencies and rates below are **measured** on this machine unless marked otherwise.",
         "",
         *([f"> {note}", ""] if (note := _version_note(r)) else []),
+        *_served_reference_lines(r),
         *_slos_missed_lines(r),
         "## Runnable configuration (winner)",
         "",

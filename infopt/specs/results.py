@@ -471,6 +471,9 @@ class OptimizationReport(Spec):
     contract_outcome: ContractOutcome = Field(default_factory=ContractOutcome)
     # What the quality gate compared against, or why it did not run.
     quality_note: str | None = None
+    # What the quality gate judged against: "served" (the served checkpoint's own weights: no
+    # higher-precision reference), a higher-precision checkpoint (why), or None (no gate ran).
+    quality_against: str | None = None
     trials: list[Trial]
     # The tuning ladder: every dimension in order, its candidates and decisions; the winner's
     # accepted changes; the Pareto set and the closest-to-ceiling configuration per level.

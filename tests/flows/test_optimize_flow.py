@@ -264,6 +264,10 @@ def test_every_trial_has_fit_and_fraction_of_ceiling(report_and_dir):
         assert pre.ratio == pytest.approx(pre.measured / pre.ceiling)
     assert "Prefill (single stream)" in md
     assert "- Device the ceilings price: " in md and "measured" in md  # this host, measured
+    # No higher-precision checkpoint was downloaded: the report says up front that quality is
+    # relative to the served weights only (issue 50).
+    assert report.quality_against == "served"
+    assert "Quality relative to the served weights only" in md.split("## Runnable")[0]
     assert report.pruned == []  # SmolLM2 at 8192 tokens x 2 slots fits in RAM
 
 
