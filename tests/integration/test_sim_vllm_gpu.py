@@ -34,7 +34,8 @@ def sim_gpu(key: str = "h100_sxm5_80gb", count: int = 8) -> dict:
     return {"name": g.name, "memory_bytes": g.nvml_memory_total_mib * 2**20,
             "hbm_bytes_per_s": g.bandwidth_bytes_per_s,
             "bf16_flops_per_s": g.dense_bf16_flops_per_s, "count": count,
-            "link_bytes_per_s": g.nvlink_bytes_per_s_per_direction or 32e9}
+            "link_bytes_per_s": g.nvlink_bytes_per_s_per_direction or 32e9,
+            "compute_capability": g.compute_capability}
 
 
 def sim_host(tmp_path: Path, monkeypatch, stand_in) -> tuple[str, object]:
@@ -152,3 +153,30 @@ def test_a_flag_vllm_does_not_have_is_refused_like_its_parser_refuses_it(host, t
                           str(folder), "--tensor-paralel-size", "2"], capture_output=True,
                          text=True, timeout=30)
     assert out.returncode == 2 and "unrecognized arguments: --tensor-paralel-size" in out.stderr
+
+
+@pytest.mark.parametrize(("gpu", "verdict", "kernel"), [
+    ("h100_sxm5_80gb", "as expected", "CutlassFp8BlockScaledMMKernel"),
+    ("l40s", "fallback", "MarlinFP8ScaledMMLinearKernel")])
+def test_a_block_fp8_checkpoints_kernel_is_read_from_the_log_and_judged(
+        host, tmp_path, monkeypatch, gpu, verdict, kernel):
+    """Issue 50: the stand-in picks the kernel by vLLM 0.32's own CUDA lists and gates (block
+    FP8: CUTLASS needs CC 9.0, so an L40S at 8.9 falls back to Marlin W8A16 with vLLM's
+    warning); infopt reads the line from the trial's own log and its support matrix, which
+    expects native FP8 from CC 8.9, flags the L40S case."""
+    from infopt.runs.load_evidence import kernel_check, own_log
+    from infopt.specs.checkpoint import CheckpointFormat, DeviceKind, DeviceTarget
+
+    python, model = host
+    g = sim_gpu(gpu, count=1)
+    monkeypatch.setenv("INFOPT_SIM_GPU", json.dumps(g))
+    cfg = _config(model("Qwen__Qwen3-30B-A3B-FP8"), max_model_len=4096)
+    running = process.start(vllm.ADAPTER, cfg, python, tmp_path / "engine.log", 31 * 10**9)
+    try:
+        got = kernel_check(cfg, own_log(running.log_path, tmp_path), CheckpointFormat.FP8,
+                           DeviceTarget(kind=DeviceKind.CUDA,
+                                        compute_capability=g["compute_capability"]))
+    finally:
+        process.stop(running.pid)
+    assert got.finding.verdict.value == verdict and got.finding.found == [kernel]
+    assert got.finding.flagged == (verdict == "fallback")

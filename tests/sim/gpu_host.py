@@ -101,6 +101,7 @@ class Gpu:
     # little under NVML's, the driver's own share left out. None: NVML's less 0.7%, H100's
     # share (79.11 GiB of 81,559 MiB, vllm-project/vllm#27508).
     cuda_memory_bytes: int | None = None
+    compute_capability: str | None = None  # "9.0": which kernels the engine's gates let run
 
     @property
     def cuda_total_bytes(self) -> int:

@@ -15,6 +15,10 @@ that runs this file: `write_python`), it
   vllm#49011; "Available KV cache memory", "GPU KV cache size: N tokens" vllm#21348;
   "Maximum concurrency for N tokens per request: Cx" docs/serving/parallelism_scaling.md;
   "Estimated CUDA graph memory" vllm#39559);
+- for an FP8 checkpoint, logs the linear kernel vLLM 0.32's own CUDA priority lists and gates
+  select on the GPU's compute capability (INFOPT_SIM_GPU's compute_capability), with vLLM's
+  Marlin fallback warning where they fall back (fp8_kernel_lines): infopt's support matrix
+  judges that line, so the two can disagree;
 - fails the way vLLM fails when memory does not fit: the weights beyond a GPU give PyTorch's
   "CUDA out of memory. Tried to allocate"; KV short of one max_model_len request gives V1's
   "To serve at least one request with the models's max seq len" ValueError
@@ -152,6 +156,31 @@ def log(line: str, who: str = "EngineCore_DP0", level: str = "INFO") -> None:
     print(f"({who} pid={os.getpid()}) {level} {stamp} {line}", flush=True)
 
 
+def fp8_kernel_lines(folder: str, cc: str | None) -> list[tuple[str, str]]:
+    """What vLLM 0.32 logs choosing an FP8 checkpoint's linear kernel, chosen by its own CUDA
+    priority lists and gates, not by infopt's support matrix (so the two can disagree):
+    model_executor/kernels/linear/__init__.py _POSSIBLE_FP8_KERNELS (:443; per-tensor:
+    FlashInfer needs CC >= 10.0 and flashinfer, which this stand-in does not have; CUTLASS
+    cutlass_fp8_supported(): CC >= 8.9) and _POSSIBLE_FP8_BLOCK_KERNELS (:478; block scales:
+    the FlashInfer/DeepGEMM kernels need their packages, CUTLASS block CC >= 9.0), both ending
+    in MarlinFP8ScaledMMLinearKernel (CC >= 7.5), which warns (utils/marlin_utils_fp8.py:108);
+    "Selected %s for %s" at :797 / :758."""
+    q = json.loads((Path(folder) / "config.json").read_text()).get("quantization_config") or {}
+    if q.get("quant_method") != "fp8" or cc is None:
+        return []
+    block, major = bool(q.get("weight_block_size")), float(cc)
+    kernel = (("CutlassFp8BlockScaledMMKernel" if major >= 9.0 else None) if block else
+              ("CutlassFP8ScaledMMLinearKernel" if major >= 8.9 else None))
+    out = [(f"[__init__.py:{758 if block else 797}] Selected "
+            f"{kernel or 'MarlinFP8ScaledMMLinearKernel'} for Fp8LinearMethod", "INFO")]
+    if kernel is None:
+        out.append(("[marlin_utils_fp8.py:108] Your GPU does not have native support for FP8 "
+                    "computation but FP8 quantization is being used. Weight-only FP8 "
+                    "compression will be used leveraging the Marlin kernel. This may degrade "
+                    "performance for compute-heavy workloads.", "WARNING"))
+    return out
+
+
 def start_up(a: argparse.Namespace, m: Model, g: Gpu, scale: float) -> Memory:
     """vLLM's start-up lines, or its failure (SystemExit 1) when memory does not fit."""
     print(f"SIMULATED vLLM {VERSION} on {g.count} x SIMULATED {g.name} "
@@ -173,6 +202,8 @@ def start_up(a: argparse.Namespace, m: Model, g: Gpu, scale: float) -> Memory:
     log(f"[default_loader.py:384] Loading weights took {load_s:.2f} seconds", "Worker_TP0")
     log(f"[gpu_model_runner.py:4879] Model loading took {mem.weights_per_gpu / GIB:.2f} GiB "
         f"memory and {load_s + 0.5:.6f} seconds", "Worker_TP0")
+    for line, level in fp8_kernel_lines(a.model, g.compute_capability):
+        log(line, "Worker_TP0", level)
     log("[cuda.py:476] Using FLASH_ATTN attention backend out of potential backends: "
         "['FLASH_ATTN', 'FLASHINFER'].", "Worker_TP0")
     if not a.enforce_eager:
