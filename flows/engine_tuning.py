@@ -122,8 +122,8 @@ def tune_engine(request: OptimizeRequest, plan: EnginePlan, hw: HardwareInventor
         # against the control's answers (tasks.quality.quality_reference says so).
         baseline=history[0].config,
         ref_key=ref_key if reference or adapter.token_scoring is None else None,
-        quality_note=quality_note, reference_why=ref_why, run=run, ladder=ladder,
-        history=history,
+        quality_note=quality_note, run=run, ladder=ladder,
+        history=history, quality_against=(ref_why or "served") if reference else None,
         chosen=outcome.chosen or history[-1],
         applied=outcome.remedy, first_gaps=outcome.first_gaps,
         superseded=_superseded(before, trials), weight_notes=weights.candidates().notes,

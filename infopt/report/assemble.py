@@ -96,8 +96,7 @@ def assemble_report(run_id: str, run_dir: Path, request: OptimizeRequest, worklo
         pruned=[p for tn in tunings for p in tn.run.pruned],
         contract=tuned.base_trial.contract, contract_outcome=_contract_outcome(tuned),
         quality_note=tuned.quality_note, trials=trials, ladder=tuned.ladder,
-        quality_against=(None if tuned.ref_key is None or tuned.quality_note.startswith(
-            "The quality gate was NOT run") else tuned.reference_why or "served"),
+        quality_against=tuned.quality_against,
         winner_label=chosen_inc.winner_label, engines=choice,
         pareto=pareto_points(trials, workload.target_concurrency, label_of),
         closest_to_ceiling=closest_to_ceiling(

@@ -85,9 +85,9 @@ class EngineTuning:
     weight_answers: list[GateAnswer] = field(default_factory=list)  # quantize and download gates
     gate_waits: list[GateWait] = field(default_factory=list)  # those gates' waits for a person
     context_tokens: int | None = None  # served when shorter than native (StartShape)
-    # Which weights the quality gate judged against: None, the served checkpoint's own (then
-    # quality is relative to the served weights only); else why a higher-precision one.
-    reference_why: str | None = None
+    # What the quality gate judged against: "served" (the checkpoint's own weights: quality
+    # relative to them only), why a higher-precision reference, or None (no reference built).
+    quality_against: str | None = None
 
     @property
     def served_context_tokens(self) -> int:
