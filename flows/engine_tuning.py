@@ -46,6 +46,7 @@ from infopt.tuning.control import (
     why_pruned,
 )
 from infopt.tuning.dimension_rules import ladder_facts, rules_for
+from infopt.tuning.hub_weights import host_capacity_bytes
 from infopt.tuning.plan_run import EnginePlan, fit_of, reference_config, start_configs
 from tasks.quality import quality_reference
 
@@ -64,16 +65,18 @@ def tune_engine(request: OptimizeRequest, plan: EnginePlan, hw: HardwareInventor
     # The weight candidates' gates are asked at the start: first when a downloaded checkpoint
     # of higher precision may become the quality reference, else beside the control and the
     # baseline, which no answer changes (flows/weight_gates.py).
-    weights = ask_weight_gates(request, shortlist, model, engine.value, version, digest)
+    weights = ask_weight_gates(request, shortlist, model, engine.value, version, digest,
+                               host_capacity_bytes(hw))
     ref_config, ref_digest, ref_why = reference_config(
         control, model, hw, workload, () if weights.background else weights.candidates().variants,
         digest)
     # The quality reference: started once, restarted for the floor.
     ref_key = quality_key(ref_config, version, ref_digest, request.quality_max_prompts)
+    served_context = (shape.context_tokens if shape else None) or model.native_context_tokens
     reference, quality_note = quality_reference(
         ref_config, str(run_dir / "quality"),
         weights_profile(model, ref_config.model_path).file_bytes, ref_key, ref_why,
-        request.quality_max_prompts, troubleshooting(request))
+        request.quality_max_prompts, troubleshooting(request), served_context)
     gate = (f"{ref_key}:{request.quality_tolerance}:{request.quality_max_prompts}"
             if reference else "")
     ctx = EngineRun.of(request, str(run_dir), model, hw, workload, engine_version=version,

@@ -24,7 +24,14 @@ from prefect.cache_policies import NO_CACHE
 from prefect.futures import PrefectFuture
 
 from flows.gate import withdraw
-from flows.weights import AskGate, asker, hub_variants, weight_variants
+from flows.weights import (
+    NO_REFERENCE_ASK,
+    AskGate,
+    ReferenceAsk,
+    asker,
+    hub_variants,
+    weight_variants,
+)
 from infopt.engines.rules import WeightVariant
 from infopt.specs.approval import AnswerSource, GateAnswer, GateRequest
 from infopt.specs.checkpoint import Shortlist
@@ -33,7 +40,12 @@ from infopt.specs.ladder import Dimension
 from infopt.specs.model import ModelProfile
 from infopt.specs.request import OptimizeRequest
 from infopt.tuning.dimension_rules import climbs
-from infopt.tuning.hub_weights import may_raise_reference, pick_checkpoints, served_precision
+from infopt.tuning.hub_weights import (
+    may_raise_reference,
+    pick_checkpoints,
+    reference_checkpoint,
+    served_precision,
+)
 from infopt.tuning.weights import BITS_PER_WEIGHT
 
 # What ran beside gates asked in the background: the main thread's work until the ladder
@@ -51,12 +63,16 @@ class WeightCandidates:
 
 def weight_candidates(request: OptimizeRequest, shortlist: Shortlist | None,
                       model: ModelProfile, engine: str, version: str, digest: str,
-                      ask_gate: AskGate) -> WeightCandidates:
-    """Shortlisted hub checkpoints (download gate) then variants made here (quantize gate);
-    nothing is downloaded or made when the request skips the weights dimension."""
+                      ask_gate: AskGate, reference: ReferenceAsk = NO_REFERENCE_ASK
+                      ) -> WeightCandidates:
+    """Shortlisted hub checkpoints (download gate; with `reference`, the unquantized base as
+    the quality reference) then variants made here (quantize gate); nothing is downloaded or
+    made when the request skips the weights dimension."""
     if not climbs(request, Dimension.WEIGHTS):
         return WeightCandidates()
-    hub, hub_answers, notes = hub_variants(request, shortlist, engine, digest, ask_gate)
+    hub, hub_answers, notes = hub_variants(request, shortlist, engine, digest, ask_gate,
+                                           reference)
+    notes = [reference.note, *notes] if reference.note else notes
     made, answers, made_notes = weight_variants(request, model, engine, version, digest,
                                                 ask_gate)
     return WeightCandidates(
@@ -73,6 +89,7 @@ class _Asked:
     ended (time.monotonic)."""
 
     waits: list[tuple[GateWait, float]] = field(default_factory=list)
+    reference: ReferenceAsk = NO_REFERENCE_ASK  # the reference ask the gates go with
 
 
 def _timed(request: OptimizeRequest, stop: threading.Event, asked: _Asked) -> AskGate:
@@ -100,8 +117,10 @@ def _timed(request: OptimizeRequest, stop: threading.Event, asked: _Asked) -> As
 def weight_gates_task(request: OptimizeRequest, shortlist: Shortlist | None,
                       model: ModelProfile, engine: str, version: str, digest: str,
                       stop: threading.Event, asked: _Asked) -> WeightCandidates:
+    # Asked in the background only when no base is asked for as the reference (so only
+    # why not, when the report should say, can be carried here).
     return weight_candidates(request, shortlist, model, engine, version, digest,
-                             _timed(request, stop, asked))
+                             _timed(request, stop, asked), asked.reference)
 
 
 class PendingWeights(Mapping[str, GateAnswer]):
@@ -165,19 +184,23 @@ class PendingWeights(Mapping[str, GateAnswer]):
 
 
 def ask_weight_gates(request: OptimizeRequest, shortlist: Shortlist | None,
-                     model: ModelProfile, engine: str, version: str, digest: str
-                     ) -> PendingWeights:
+                     model: ModelProfile, engine: str, version: str, digest: str,
+                     capacity_bytes: int) -> PendingWeights:
     """The weight candidates' gates: asked in the background when no answer can change the
-    quality reference (so the control and the baseline start at once), else first."""
-    asked, stop = _Asked(), threading.Event()
+    quality reference (so the control and the baseline start at once), else first. When the
+    served checkpoint is 8-bit or less and the shortlist's unquantized base fits some layout
+    of the host (`capacity_bytes`), its download gate is asked too, as the reference."""
     if not climbs(request, Dimension.WEIGHTS):
-        return PendingWeights(None, WeightCandidates(), asked, stop)
-    picked = pick_checkpoints(request, shortlist, engine)[0]
-    if may_raise_reference((served_precision(model) or (None, None))[1], picked):
+        return PendingWeights(None, WeightCandidates(), _Asked(), threading.Event())
+    served_fmt, served_bits = served_precision(model) or (None, None)
+    base, note = reference_checkpoint(shortlist, engine, served_bits, capacity_bytes)
+    asked, stop = _Asked(reference=ReferenceAsk(base, served_fmt, note)), threading.Event()
+    picked = pick_checkpoints(request, shortlist, engine)[0] + ([base] if base else [])
+    if may_raise_reference(served_bits, picked):
         get_run_logger().info("a shortlisted checkpoint of higher precision may become the "
                               "quality reference: its gates are asked before the control")
         known = weight_candidates(request, shortlist, model, engine, version, digest,
-                                  _timed(request, stop, asked))
+                                  _timed(request, stop, asked), asked.reference)
         return PendingWeights(None, known, asked, stop)
     future = weight_gates_task.submit(request, shortlist, model, engine, version, digest,
                                       stop, asked)

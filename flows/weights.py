@@ -15,6 +15,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from prefect import get_run_logger, task
@@ -30,7 +31,7 @@ from infopt.model.drafters import best_drafters
 from infopt.model.hub import default_cache_dir, fetch_model_facts
 from infopt.specs.approval import AnswerSource, GateAnswer, GateRequest
 from infopt.specs.base import InputError
-from infopt.specs.checkpoint import Shortlist
+from infopt.specs.checkpoint import CheckpointCandidate, Shortlist
 from infopt.specs.drafters import DrafterSearch
 from infopt.specs.request import Authorization, OptimizeRequest
 from infopt.tuning.hub_weights import (
@@ -40,6 +41,7 @@ from infopt.tuning.hub_weights import (
     pick_checkpoints,
     spec_of,
     variant_format,
+    why_reference,
     why_tried,
 )
 from infopt.tuning.weights import quantize_gate
@@ -49,6 +51,20 @@ from tasks.weights import requantize_task, variant_path
 # the control and the baseline run meanwhile, that wrapped to time the wait and to withdraw
 # (flows/weight_gates.py).
 AskGate = Callable[[GateRequest], GateAnswer]
+
+
+@dataclass(frozen=True)
+class ReferenceAsk:
+    """The unquantized base to ask for as the quality reference
+    (infopt.tuning.hub_weights.reference_checkpoint), with the served format's name; or why
+    it was not asked for, when the report should say."""
+
+    base: CheckpointCandidate | None = None
+    served_fmt: str | None = None
+    note: str | None = None
+
+
+NO_REFERENCE_ASK = ReferenceAsk()
 
 
 def asker(request: OptimizeRequest) -> AskGate:
@@ -88,12 +104,19 @@ def download_model(request: OptimizeRequest, research: Research | None = None
 
 
 def hub_variants(request: OptimizeRequest, shortlist: Shortlist | None, engine: str,
-                 local_digest: str, ask_gate: AskGate
+                 local_digest: str, ask_gate: AskGate,
+                 reference: ReferenceAsk = NO_REFERENCE_ASK
                  ) -> tuple[list[WeightVariant], dict[str, GateAnswer], list[str]]:
-    """(the downloaded checkpoints as variants, model path -> its gate's answer, notes)."""
+    """(the downloaded checkpoints as variants, model path -> its gate's answer, notes).
+    `reference`: the unquantized base to ask for as the quality reference (with the served
+    format's name), asked even without pre-authorization."""
     picked, why_none = pick_checkpoints(request, shortlist, engine)
     if shortlist is None:  # nothing shortlisted: nothing picked
         return [], {}, [why_none] if why_none else []
+    base, served_fmt = reference.base, reference.served_fmt
+    if base is not None and not any(c.repo_id == base.repo_id and not c.gguf_file
+                                    for c in picked):
+        picked = [*picked, base]
     variants, answers, notes = [], {}, [why_none] if why_none else []
     cache = default_cache_dir()
     for c in picked:
@@ -114,7 +137,8 @@ def hub_variants(request: OptimizeRequest, shortlist: Shortlist | None, engine: 
             continue
         path = download_task(facts, files, str(cache), request.credentials_block)
         fmt, bits = variant_format(c)
-        variants.append(WeightVariant(fmt, path, bits, source=c.repo_id, why=why_tried(c)))
+        why = why_reference(c, served_fmt) if c is base else why_tried(c)
+        variants.append(WeightVariant(fmt, path, bits, source=c.repo_id, why=why))
         answers[path] = answer
         get_run_logger().info("weight candidate %s from %s: %s", fmt, c.repo_id, Path(path))
     return variants, answers, notes

@@ -19,6 +19,14 @@ from infopt.engines import adapter_for, endpoint_for
 from infopt.engines.session import CATALOG_ONLY, LOG, Logger, Troubleshooting, engine_session
 from infopt.quality.check import load_reference, save_reference
 from infopt.quality.keys import DEFAULT_MAX_PROMPTS
+from infopt.quality.long_run import (
+    ensure_long_floor,
+    ensure_long_reference,
+    long_note,
+    long_reference_path,
+    needs_long_floor,
+    needs_long_reference,
+)
 from infopt.quality.prompts import pool_prefix
 from infopt.quality.sequential import GateSettings, sequential_verdict
 from infopt.quality.taskrun import run_tasksets
@@ -62,14 +70,16 @@ def _floor_config(config: AnyServingConfig) -> AnyServingConfig:
 
 def quality_reference(config: AnyServingConfig, quality_dir: str, weights_bytes: int, key: str,
                       weights_why: str | None = None, prompts: int = DEFAULT_MAX_PROMPTS,
-                      troubleshoot: Troubleshooting = CATALOG_ONLY, log: Logger = LOG
-                      ) -> tuple[str | None, str]:
-    """Build (or find) the reference and its floor. Returns (the reference file, or None when
-    the gate cannot run; what the report says about it). `weights_why`: why the reference
-    serves other weights than the checkpoint's own; `troubleshoot`: the run's, for their
-    engine starts."""
+                      troubleshoot: Troubleshooting = CATALOG_ONLY, log: Logger = LOG,
+                      context_tokens: int | None = None) -> tuple[str | None, str]:
+    """Build (or find) the reference and its floor, and with `context_tokens` (the served
+    context) the long-context check's windows (infopt.quality.long_run). Returns (the
+    reference file, or None when the gate cannot run; what the report says about it).
+    `weights_why`: why the reference serves other weights than the checkpoint's own;
+    `troubleshoot`: the run's, for their engine starts."""
     d = Path(quality_dir)
     ref_path, floor_path = d / f"reference-{key}.json", d / f"floor-{key}.json"
+    long_path = long_reference_path(ref_path, context_tokens) if context_tokens else None
     weights = (f"the weights of {weights_why}" if weights_why else
                "the checkpoint's own weights, the highest precision this run's candidates share")
     what = (f"Reference: the control configuration ({weights}, the engine's default KV "
@@ -77,9 +87,10 @@ def quality_reference(config: AnyServingConfig, quality_dir: str, weights_bytes:
             f"={getattr(_floor_config(config), adapter_for(config.engine).concurrency_knob)} "
             f"scoring two sequences at once; {prompts} prompts of the pool, a candidate scored on "
             "8, 16, ... of them until its verdict is decided. Files: quality/.")
-    if QUALITY.recall_into(ref_path) and QUALITY.recall_into(floor_path):
+    if (QUALITY.recall_into(ref_path) and QUALITY.recall_into(floor_path)
+            and not needs_long_reference(long_path) and not needs_long_floor(long_path)):
         log.info("quality reference %s: built earlier, reused", ref_path.name)
-        return str(ref_path), what
+        return str(ref_path), _with_long(what, long_path)
     adapter = adapter_for(config.engine)
     if adapter.token_scoring is None:
         return None, (f"The token-level quality gate was NOT run on {config.engine}: "
@@ -90,11 +101,16 @@ def quality_reference(config: AnyServingConfig, quality_dir: str, weights_bytes:
     d.mkdir(parents=True, exist_ok=True)
     try:
         remedy, reference = None, load_reference(ref_path)
-        if reference is None:
+        if reference is None or needs_long_reference(long_path):
             reference, config, remedy = _build(config, d, key, weights_bytes, prompts,
-                                               troubleshoot, log)
+                                               troubleshoot, log, reference,
+                                               (long_path, context_tokens or 0))
         save_reference(reference, ref_path)
-        floor = _floor(config, reference, d, key, weights_bytes, troubleshoot, log)
+        kept = (FidelityResult.model_validate_json(floor_path.read_text(encoding="utf-8"))
+                if QUALITY.recall_into(floor_path) else None)
+        floor = (kept if kept is not None and not needs_long_floor(long_path) else
+                 _floor(config, reference, d, key, weights_bytes, troubleshoot, log, kept,
+                        long_path))
     except EngineStartError as exc:
         return None, (f"The quality gate was NOT run: the reference configuration did not "
                       f"start ({str(exc).splitlines()[0][:200]}).")
@@ -106,13 +122,20 @@ def quality_reference(config: AnyServingConfig, quality_dir: str, weights_bytes:
     QUALITY.keep_from(floor_path)
     log.info("quality floor: top-1 agreement %.1f%% over %d tokens",
              100 * floor.top1_agreement, floor.positions)
-    return str(ref_path), what
+    return str(ref_path), _with_long(what, long_path)
+
+
+def _with_long(what: str, long_path: Path | None) -> str:
+    note = long_note(long_path) if long_path is not None else None
+    return f"{what} {note}" if note else what
 
 
 def _build(config: AnyServingConfig, d: Path, key: str, weights_bytes: int, prompts: int,
-           troubleshoot: Troubleshooting, log: Logger
+           troubleshoot: Troubleshooting, log: Logger, reference: ReferenceSet | None,
+           long: tuple[Path | None, int]
            ) -> tuple[ReferenceSet, AnyServingConfig, Remedy | None]:
-    """(reference, the configuration that ran it, the remedy it needed): when the defaults do
+    """(reference, the configuration that ran it, the remedy it needed), with the long
+    windows (`long`: their file and the served context) when missing: when the defaults do
     not start and the catalog knows the failure with a contract-preserving remedy (memory
     knobs such as an explicit CPU KV space: the numerics stay the control's), the session
     applies it once."""
@@ -122,16 +145,27 @@ def _build(config: AnyServingConfig, d: Path, key: str, weights_bytes: int, prom
             assert s.diagnosis is not None  # a session applies a remedy only to a diagnosed failure
             log.warning("quality reference: the defaults did not start (%s); applied %s",
                         s.diagnosis.root_error[:160], s.remedy.change)
-        return build_reference(_endpoint(s.running, s.config), prompts=pool_prefix(prompts),
-                               progress=log.info), s.config, s.remedy
+        endpoint = _endpoint(s.running, s.config)
+        if reference is None:
+            reference = build_reference(endpoint, prompts=pool_prefix(prompts),
+                                        progress=log.info)
+        if long[0] is not None:
+            ensure_long_reference(endpoint, long[0], long[1], progress=log.info)
+        return reference, s.config, s.remedy
 
 
 def _floor(config: AnyServingConfig, reference: ReferenceSet, d: Path, key: str, weights_bytes: int,
-           troubleshoot: Troubleshooting, log: Logger) -> FidelityResult:
+           troubleshoot: Troubleshooting, log: Logger, kept: FidelityResult | None,
+           long_path: Path | None) -> FidelityResult:
+    """The short pool's floor (unless `kept`) and the long windows' (when they lack one),
+    on one restart of the reference at another batch size."""
     with engine_session(_floor_config(config), d / f"floor-{key}.log", weights_bytes,
                         troubleshoot=troubleshoot, log=log) as s:
-        return score_candidate(_endpoint(s.running, s.config), reference, concurrency=2,
-                               label="floor")
+        endpoint = _endpoint(s.running, s.config)
+        floor = kept or score_candidate(endpoint, reference, concurrency=2, label="floor")
+        if long_path is not None:
+            ensure_long_floor(endpoint, long_path, progress=log.info)
+        return floor
 
 
 def _endpoint(running: RunningEngine, config: AnyServingConfig) -> Endpoint:

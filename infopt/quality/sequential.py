@@ -163,6 +163,8 @@ ScoreMore = Callable[[int], list[ScoredSequence]]  # the first n prompts' scores
 class GateSettings:
     tolerance: float
     budget: int  # the most prompts the gate may score (<= the reference's prompts)
+    first: int = FIRST_LOOK_PROMPTS  # the prompts of the first look
+    budget_source: str = "the request's quality_max_prompts"  # what set the budget, for the why
 
 
 def sequential_verdict(reference: ReferenceSet, floor: FidelityResult | None,
@@ -173,7 +175,7 @@ def sequential_verdict(reference: ReferenceSet, floor: FidelityResult | None,
     """Look after look until decided (`score_first` keeps what it scored). The pairing
     uses the prompts the incumbent has scores for; past them only question (b) can decide."""
     budget = min(settings.budget, len(reference.sequences))
-    plan = looks(budget)
+    plan = looks(budget, settings.first)
     confidence = look_confidence(len(plan))
     done: list[int] = []
     for n in plan:
@@ -185,6 +187,6 @@ def sequential_verdict(reference: ReferenceSet, floor: FidelityResult | None,
             break
     else:
         verdict = verdict.model_copy(update={"summary": verdict.summary + (
-            f"; still undecided after {budget} prompts (the request's quality_max_prompts): "
+            f"; still undecided after {budget} prompts ({settings.budget_source}): "
             "not accepted")})
     return verdict.model_copy(update={"looks": done, "prompt_budget": budget})

@@ -12,10 +12,11 @@ from infopt.report.kernel_text import kernel_lines
 from infopt.report.ladder_text import ladder_lines
 from infopt.report.layout_text import measured_layout_lines
 from infopt.report.provenance import provenance_lines
-from infopt.report.quality_text import quality_markdown, tasks_markdown
+from infopt.report.quality_text import long_markdown, quality_markdown, tasks_markdown
 from infopt.report.reproduce_text import reproduce_lines
 from infopt.report.speculation_text import drafter_search_lines, speculation_lines
 from infopt.report.workload_text import describe_workload
+from infopt.specs.quality import LongContextCheck
 from infopt.specs.results import (
     LevelResult,
     OptimizationReport,
@@ -406,7 +407,18 @@ def _quality_lines(r: OptimizationReport) -> list[str]:
                    "first paired against the incumbent it modifies: unchanged within the "
                    "margin it passes as lossless (it is not charged with the incumbent's own "
                    "distance); any other change is judged against the reference.", "",
-                   *quality_markdown(judged), *_budget_line(r), *tasks_markdown(r.tasks)]
+                   *quality_markdown(judged), *long_markdown(_long_rows(r)),
+                   *_budget_line(r), *tasks_markdown(r.tasks)]
+
+
+def _long_rows(r: OptimizationReport) -> list[tuple[str, LongContextCheck]]:
+    """One row per configuration whose long-context check ran (repeats share it)."""
+    rows, seen = [], set()
+    for t in r.trials:
+        if t.long_context is not None and t.value not in seen:
+            seen.add(t.value)
+            rows.append((f"`{t.trial_id}`", t.long_context))
+    return rows
 
 
 def _budget_line(r: OptimizationReport) -> list[str]:

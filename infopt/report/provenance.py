@@ -59,6 +59,16 @@ RULES: tuple[tuple[str, K, str], ...] = (
     ("trials[].quality.**", K.MEASURED, "trial {trial_id}'s quality verdict: its teacher-"
      "forced scores of the reference's tokens, and the reference's restart for the floor "
      "(quality/verdict-*.json of the run)"),
+    ("trials[].long_context.served_context_tokens", K.CONFIGURED, "the context the run "
+     "served (the request's min_context_tokens when shorter than the model's native one)"),
+    ("trials[].long_context.prompt_tokens[]", K.MEASURED, "the reference's tokenization of "
+     "the long-context windows (quality/long-*.json of the run)"),
+    ("trials[].long_context.verdict.tolerance", K.CONFIGURED, "the request's quality_tolerance"),
+    ("trials[].long_context.verdict.measures[].threshold", K.ESTIMATED, "the long windows' "
+     "floor minus the request's tolerance (infopt.quality.gate)"),
+    ("trials[].long_context.verdict.**", K.MEASURED, "trial {trial_id}'s long-context check: "
+     "its teacher-forced scores of the reference's continuations of the long windows, and the "
+     "reference's restart for their floor (quality/long-verdict-*.json of the run)"),
     ("trials[].ceilings[].measured", K.MEASURED, _TRIAL + "requests.jsonl"),
     ("trials[].ceilings[].ceiling", K.ESTIMATED, "infopt.costmodel.roofline ({envelope} "
      "envelope): bytes per decode step / memory bandwidth and FLOPs / compute at this "

@@ -3,7 +3,12 @@ section. Every number with its sample count; the floor beside each measure."""
 
 from __future__ import annotations
 
-from infopt.specs.quality import FidelityResult, QualityVerdict, TaskSetOutcome
+from infopt.specs.quality import (
+    FidelityResult,
+    LongContextCheck,
+    QualityVerdict,
+    TaskSetOutcome,
+)
 
 
 def _row(label: str, f: FidelityResult) -> str:
@@ -84,6 +89,30 @@ def _md(name: str, f: FidelityResult, verdict: str) -> str:
     return (f"| {name} | {f.positions} | {f.top1_agreement:.1%} ({f.top1_interval.low:.1%}-"
             f"{f.top1_interval.high:.1%}) | {f.delta_p_mean:+.4f} | {f.perplexity_ratio:.4f} | "
             f"{f.kl_lower_bound_mean_nats:.4f} (lower bound) | {verdict} |")
+
+
+def long_markdown(rows: list[tuple[str, LongContextCheck]]) -> list[str]:
+    """The long-context checks: one row per configuration that changed KV precision or
+    weights, judged on prompts at half the served context or more."""
+    if not rows:
+        return []
+    first = rows[0][1]
+    out = ["", f"Long-context check (a change of KV precision or weights, before it is "
+           f"promoted): the reference's continuations of prompts of "
+           f"{min(first.prompt_tokens):,}-{max(first.prompt_tokens):,} tokens of the "
+           f"{first.served_context_tokens:,}-token served context, judged like the short "
+           "pool against the same floor and tolerance"
+           + (f" (shortened: {first.shortened})" if first.shortened else "") + ".", "",
+           "| configuration | change | tokens | top-1 agreement (95% CI) | ppl ratio | verdict |",
+           "|---|---|---|---|---|---|"]
+    for name, c in rows:
+        f = c.verdict.candidate
+        if f is None:
+            continue
+        out.append(f"| {name} | {c.reason} | {f.positions} | {f.top1_agreement:.1%} "
+                   f"({f.top1_interval.low:.1%}-{f.top1_interval.high:.1%}) | "
+                   f"{f.perplexity_ratio:.4f} | {verdict_cell(c.verdict)} |")
+    return out
 
 
 def tasks_markdown(t: TaskSetOutcome | None) -> list[str]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import shutil
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +37,8 @@ from infopt.hardware.gpu_memory import process_group_gpu_memory
 from infopt.model.profile import weights_profile
 from infopt.model.shortlist import device_from_inventory
 from infopt.quality.gate_run import judge_quality, verdict_origin
+from infopt.quality.long_context import long_check_reason
+from infopt.quality.long_run import judge_long_context
 from infopt.runs.engine_run import EngineRun
 from infopt.runs.load_evidence import (
     LoadLog,
@@ -48,10 +51,11 @@ from infopt.runs.measure import benchmark
 from infopt.runs.rundir import load_trial, trial_dir, write_trial
 from infopt.specs.base import InfoptError, InputError
 from infopt.specs.contract import ContractCheck
+from infopt.specs.endpoint import Endpoint
 from infopt.specs.fit import CeilingRatio, KvCheck, MemoryFit, OffloadObservation
 from infopt.specs.hardware import HardwareInventory
 from infopt.specs.model import ModelProfile
-from infopt.specs.quality import QualityVerdict
+from infopt.specs.quality import LongContextCheck, QualityVerdict
 from infopt.specs.results import BenchmarkResult, RunningEngine, Trial
 from infopt.specs.serving import AnyServingConfig
 from infopt.specs.trial import TrialRole, TrialSpec
@@ -117,11 +121,21 @@ def _judge(running: RunningEngine, spec: TrialSpec, config: AnyServingConfig, ct
         return None, f"its tokens could not be scored ({exc})"
 
 
+@dataclass
+class _Gated:
+    """What the gates before the measurement found: the contract, the quality verdict, the
+    long-context check and, when the trial is rejected, why."""
+
+    checks: list[ContractCheck] = field(default_factory=list)
+    verdict: QualityVerdict | None = None
+    long: LongContextCheck | None = None
+    rejected: str | None = None
+
+
 def _gates(running: RunningEngine, spec: TrialSpec, config: AnyServingConfig, ctx: EngineRun,
-           trial_key: str, logger: Logger
-           ) -> tuple[list[ContractCheck], QualityVerdict | None, str | None]:
-    """The contract, then the quality gate, before the measurement counts.
-    Returns (contract checks, quality verdict | None, why the trial is rejected | None)."""
+           trial_key: str, logger: Logger) -> _Gated:
+    """The contract, then the quality gate, then (for a change of KV precision or weights)
+    the long-context check, before the measurement counts."""
     checks = []
     if ctx.contract_every_trial or spec.with_contract:
         # The control and the baseline on every probe (the report's route table); the other
@@ -130,22 +144,48 @@ def _gates(running: RunningEngine, spec: TrialSpec, config: AnyServingConfig, ct
         features = FEATURES if full else tuple(dict.fromkeys(
             (*BASE_REQUIRED, *ctx.contract_required)))
         key = ctx.contract_key(config, features) if ctx.contract_every_trial else None
-        endpoint = endpoint_for(running.engine, running.base_url, config.served_model_name,
-                                running.pid)
-        checks = verify_kept(endpoint, ctx.contract_required,
+        checks = verify_kept(_endpoint(running, config), ctx.contract_required,
                              str(trial_dir(Path(ctx.run_dir), trial_key) / "contract"),
                              features, key, logger)
         if broken := [c for c in checks if c.required and not c.ok]:
-            return checks, None, "rejected by the API contract: " + "; ".join(
-                f"{c.feature} ({c.status.value}): {c.detail[:120]}" for c in broken)
+            return _Gated(checks, rejected="rejected by the API contract: " + "; ".join(
+                f"{c.feature} ({c.status.value}): {c.detail[:120]}" for c in broken))
     verdict, unscorable = _judge(running, spec, config, ctx, logger)
     if unscorable is not None:
-        return checks, None, f"rejected by the quality gate: {unscorable}"
+        return _Gated(checks, rejected=f"rejected by the quality gate: {unscorable}")
     if verdict is not None and verdict.decision == "undecided":
-        return checks, verdict, f"undecided by the quality gate (not accepted): {verdict.summary}"
+        return _Gated(checks, verdict, rejected=f"undecided by the quality gate (not "
+                                                f"accepted): {verdict.summary}")
     if verdict is not None and not verdict.passed:
-        return checks, verdict, f"rejected by the quality gate: {verdict.summary}"
-    return checks, verdict, None
+        return _Gated(checks, verdict, rejected=f"rejected by the quality gate: {verdict.summary}")
+    long, why = _judge_long(running, spec, config, ctx, logger) if verdict else (None, None)
+    return _Gated(checks, verdict, long, why)
+
+
+def _judge_long(running: RunningEngine, spec: TrialSpec, config: AnyServingConfig,
+                ctx: EngineRun, logger: Logger) -> tuple[LongContextCheck | None, str | None]:
+    """(the long-context check | None, why it rejects the trial | None): run only when the
+    trial changes KV precision or weights against its incumbent."""
+    reason = long_check_reason(spec.config, spec.incumbent)
+    if reason is None or ctx.quality_reference is None:
+        return None, None
+    logger.info("%s: long-context check (%s)", spec.trial_id, reason)
+    try:
+        long = judge_long_context(_endpoint(running, config), ctx.quality_reference,
+                                  ctx.served_context_tokens, ctx.quality_key(config),
+                                  ctx.quality_tolerance, reason,
+                                  verdict_origin(ctx.run_dir, spec.trial_id), logger.info)
+    except InfoptError as exc:
+        return None, f"rejected by the long-context check: its tokens could not be scored ({exc})"
+    if long is None or long.verdict.decision == "pass":
+        return long, None
+    what = "undecided by" if long.verdict.decision == "undecided" else "rejected by"
+    return long, (f"{what} the long-context check ({reason}; prompts of "
+                  f"{min(long.prompt_tokens):,}+ tokens): {long.verdict.summary}")
+
+
+def _endpoint(running: RunningEngine, config: AnyServingConfig) -> Endpoint:
+    return endpoint_for(running.engine, running.base_url, config.served_model_name, running.pid)
 
 
 def run_trial(spec: TrialSpec, key: str, fit: MemoryFit | None, ctx: EngineRun,
@@ -170,6 +210,7 @@ def run_trial(spec: TrialSpec, key: str, fit: MemoryFit | None, ctx: EngineRun,
                   changes=spec.changes, approvals=spec.approvals)
     checks: list[ContractCheck] = []
     verdict: QualityVerdict | None = None
+    gated = _Gated()
     bench: BenchmarkResult | None = None
     error: Exception | None = None
     rejected: str | None = None
@@ -182,7 +223,8 @@ def run_trial(spec: TrialSpec, key: str, fit: MemoryFit | None, ctx: EngineRun,
         with _session(spec, log, weights.file_bytes, fit, ctx, pool, logger) as started:
             running, config = started.running, started.config
             try:
-                checks, verdict, rejected = _gates(running, spec, config, ctx, key, logger)
+                gated = _gates(running, spec, config, ctx, key, logger)
+                checks, verdict, rejected = gated.checks, gated.verdict, gated.rejected
                 if rejected is None:
                     bench = benchmark(running, config.served_model_name,
                                       spec.workload_for(ctx.workload),
@@ -213,6 +255,7 @@ def run_trial(spec: TrialSpec, key: str, fit: MemoryFit | None, ctx: EngineRun,
     read = loaded if loaded is not None else own_log(running.log_path, run_dir)
     text = read.text if isinstance(read, LoadLog) else ""
     common.update(engine=running, benchmark=bench, contract=checks, quality=verdict,
+                  long_context=gated.long,
                   kv=logged_kv(running.engine, text, fit, logger),
                   offload=logged_offload(running.engine, text, logger),
                   kernels=kernel_check(config, read, checkpoint_format_of(weights),

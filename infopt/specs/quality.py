@@ -169,6 +169,34 @@ class QualityVerdict(Spec):
         return self
 
 
+class LongContextReference(Spec):
+    """The reference's continuations of prompts at half the served context or more
+    (infopt.quality.long_context): what a change of KV precision or weights is checked on."""
+
+    reference: ReferenceSet | None  # None: no window could be built (`unavailable` says why)
+    served_context_tokens: int
+    prompt_tokens: list[int]  # each window's prompt, in the reference's tokens
+    # Why the windows are shorter than half the served context (the reference refused that
+    # length), None when they are not.
+    shortened: str | None = None
+    unavailable: str | None = None
+    # A fresh restart of the reference at another batch size scoring the same windows: what
+    # noise alone moves at this length (near-ties flip more often far into a context), the
+    # long check's floor as the short pool's is the short gate's. None until it is scored.
+    floor: FidelityResult | None = None
+
+
+class LongContextCheck(Spec):
+    """A trial's long-context check: required because it changes KV precision or weights
+    against the configuration it modifies, judged like the short gate against the reference."""
+
+    reason: str  # the change that required it, e.g. "KV precision (cache_type_k f16 -> q4_0)"
+    served_context_tokens: int
+    prompt_tokens: list[int]  # the windows the reference scored (the verdict used a prefix)
+    shortened: str | None = None
+    verdict: QualityVerdict
+
+
 class TaskSetOutcome(Spec):
     """The generative task sets in a run: the reference's results, the recommended
     configuration's on the same items, and each set's verdict. A value that won on speed but

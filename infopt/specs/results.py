@@ -21,7 +21,7 @@ from .hardware import HardwareInventory
 from .ladder import CeilingPick, EngineChoice, LadderOutcome, ParetoPoint
 from .model import ModelProfile
 from .paired import FinalDecision, MeasureName
-from .quality import QualityVerdict, TaskSetOutcome
+from .quality import LongContextCheck, QualityVerdict, TaskSetOutcome
 from .serving import ServingConfig
 from .trial import KnobChange, TrialDimension, TrialRole
 from .workload import Workload
@@ -267,6 +267,9 @@ class Trial(Spec):
     changes: list[KnobChange] = Field(default_factory=list)  # relative to the control
     contract: list[ContractCheck] = Field(default_factory=list)  # when the trial checked it
     quality: QualityVerdict | None = None  # the quality gate's verdict, when it ran
+    # The long-context check, when the trial changed KV precision or weights against its
+    # incumbent and the run had long windows (infopt.quality.long_run).
+    long_context: LongContextCheck | None = None
     engine: RunningEngine | None
     benchmark: BenchmarkResult | None
     objective_value: float | None

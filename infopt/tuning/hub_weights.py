@@ -12,6 +12,7 @@ from infopt.engines import serves
 from infopt.engines.rules import WeightVariant
 from infopt.specs.base import InputError
 from infopt.specs.checkpoint import CheckpointCandidate, HubFile, Shortlist
+from infopt.specs.hardware import HardwareInventory
 from infopt.specs.model import ModelFormat, ModelProfile
 from infopt.specs.request import Authorization, OptimizeRequest
 from infopt.tuning.weights import BITS_PER_WEIGHT
@@ -144,3 +145,48 @@ def reference_weights(served_bits: float | None, variants: Sequence[WeightVarian
     better = [v for v in variants if v.source and v.bits_per_weight and served_bits
               and v.bits_per_weight > served_bits and fits(v.path)]
     return max(better, key=lambda v: v.bits_per_weight or 0.0) if better else None
+
+
+# At or below this many bits per weight, the served checkpoint's own rounding is large enough
+# that a reference of its own weights hides it: the base is asked for (the specification's
+# "an appropriate higher-precision reference").
+REFERENCE_MAX_SERVED_BITS = 8.0
+# Of the host's memory (all its GPUs, or its RAM) the base's weights may take and still leave
+# room for a KV cache and activations on some layout.
+REFERENCE_FIT_SHARE = 0.9
+
+
+def host_capacity_bytes(hw: HardwareInventory) -> int:
+    """What the largest layout of this host holds: every GPU's memory, or the RAM."""
+    if hw.gpus:
+        return sum(g.memory_total_bytes or 0 for g in hw.gpus)
+    return hw.host.ram_total_bytes
+
+
+def reference_checkpoint(shortlist: Shortlist | None, engine: str, served_bits: float | None,
+                         capacity_bytes: int) -> tuple[CheckpointCandidate | None, str | None]:
+    """(the shortlist's unquantized base to ask the download gate for as the quality
+    reference, or None; when None for a reason the report should give, the reason). Asked,
+    not only taken under pre-authorization: when the served checkpoint is 8-bit or less, the
+    engine loads the base's format, and its weights fit some layout of the host."""
+    if shortlist is None or served_bits is None or served_bits > REFERENCE_MAX_SERVED_BITS:
+        return None, None
+    base = shortlist.reference
+    name = f"the unquantized base {base.repo_id}"
+    if (why := serves(engine, model_format(base))) is not None:
+        return None, f"{name} was not asked for as the quality reference: {engine} {why}"
+    need = base.weights_bytes
+    if need is not None and need > REFERENCE_FIT_SHARE * capacity_bytes:
+        return None, (f"{name} ({need / 2**30:.1f} GiB of weights) was not asked for as the "
+                      f"quality reference: more than {REFERENCE_FIT_SHARE:.0%} of this host's "
+                      f"{capacity_bytes / 2**30:.1f} GiB on any layout")
+    # The shortlist leaves an unquantized base's bits unset (it lists 16- and 32-bit dtypes
+    # alike); 16 is the least it holds, and all the reference choice needs is "more".
+    return base.model_copy(update={"weight_bits": base.weight_bits or 16}), None
+
+
+def why_reference(c: CheckpointCandidate, served_fmt: str | None) -> str:
+    return (f"the unquantized base {c.repo_id} at {c.commit_sha[:12]}, asked for as the "
+            f"quality reference: the served {served_fmt or 'checkpoint'} is "
+            f"{REFERENCE_MAX_SERVED_BITS:g}-bit or less, so a reference of its own weights "
+            "would hide its rounding")

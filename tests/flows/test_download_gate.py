@@ -75,3 +75,40 @@ def test_the_gate_describes_exactly_what_would_be_fetched(hub, tmp_path):
     assert "`SmolLM2-135M-Instruct.Q4_1.gguf` | 0.098 GB" in d and "0.24 GB" in d
     with pytest.raises(InputError, match=r"\['\*Q3_K\.gguf'\] match no file"):
         select_files(facts, ["*Q3_K.gguf"])
+
+
+def test_a_4_bit_checkpoint_asks_the_download_gate_for_its_unquantized_base(
+        prefect_api, tmp_path):
+    """Without pre-authorization, only the base is asked for (as the quality reference: the
+    served AWQ is 4-bit); unanswered, nothing is fetched and the notes say so."""
+    from prefect import flow
+
+    from flows.weights import ReferenceAsk, asker, hub_variants
+    from infopt.engines.routing import engine_order_for
+    from infopt.model.shortlist import build_shortlist
+    from infopt.specs.checkpoint import DeviceKind, DeviceTarget
+    from infopt.tuning.hub_weights import reference_checkpoint
+
+    h200 = DeviceTarget(kind=DeviceKind.CUDA, compute_capability="9.0", name="NVIDIA H200")
+    with FakeHub() as qwen_hub:
+        shortlist = build_shortlist("Qwen/Qwen3-8B", device=h200, cache_dir=tmp_path,
+                                    endpoint=qwen_hub.endpoint,
+                                    engine_order=engine_order_for(h200, 8))
+        base, why = reference_checkpoint(shortlist, "vllm", 4.0, 141 * 10**9)
+        assert base is not None and why is None
+        request = OptimizeRequest(model=ModelTarget(hub_id="Qwen/Qwen3-8B-AWQ"),
+                                  approval_timeout_s=1)
+
+        @flow(name="reference-ask")
+        def ask_reference():
+            return hub_variants(request, shortlist, "vllm", "sha256:" + "0" * 64,
+                                asker(request), ReferenceAsk(base, "awq"))
+
+        since = len(qwen_hub.requests)
+        variants, answers, notes = ask_reference()
+    assert variants == []
+    assert list(answers) == ["Qwen/Qwen3-8B"] and answers["Qwen/Qwen3-8B"].source.value == \
+        "timeout"
+    assert "Qwen/Qwen3-8B: not downloaded (the download gate was not approved: timeout)" in \
+        " ".join(notes)
+    assert not qwen_hub.requests_to(r"\.safetensors$", since)

@@ -33,7 +33,7 @@ def _run(work_s: float, stop: bool = False, types: tuple[str, ...] = ("Q8_0", "Q
 
     pending = ask_weight_gates(_request(list(types)), None,
                                profile_model(str(default_paths().gguf)),
-                               "llamacpp", "test", "sha256:" + "0" * 64)
+                               "llamacpp", "test", "sha256:" + "0" * 64, 24 * 2**30)
     assert pending.background  # no shortlisted checkpoint: nothing can change the reference
     time.sleep(work_s)  # the reference, the control and the baseline run here
     if stop:

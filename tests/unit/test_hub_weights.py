@@ -167,3 +167,30 @@ def test_only_a_higher_precision_shortlisted_checkpoint_may_change_the_reference
     assert not may_raise_reference(16.0, [awq, gguf])  # a bf16 served: nothing exceeds it
     assert not may_raise_reference(None, [awq, gguf])  # served bits unknown: never raised
     assert not may_raise_reference(4.5, [])  # nothing shortlisted
+
+
+def test_the_unquantized_base_is_asked_for_as_the_reference_when_served_at_8_bits_or_less(
+        shortlist):
+    from infopt.tuning.hub_weights import reference_checkpoint, why_reference
+
+    h200 = 141 * 10**9
+    base, why = reference_checkpoint(shortlist, "vllm", 4.0, h200)
+    assert why is None and base is not None
+    assert base.repo_id == QWEN and base.commit_sha == shortlist.base_commit_sha
+    assert base.weight_bits == 16  # more than any served checkpoint it is asked for
+    assert "asked for as the quality reference" in why_reference(base, "awq")
+    assert reference_checkpoint(shortlist, "vllm", 8.0, h200)[0] is not None  # FP8, INT8
+    # A 16-bit served checkpoint is its own reference; nothing to ask.
+    assert reference_checkpoint(shortlist, "vllm", 16.0, h200) == (None, None)
+    assert reference_checkpoint(shortlist, "vllm", None, h200) == (None, None)
+    assert reference_checkpoint(None, "vllm", 4.0, h200) == (None, None)
+
+
+def test_a_base_that_fits_no_layout_or_the_engine_cannot_load_is_not_asked_and_says_why(
+        shortlist):
+    from infopt.tuning.hub_weights import reference_checkpoint
+
+    small, why = reference_checkpoint(shortlist, "vllm", 4.0, 8 * 2**30)
+    assert small is None and "GiB of weights" in why and "8.0 GiB on any layout" in why
+    gguf, why = reference_checkpoint(shortlist, "llamacpp", 4.0, 141 * 10**9)
+    assert gguf is None and "llamacpp serves GGUF checkpoints, not HF" in why

@@ -1,0 +1,103 @@
+"""The long-context check against real llama-server (issue 50): the run's reference builds its
+long windows beside the short pool (gate_run.quality_reference, the path a run takes), and a
+candidate is judged on them. The planted case: the same weights behind a stand-in that
+degrades the scores past 900 prompt tokens (tests/sim/degrading_scorer.py, SIMULATED); the
+short pool's prompts are far shorter, so the short gate passes it and only the long-context
+check refuses it. A real change beside it, q8_0 KV, is judged on the same windows.
+
+The served context here is 2,048 tokens (windows of ~1,000-1,500 tokens), not the bundled
+model's 8,192: the same code at a quarter of the prefill, which a 2-core CPU pays per window."""
+
+from __future__ import annotations
+
+import pytest
+
+from infopt.engines import endpoint_for, process
+from infopt.engines.llamacpp import adapter as llamacpp
+from infopt.quality.gate_run import judge_quality, quality_reference
+from infopt.quality.long_context import WINDOW_TOKENS
+from infopt.quality.long_run import judge_long_context, long_reference_path
+from infopt.specs.quality import LongContextReference
+from infopt.specs.serving import LlamaCppConfig
+from tests.sim.degrading_scorer import DegradingScorer
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
+
+CONTEXT = 2048
+TOLERANCE = 0.05  # as test_quality_llamacpp.py: another CPU's kernels flip near-ties
+DEGRADES_AFTER = 900
+
+
+def _config(model, **knobs) -> LlamaCppConfig:
+    return LlamaCppConfig(model_path=str(model), served_model_name="smollm2", threads=2,
+                          parallel_slots=1, ctx_per_slot_tokens=CONTEXT, **knobs)
+
+
+@pytest.fixture(scope="module")
+def reference(gguf_model, tmp_path_factory):
+    d = tmp_path_factory.mktemp("quality")
+    path, note = quality_reference(_config(gguf_model), str(d), gguf_model.stat().st_size,
+                                   "ref", prompts=8, context_tokens=CONTEXT)
+    assert path is not None, note
+    return path, note
+
+
+def _serve(binary, model, tmp_path, name, **knobs):
+    return process.start(llamacpp.ADAPTER, _config(model, **knobs), str(binary),
+                         tmp_path / f"{name}.log", weights_bytes=model.stat().st_size)
+
+
+def test_the_reference_builds_long_windows_at_half_the_served_context(reference):
+    path, note = reference
+    long = LongContextReference.model_validate_json(
+        long_reference_path(path, CONTEXT).read_text())
+    assert long.reference is not None and long.shortened is None
+    assert CONTEXT // 2 <= min(long.prompt_tokens) and max(long.prompt_tokens) < CONTEXT - 64
+    assert long.reference.self_agreement >= 0.95
+    # Each window's continuation runs its full length (a record goes on; an answer would end).
+    assert all(len(s.continuation) == WINDOW_TOKENS for s in long.reference.sequences)
+    assert "Long-context check" in note and f"{CONTEXT:,}-token served context" in note
+    # Their own floor: the reference's restart scored the same windows, two at once.
+    assert long.floor is not None and long.floor.positions > 0.9 * len(long.prompt_tokens) * \
+        WINDOW_TOKENS
+    assert "their floor" in note
+
+
+def test_a_kv_that_degrades_only_past_a_length_passes_the_short_pool_and_is_refused_long(
+        reference, llama_server, gguf_model, tmp_path):
+    path, _ = reference
+    real = _serve(llama_server, gguf_model, tmp_path, "cand")
+    try:
+        with DegradingScorer(real.base_url, DEGRADES_AFTER) as planted:
+            running = real.model_copy(update={"base_url": planted.base_url,
+                                              "port": planted.port})
+            short = judge_quality(running, _config(gguf_model), path, "planted", TOLERANCE,
+                                  max_prompts=8)
+            long = judge_long_context(endpoint_for("llamacpp", planted.base_url, "smollm2"),
+                                      path, CONTEXT, "planted", TOLERANCE,
+                                      "KV precision (SIMULATED: degrades past 900 tokens)")
+            degraded = planted.degraded
+    finally:
+        process.stop(real.pid)
+    print(f"\nshort: {short.summary}\nlong: {long.verdict.summary if long else None}")
+    assert short.decision == "pass"  # the pool never reaches the planted length
+    assert degraded > 0 and long is not None
+    assert long.verdict.decision == "fail"
+    assert long.verdict.candidate is not None and long.verdict.candidate.top1_agreement < 0.8
+    assert long.verdict.looks == [4]  # decided at the first look
+
+
+def test_a_real_q8_0_kv_is_judged_on_the_same_windows(reference, llama_server, gguf_model,
+                                                       tmp_path):
+    path, _ = reference
+    cand = _serve(llama_server, gguf_model, tmp_path, "q8", flash_attn="on",
+                  cache_type_k="q8_0", cache_type_v="q8_0")
+    try:
+        long = judge_long_context(endpoint_for("llamacpp", cand.base_url, "smollm2"), path,
+                                  CONTEXT, "kv-q8_0", TOLERANCE,
+                                  "KV precision (cache_type_k f16 -> q8_0)")
+    finally:
+        process.stop(cand.pid)
+    assert long is not None and long.verdict.candidate is not None
+    print(f"\nq8_0 KV at {long.prompt_tokens} tokens: {long.verdict.summary}")
+    assert long.verdict.decision in ("pass", "undecided")  # never refused as degraded
