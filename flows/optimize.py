@@ -47,7 +47,13 @@ from infopt.tuning.engine_choice import engine_choice
 from infopt.tuning.hub_weights import check_checkpoints
 from infopt.tuning.plan_run import EnginePlan, other_formats, plan_run
 from tasks.report import write_report_task
-from tasks.target import drafter_task, inventory_host, profile_model_task, shortlist_task
+from tasks.target import (
+    calibrate_gpu_task,
+    drafter_task,
+    inventory_host,
+    profile_model_task,
+    shortlist_task,
+)
 
 
 def _stop_engines_hook(flow, flow_run, state) -> None:
@@ -126,6 +132,7 @@ def establish_target(request: OptimizeRequest, workload: Workload,
     for p in plan.viable:
         if p.shape.note:
             get_run_logger().warning("%s: %s", p.engine.value, p.shape.note)
+    hw = calibrate_gpu_task(hw, [p.engine.value for p in plan.viable])  # once, on GPUs
     target = Target(hw, model, None, plan, download_answers, others=tuple(others))
     return gather_research(request, target, research) if plan.viable else target
 

@@ -6,6 +6,7 @@ from prefect import get_run_logger, task
 
 from blocks.credentials import hf_token
 from infopt.engines.routing import engine_order_for
+from infopt.hardware.gpu_calibration import CalibrationError, run_calibration, torch_python
 from infopt.hardware.host import inventory
 from infopt.model.drafters import search_drafters
 from infopt.model.hub import default_cache_dir
@@ -71,3 +72,28 @@ def shortlist_task(base_model: str, hardware: HardwareInventory, endpoint: str |
     get_run_logger().info("shortlist for %s: %d candidates, %d rejected", base_model,
                           len(sl.candidates), len(sl.rejected))
     return sl
+
+
+@task(name="calibrate-gpu")
+def calibrate_gpu_task(hw: HardwareInventory, engines: list[str]) -> HardwareInventory:
+    """The GPU envelope measured once per run with the first planned engine's torch
+    (infopt.hardware.gpu_calibration), kept in the inventory the trials read their ceilings
+    from; the inventory unchanged off GPUs, without such an engine, or when it fails (said)."""
+    log = get_run_logger()
+    if not hw.gpus or hw.gpu_calibration is not None:
+        return hw
+    python = torch_python(engines)
+    if python is None:
+        log.info("GPU calibration: no planned engine with a torch environment (%s); the "
+                 "calibrated envelope is unavailable", ", ".join(engines) or "none")
+        return hw
+    try:
+        cal = run_calibration(python)
+    except CalibrationError as exc:
+        log.warning("GPU calibration failed: %s; the calibrated envelope is unavailable", exc)
+        return hw
+    log.info("GPU calibration: %s: copy %.0f GB/s, %s", cal.device_name,
+             cal.copy_bytes_per_s.median / 1e9,
+             ", ".join(f"{k} {r.median / 1e12:.0f} TFLOP/s" for k, r in
+                       cal.gemm_flops_per_s.items()) or "no GEMM")
+    return hw.model_copy(update={"gpu_calibration": cal})

@@ -32,6 +32,17 @@ def device_from_catalog(spec: GpuSpec, calibrated_bandwidth: float | None = None
                + f"; memory: {mem.source}")
 
 
+def device_of_gpus(spec: GpuSpec, hw: HardwareInventory) -> DeviceBudget:
+    """The catalog row of the host's first GPU, with the host's measured CUDA totals and its
+    run's calibration (HardwareInventory.gpu_calibration) as the calibrated envelope."""
+    cal = hw.gpu_calibration
+    dev = device_from_catalog(
+        spec, measured_cuda_total_bytes=smallest_cuda_total(hw),
+        calibrated_bandwidth=cal.copy_bytes_per_s.median if cal else None,
+        calibrated_flops={k: r.median for k, r in cal.gemm_flops_per_s.items()} if cal else None)
+    return dev.model_copy(update={"source": f"{dev.source}; {cal.source}"}) if cal else dev
+
+
 def smallest_cuda_total(hw: HardwareInventory) -> int | None:
     """The smallest measured CUDA-visible total among the host's GPUs (a layout fits when its
     fullest GPU does); None unless every GPU was measured."""

@@ -4,7 +4,7 @@ the same rule the flow routes by."""
 
 from __future__ import annotations
 
-from infopt.costmodel.device import device_from_catalog, device_from_host, smallest_cuda_total
+from infopt.costmodel.device import device_from_catalog, device_from_host, device_of_gpus
 from infopt.hardware.catalog import lookup_gpu, match_gpu
 from infopt.specs.base import InputError
 from infopt.specs.fit import DeviceBudget
@@ -27,9 +27,9 @@ def resolve_device(gpu: str | None, hw: HardwareInventory | None
                 f"the detected GPU '{g.name}' is not in infopt's sourced catalog and there are no "
                 "measured bandwidth/compute figures for it, so a ceiling would be a guess. Pass "
                 "--gpu with the closest catalog name to plan against its published figures.")
-        # No GPU bandwidth/GEMM measurement yet: the calibrated envelope is reported unavailable.
-        return (device_from_catalog(spec, measured_cuda_total_bytes=smallest_cuda_total(hw)),
-                len(hw.gpus), False)
+        # The calibrated envelope: the inventory's GPU calibration when it ran, else
+        # reported unavailable.
+        return device_of_gpus(spec, hw), len(hw.gpus), False
     return device_from_host(hw), 0, True
 
 

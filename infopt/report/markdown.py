@@ -618,9 +618,9 @@ def _device_line(r: OptimizationReport) -> list[str]:
              else "memory bandwidth not in the catalog",
              *[f"dense {k.upper()} {v / 1e12:,.0f} TFLOP/s"
                for k, v in d.dense_flops_per_s.items()]]
-    measured = ([f"{d.calibrated_bandwidth_bytes_per_s / 1e9:.1f} GB/s measured"]
+    measured = ([f"calibrated {d.calibrated_bandwidth_bytes_per_s / 1e9:,.1f} GB/s copy"]
                 if d.calibrated_bandwidth_bytes_per_s else [])
-    measured += [f"{k} GEMM {v / 1e9:,.1f} GFLOP/s measured"
+    measured += [f"calibrated {k} GEMM {v / 1e9:,.1f} GFLOP/s"
                  for k, v in d.calibrated_flops_per_s.items()]
     return [f"- Device the ceilings price: {d.name}"
             + (f", compute capability {d.compute_capability}" if d.compute_capability else "")

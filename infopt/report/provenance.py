@@ -186,6 +186,14 @@ RULES: tuple[tuple[str, K, str], ...] = (
      "width / 8 x max memory clock x the DDR factor (infopt.hardware.nvml)"),
     ("hardware.gpus[].**", K.SOURCED, "NVML (nvidia-ml-py) on the target"),
     ("hardware.gpu_pairs[].**", K.SOURCED, "NVML's topology and NVLink queries on the target"),
+    ("hardware.gpu_calibration.copy_mib", K.CONFIGURED, "the calibration's copy size "
+     "(infopt.hardware.gpu_calibration)"),
+    ("hardware.gpu_calibration.gemm_n", K.CONFIGURED, "the calibration's GEMM size, m = n = k"),
+    *((f"hardware.gpu_calibration.{p}.repeats", K.CONFIGURED, "the calibration's timed "
+       "repeats after one warm-up") for p in ("copy_bytes_per_s", "gemm_flops_per_s.*")),
+    ("hardware.gpu_calibration.**", K.MEASURED, "infopt/hardware/gpu_calibrate.py run once "
+     "with the planned engine's torch: a device-to-device copy and a GEMM per dtype, median "
+     "and range over repeats (SIMULATED where the calibration says so)"),
     ("model.file_bytes", K.SOURCED, "the checkpoint's size on disk: {path}"),
     ("model.**", K.SOURCED, "the checkpoint's own metadata (config.json or the GGUF header) "
      "at {path}, counted by infopt.model.classify"),

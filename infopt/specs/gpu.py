@@ -152,6 +152,42 @@ class GpuPair(Spec):
     # stages through host memory)
 
 
+class MeasuredRate(Spec):
+    """A rate timed over repeats after a warm-up: its median and range."""
+
+    median: float
+    min: float
+    max: float
+    repeats: int
+
+
+class GpuCalibration(Spec):
+    """The GPU envelope measured once per run with an engine environment's own torch
+    (infopt/hardware/gpu_calibrate.py): a device-to-device copy and a dense GEMM per dtype.
+    The calibrated envelope of the ceilings; the catalog's peaks stay the theoretical one."""
+
+    device_name: str
+    compute_capability: str | None
+    torch_version: str
+    cuda_version: str | None
+    python: str  # the engine environment's interpreter that ran it
+    copy_mib: int
+    copy_bytes_per_s: MeasuredRate  # 2 x the copy's size per copy (a read and a write)
+    gemm_n: int  # m = n = k
+    gemm_flops_per_s: dict[str, MeasuredRate]  # "bf16", "fp16", "fp8", "int8"
+    skipped: dict[str, str] = Field(default_factory=dict)  # dtype -> torch's reason
+    # Set when a simulated host answered (its stand-in's label): never a GPU's measurement.
+    simulated: str | None = None
+
+    @property
+    def source(self) -> str:
+        sim = f"SIMULATED ({self.simulated}): " if self.simulated else ""
+        return (f"{sim}calibrated on {self.device_name} with torch {self.torch_version} of "
+                f"{self.python}: a {self.copy_mib} MiB device-to-device copy and "
+                f"{self.gemm_n}^3 GEMMs, medians of {self.copy_bytes_per_s.repeats} "
+                "(infopt/hardware/gpu_calibrate.py)")
+
+
 class GpuProbeReport(Spec):
     """Everything the NVML probe found. No driver: empty devices and the reason."""
 

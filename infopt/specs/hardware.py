@@ -5,7 +5,7 @@ from __future__ import annotations
 from pydantic import Field
 
 from .base import Spec
-from .gpu import GpuPair, GpuProbe
+from .gpu import GpuCalibration, GpuPair, GpuProbe
 
 # One GPU as probed (NVML fields, catalog match, notes); kept under the old name for callers.
 GpuDevice = GpuProbe
@@ -50,6 +50,9 @@ class HardwareInventory(Spec):
     host: HostInfo
     host_memory_bandwidth: HostMemoryBandwidth | None = None  # measured, None if skipped
     host_gemm_flops_per_s: float | None = None  # measured fp32 numpy GEMM, None if skipped
+    # The first GPU's envelope measured with an engine environment's torch, once per run
+    # (infopt.hardware.gpu_calibration); None off GPUs or when it could not run.
+    gpu_calibration: GpuCalibration | None = None
     gpus: list[GpuProbe]
     gpu_pairs: list[GpuPair] = Field(default_factory=list)
     gpu_driver_version: str | None = None

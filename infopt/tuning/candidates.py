@@ -5,12 +5,7 @@ fraction of the ceiling each measured level reached."""
 from __future__ import annotations
 
 from infopt.costmodel.attainable import estimate
-from infopt.costmodel.device import (
-    device_from_catalog,
-    device_from_host,
-    device_from_probe,
-    smallest_cuda_total,
-)
+from infopt.costmodel.device import device_from_host, device_from_probe, device_of_gpus
 from infopt.costmodel.fit import FitRequest, offload_split, plan_fit
 from infopt.costmodel.interconnect import link_from_topology
 from infopt.costmodel.offload import offloaded_row
@@ -42,9 +37,7 @@ def run_device(hw: HardwareInventory) -> tuple[DeviceBudget, bool]:
         return device_from_host(hw), True
     g = hw.gpus[0]
     spec = match_gpu(g.name, g.memory_total_bytes)
-    measured = smallest_cuda_total(hw)
-    dev = (device_from_catalog(spec, measured_cuda_total_bytes=measured) if spec is not None
-           else device_from_probe(g))
+    dev = device_of_gpus(spec, hw) if spec is not None else device_from_probe(g)
     if len(hw.gpus) < 2:
         return dev, False
     # The link this host's collectives cross, from its recorded topology as `infopt plan`

@@ -217,6 +217,8 @@ def test_one_user_on_one_simulated_gpu_routes_to_sglang_with_vllm_beside_it(one_
     # The device the ceilings priced, its peaks and their source, in the report's target.
     assert "- Device the ceilings price: " in md and "TB/s memory" in md
     assert "dense BF16" in md and "(source: catalog row" in md
+    # Calibrated once per run with the planned engine's torch (here its stand-in: SIMULATED).
+    assert "calibrated bf16 GEMM" in md and "SIMULATED (" in md and "stand-in: planted" in md
     # Prefill beside decode: the single-stream prompt rate against its ceiling, with the TTFT
     # estimate's rate on a GPU (labelled rough).
     assert "Prefill (single stream)" in md and "published single-stream TTFTs" in md

@@ -116,6 +116,43 @@ def read_gpu(engine: str) -> Gpu:
     return Gpu(**json.loads(raw))
 
 
+# -- the GPU envelope calibration ----------------------------------------------------------------
+
+# PLANTED fractions of the simulated GPU's peaks the "measured" rates come out at: what an H100
+# SXM's device-to-device copy and cuBLAS GEMMs reach in public runs, roughly (a copy ~85% of the
+# HBM peak; bf16 ~70% of the dense peak), never measured here. Each answer says SIMULATED.
+SIM_COPY_SHARE = 0.85
+SIM_GEMM_SHARE = {"bf16": 0.70, "fp16": 0.70, "fp8": 0.65, "int8": 0.60}
+
+
+def answer_calibration(argv: list[str], engine: str) -> bool:
+    """infopt/hardware/gpu_calibrate.py run with this stand-in as the engine's python: print
+    a SIMULATED result in the script's own format (True: answered)."""
+    if not argv or not argv[0].endswith("gpu_calibrate.py"):
+        return False
+    gpu = read_gpu(engine)
+    cc = float(gpu.compute_capability or "9.0")
+    peaks = {"bf16": gpu.bf16_flops_per_s, "fp16": gpu.bf16_flops_per_s}
+    skipped = {}
+    if cc >= 8.9:
+        peaks["fp8"] = 2 * gpu.bf16_flops_per_s
+    else:  # torch._scaled_mm's own refusal below Ada
+        skipped["fp8"] = ("RuntimeError: torch._scaled_mm is only supported on CUDA devices "
+                          "with compute capability >= 9.0 or 8.9, or ROCm MI300+")
+    peaks["int8"] = 2 * gpu.bf16_flops_per_s
+
+    def rate(x: float) -> dict:
+        return {"median": x, "min": 0.97 * x, "max": 1.01 * x, "repeats": 10}
+    print(json.dumps({
+        "torch": "2.9.0+cu128 (SIMULATED)", "cuda": "12.8", "device": gpu.name,
+        "capability": gpu.compute_capability, "copy_mib": 1024, "gemm_n": 8192,
+        "copy_bytes_per_s": rate(SIM_COPY_SHARE * gpu.hbm_bytes_per_s),
+        "gemm": {k: rate(SIM_GEMM_SHARE[k] * v) for k, v in peaks.items()},
+        "skipped": skipped,
+        "simulated": f"{engine} stand-in: planted shares of the simulated GPU's peaks"}))
+    return True
+
+
 # -- what the engine front end decided ----------------------------------------------------------
 
 @dataclass(frozen=True)

@@ -52,6 +52,7 @@ from tests.sim.gpu_host import (
     Model,
     Shape,
     Speculation,
+    answer_calibration,
     kv_bytes_per_token,
     publish_gpu_memory,
     read_gpu,
@@ -304,6 +305,8 @@ FRONT = Front(engine="SGLang", version=VERSION, owned_by="sglang (SIMULATED)",
 def as_python(argv: list[str]) -> list[str] | None:
     """`-c SCRIPT` (the adapter's version probe) is answered here (None: done);
     `-m sglang.launch_server ARGS` gives ARGS."""
+    if answer_calibration(argv, "SGLang"):
+        return None
     if argv[:1] == ["-c"]:
         print(VERSION)
         return None

@@ -52,6 +52,7 @@ from tests.sim.gpu_host import (
     Model,
     Shape,
     Speculation,
+    answer_calibration,
     kv_bytes_per_token,
     publish_gpu_memory,
     read_gpu,
@@ -230,6 +231,8 @@ def start_up(a: argparse.Namespace, m: Model, g: Gpu, scale: float) -> Memory:
 def as_python(argv: list[str]) -> list[str] | None:
     """The adapter runs this as a `python`: `-c SCRIPT` (its version and build-device probes)
     is answered here (None: done); `-m vllm.entrypoints.openai.api_server ARGS` gives ARGS."""
+    if answer_calibration(argv, "vLLM"):
+        return None
     if argv[:1] == ["-c"]:
         print("cuda" if "nvidia-cuda-runtime" in argv[1] else VERSION)
         return None
