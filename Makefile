@@ -62,6 +62,13 @@ engines-vulkan: $(STAMP)
 engine-args: $(STAMP)
 	@$(PIP_ENV) $(PY) -m infopt.bootstrap sglang-args vllm-args
 
+# llm-compressor, the calibrated quantizer of HF checkpoints (W8A8, W4A16, FP8-dynamic), in a
+# venv that borrows the vLLM environment's CPU torch (~50 s, ~400 MB); the e2e quantize flow
+# (tests/flows/test_hf_quantize_flow.py) needs it.
+.PHONY: engines-quantize
+engines-quantize: $(STAMP)
+	@$(PIP_ENV) $(PY) -m infopt.bootstrap llm-compressor
+
 # Lint first (under a minute): ruff (imports, pyflakes, pycodestyle, bugbear, complexity) and
 # mypy over every shipped package (infopt, flows, tasks, blocks); the core (specs, tuning,
 # engines, cluster) also refuses unannotated functions (pyproject.toml). bench/ is not typed.
@@ -88,7 +95,7 @@ test: lint engines lm-eval browser engine-args engines-vulkan
 # whose verdicts then read no clock), the weights-gate flow and the planted-SLO run; here to keep `make test` within 30 minutes on the slower
 # CPU. CI (.ci/run) runs them after `make test`.
 .PHONY: test-e2e
-test-e2e: engines lm-eval
+test-e2e: engines lm-eval engines-quantize
 	@$(PYTEST) -m e2e
 
 # Benchmarks of infopt itself (speed goals are checked here, not by timed unit tests).

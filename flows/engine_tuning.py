@@ -45,7 +45,7 @@ from infopt.tuning.control import (
     higher_is_better,
     why_pruned,
 )
-from infopt.tuning.dimension_rules import ladder_facts, rules_for
+from infopt.tuning.dimension_rules import ladder_facts, may_change_kv_or_weights, rules_for
 from infopt.tuning.hub_weights import host_capacity_bytes
 from infopt.tuning.plan_run import EnginePlan, fit_of, reference_config, start_configs
 from tasks.quality import quality_reference
@@ -73,10 +73,12 @@ def tune_engine(request: OptimizeRequest, plan: EnginePlan, hw: HardwareInventor
     # The quality reference: started once, restarted for the floor.
     ref_key = quality_key(ref_config, version, ref_digest, request.quality_max_prompts)
     served_context = (shape.context_tokens if shape else None) or model.native_context_tokens
+    # The long-context check's windows, only when the ladder can change KV precision or weights.
+    long_context = served_context if may_change_kv_or_weights(request, adapter) else None
     reference, quality_note = quality_reference(
         ref_config, str(run_dir / "quality"),
         weights_profile(model, ref_config.model_path).file_bytes, ref_key, ref_why,
-        request.quality_max_prompts, troubleshooting(request), served_context)
+        request.quality_max_prompts, troubleshooting(request), long_context)
     gate = (f"{ref_key}:{request.quality_tolerance}:{request.quality_max_prompts}"
             if reference else "")
     ctx = EngineRun.of(request, str(run_dir), model, hw, workload, engine_version=version,

@@ -24,13 +24,16 @@ from prefect.cache_policies import NO_CACHE
 from blocks.credentials import hf_token
 from flows.gate import ask
 from flows.research import Research
+from infopt.bootstrap import LLMC_VERSION, default_paths
 from infopt.engines import adapter_for
+from infopt.engines.calibration_texts import default_texts, read_texts, sample_digest
+from infopt.engines.hf_quantize import SCHEMES, hf_quantize_gate
 from infopt.engines.rules import WeightVariant
 from infopt.model.download import download_gate, fetch, select_files
 from infopt.model.drafters import best_drafters
 from infopt.model.hub import default_cache_dir, fetch_model_facts
 from infopt.specs.approval import AnswerSource, GateAnswer, GateRequest
-from infopt.specs.base import InputError
+from infopt.specs.base import InfoptError, InputError
 from infopt.specs.checkpoint import CheckpointCandidate, Shortlist
 from infopt.specs.drafters import DrafterSearch
 from infopt.specs.request import Authorization, OptimizeRequest
@@ -45,12 +48,13 @@ from infopt.tuning.hub_weights import (
     why_tried,
 )
 from infopt.tuning.weights import quantize_gate
-from tasks.weights import requantize_task, variant_path
+from tasks.weights import hf_variant_path, quantize_hf_task, requantize_task, variant_path
 
 # How a gate is answered: flows.gate.ask with the request's authorization and timeout, or, while
 # the control and the baseline run meanwhile, that wrapped to time the wait and to withdraw
 # (flows/weight_gates.py).
 AskGate = Callable[[GateRequest], GateAnswer]
+LLMC = "llm-compressor"  # the adapters' local_quantizer of HF checkpoints
 
 
 @dataclass(frozen=True)
@@ -173,7 +177,7 @@ def fetch_drafters(request: OptimizeRequest, search: DrafterSearch) -> dict[str,
 
 def requested_types(request: OptimizeRequest, engine: str, current: str | None
                     ) -> tuple[list[str], str | None]:
-    """The GGUF types to make: the request's `requantize`, else (quantization pre-authorized)
+    """The variants to make: the request's `requantize`, else (quantization pre-authorized)
     the adapter's formats for this device, less the checkpoint's own; and, when none, why."""
     if request.requantize:
         return list(request.requantize), None
@@ -190,17 +194,33 @@ def requested_types(request: OptimizeRequest, engine: str, current: str | None
 def weight_variants(request: OptimizeRequest, model, engine: str, tool_version: str,
                     digest: str, ask_gate: AskGate
                     ) -> tuple[dict[str, Path], dict[str, GateAnswer], list[str]]:
-    """(type -> variant file for each approved type, type -> its gate's answer, notes)."""
+    """(type -> variant for each approved type, type -> its gate's answer, notes): GGUF types
+    with llama-quantize on llama.cpp, llm-compressor schemes of an HF checkpoint on vLLM."""
     types, why_none = requested_types(request, engine, current_type(model))
     if not types:
         return {}, {}, [why_none] if why_none else []
     quantizer = adapter_for(engine).local_quantizer
-    if quantizer is None or not model.path.endswith(".gguf"):
-        return {}, {}, [f"requantize {types}: not applicable (infopt makes local "
-                        f"GGUF variants with llama.cpp's llama-quantize; this run serves "
-                        f"{engine} from {Path(model.path).name})"]
+    gguf = model.path.endswith(".gguf")
+    own = [t for t in types if (t in SCHEMES) == (quantizer == LLMC and not gguf)]
+    notes = ([f"requantize {[t for t in types if t not in own]}: not applicable (infopt makes "
+              f"GGUF variants with llama.cpp's llama-quantize and HF variants with "
+              f"llm-compressor on vLLM; this run serves {engine} from {Path(model.path).name})"]
+             if len(own) < len(types) else [])
+    if quantizer is None or not own:
+        return {}, {}, notes
+    make = _hf_variants if quantizer == LLMC else _gguf_variants
+    variants, answers, more = make(request, model, engine, tool_version, digest, own, ask_gate)
+    denied = [t for t, a in answers.items() if not a.approved]
+    return variants, answers, notes + more + (
+        [f"weights {', '.join(denied)}: not made (the quantize gate was not approved)"]
+        if denied else [])
+
+
+def _gguf_variants(request: OptimizeRequest, model, engine: str, tool_version: str,
+                   digest: str, types: list[str], ask_gate: AskGate
+                   ) -> tuple[dict[str, Path], dict[str, GateAnswer], list[str]]:
     variants, answers = {}, {}
-    tool = f"{quantizer} ({engine} {tool_version})"
+    tool = f"{adapter_for(engine).local_quantizer} ({engine} {tool_version})"
     for gguf_type in types:
         out = variant_path(digest, tool_version, gguf_type)
         gate = quantize_gate(Path(model.path), model.file_bytes,
@@ -211,9 +231,38 @@ def weight_variants(request: OptimizeRequest, model, engine: str, tool_version: 
         if answer.approved:
             variants[gguf_type] = Path(requantize_task(model.path, digest, tool_version,
                                                        gguf_type))
-    denied = [t for t, a in answers.items() if not a.approved]
-    return variants, answers, ([f"weights {', '.join(denied)}: not made (the quantize gate "
-                                "was not approved)"] if denied else [])
+    return variants, answers, []
+
+
+def _hf_variants(request: OptimizeRequest, model, engine: str, tool_version: str,
+                 digest: str, schemes: list[str], ask_gate: AskGate
+                 ) -> tuple[dict[str, Path], dict[str, GateAnswer], list[str]]:
+    """llm-compressor's recipes on the HF checkpoint, each behind the quantize gate with the
+    request's time budget; one that fails or runs out of time is skipped and said."""
+    q = request.quantize
+    texts = read_texts(q.calibration) if q.calibration else default_texts(q.samples)
+    what = (f"{q.calibration}" if q.calibration else "infopt's default chat sample "
+            "(infopt.engines.calibration_texts)")
+    if not default_paths().llmc_python.exists():
+        return {}, {}, [f"requantize {schemes}: llm-compressor is not installed here; run "
+                        "`make engines-quantize` (its own environment beside vLLM's)"]
+    variants, answers, notes = {}, {}, []
+    tool = f"llm-compressor {LLMC_VERSION} (its own environment beside vLLM {tool_version}'s)"
+    params = getattr(model.inspection, "params_total", None)
+    for scheme in schemes:
+        out = hf_variant_path(digest, scheme, sample_digest(texts[:q.samples]), q)
+        gate = hf_quantize_gate(Path(model.path), model.file_bytes, params, scheme, tool,
+                                out.parent, q.model_copy(update={
+                                    "samples": min(q.samples, len(texts))}), what)
+        answer = ask_gate(gate)
+        answers[scheme] = answer
+        if not answer.approved:
+            continue
+        try:
+            variants[scheme] = Path(quantize_hf_task(model.path, str(out), scheme, texts, q))
+        except InfoptError as exc:
+            notes.append(f"weights {scheme}: not made ({exc})")
+    return variants, answers, notes
 
 
 def current_type(model) -> str | None:

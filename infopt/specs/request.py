@@ -6,6 +6,7 @@ fields). Sizes and counts are capped so a typo cannot schedule a week of trials.
 from __future__ import annotations
 
 from enum import StrEnum
+from pathlib import Path
 from typing import Annotated, Literal
 
 from pydantic import BeforeValidator, Field, ValidationError, model_validator
@@ -75,6 +76,28 @@ class Authorization(StrEnum):
 # llama-quantize's type names that infopt makes weight variants of (or uses as a reference).
 GgufType = Literal["F16", "BF16", "Q8_0", "Q6_K", "Q5_K_M", "Q4_K_M", "Q4_0", "Q4_1", "Q3_K_M",
                    "Q2_K"]
+# llm-compressor's schemes infopt makes HF variants of (infopt.engines.hf_quantize).
+HfScheme = Literal["W8A8", "W4A16", "FP8_DYNAMIC"]
+
+
+class QuantizeSettings(Spec):
+    """How a calibrated local quantization runs (llm-compressor's GPTQ/SmoothQuant)."""
+
+    # A UTF-8 text file, samples separated by blank lines (None: infopt's default chat
+    # sample, infopt.engines.calibration_texts); better when the traffic is known.
+    calibration: str | None = None
+    samples: int = Field(64, ge=8, le=4096, description="calibration samples")
+    max_seq_len: int = Field(512, ge=32, le=32768, description="tokens per sample, at most")
+    budget_s: float = Field(3600.0, gt=0, description="a quantization still running after "
+                            "this many seconds is stopped and its variant skipped")
+
+    @model_validator(mode="after")
+    def _calibration_file(self) -> QuantizeSettings:
+        if self.calibration is not None and not Path(self.calibration).expanduser().is_file():
+            raise ValueError(f"quantize.calibration {self.calibration!r} is not a file: give "
+                             "a UTF-8 text file of calibration samples separated by blank "
+                             "lines, or leave it out for infopt's default chat sample")
+        return self
 
 
 class Budgets(Spec):
@@ -217,10 +240,12 @@ class OptimizeRequest(Spec):
     # Where a rendered deployment's pods get the weights and a hub token (report's Kubernetes
     # manifest and Helm values); nothing named: the values say the pod cannot start as is.
     deploy: DeployTarget = Field(default_factory=DeployTarget)
-    # Weight variants to make locally with llama-quantize (GGUF on llama.cpp), each behind the
-    # quantize gate: the ladder's weights dimension (none listed, quantization pre-authorized:
-    # the engine's own formats for this device).
-    requantize: list[GgufType] = Field(default_factory=list, max_length=8)
+    # Weight variants to make locally, each behind the quantize gate: llama-quantize types of a
+    # GGUF on llama.cpp, llm-compressor schemes of an HF checkpoint on vLLM; the ladder's
+    # weights dimension (none listed, quantization pre-authorized: the engine's own formats
+    # for this device).
+    requantize: list[GgufType | HfScheme] = Field(default_factory=list, max_length=8)
+    quantize: QuantizeSettings = Field(default_factory=QuantizeSettings)
     kv_prefix_budget: KvPrefixBudget = Field(default_factory=KvPrefixBudget)
     tune: TuneOverride | None = None
     # The ladder's dimensions to climb, kept in the specification's order (None: all of them);

