@@ -1,12 +1,12 @@
 """The long-context check against real llama-server (issue 50): the run's reference builds its
 long windows beside the short pool (gate_run.quality_reference, the path a run takes), and a
 candidate is judged on them. The planted case: the same weights behind a stand-in that
-degrades the scores past 900 prompt tokens (tests/sim/degrading_scorer.py, SIMULATED); the
+degrades the scores past 400 prompt tokens (tests/sim/degrading_scorer.py, SIMULATED); the
 short pool's prompts are far shorter, so the short gate passes it and only the long-context
 check refuses it. A real change beside it, q8_0 KV, is judged on the same windows.
 
-The served context here is 2,048 tokens (windows of ~1,000-1,500 tokens), not the bundled
-model's 8,192: the same code at a quarter of the prefill, which a 2-core CPU pays per window."""
+The served context here is 1,024 tokens (windows of ~520-950 tokens), not the bundled model's
+8,192: the same code at a fraction of the prefill, which a 2-core CPU pays per window."""
 
 from __future__ import annotations
 
@@ -23,9 +23,9 @@ from tests.sim.degrading_scorer import DegradingScorer
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
 
-CONTEXT = 2048
+CONTEXT = 1024
 TOLERANCE = 0.05  # as test_quality_llamacpp.py: another CPU's kernels flip near-ties
-DEGRADES_AFTER = 900
+DEGRADES_AFTER = 400  # past every prompt of the short pool (under 100 tokens)
 
 
 def _config(model, **knobs) -> LlamaCppConfig:
@@ -75,7 +75,7 @@ def test_a_kv_that_degrades_only_past_a_length_passes_the_short_pool_and_is_refu
                                   max_prompts=8)
             long = judge_long_context(endpoint_for("llamacpp", planted.base_url, "smollm2"),
                                       path, CONTEXT, "planted", TOLERANCE,
-                                      "KV precision (SIMULATED: degrades past 900 tokens)")
+                                      "KV precision (SIMULATED: degrades past 400 tokens)")
             degraded = planted.degraded
     finally:
         process.stop(real.pid)
