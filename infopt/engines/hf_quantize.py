@@ -97,7 +97,9 @@ def quantize_hf(python: str, source: Path, out: Path, scheme: str, texts: list[s
     with tempfile.TemporaryDirectory(prefix="infopt-calib-") as tmp:
         calib = Path(tmp) / "calibration.json"
         calib.write_text(json.dumps(texts), encoding="utf-8")
-        cmd = [python, str(SCRIPT), "--model", str(source), "--out", str(out), "--scheme",
+        # -P: the script's folder (infopt/engines, which holds a package named mlx) must not
+        # shadow the environment's packages: transformers probes `import mlx.core`.
+        cmd = [python, "-P", str(SCRIPT), "--model", str(source), "--out", str(out), "--scheme",
                scheme, "--calibration", str(calib), "--samples", str(len(texts)),
                "--max-seq-len", str(max_seq_len)]
         try:

@@ -27,7 +27,8 @@ class CalibrationError(InfoptError):
 def run_calibration(python: str, device: str = "cuda", *, copy_mib: int = 1024,
                     gemm_n: int = 8192, repeats: int = 10,
                     timeout_s: float = TIMEOUT_S) -> GpuCalibration:
-    cmd = [python, str(SCRIPT), "--device", device, "--copy-mib", str(copy_mib), "--gemm",
+    # -P: the script's folder is not put ahead of the engine environment's packages.
+    cmd = [python, "-P", str(SCRIPT), "--device", device, "--copy-mib", str(copy_mib), "--gemm",
            str(gemm_n), "--repeats", str(repeats)]
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s,

@@ -128,7 +128,8 @@ SIM_GEMM_SHARE = {"bf16": 0.70, "fp16": 0.70, "fp8": 0.65, "int8": 0.60}
 def answer_calibration(argv: list[str], engine: str) -> bool:
     """infopt/hardware/gpu_calibrate.py run with this stand-in as the engine's python: print
     a SIMULATED result in the script's own format (True: answered)."""
-    if not argv or not argv[0].endswith("gpu_calibrate.py"):
+    args = argv[1:] if argv[:1] == ["-P"] else argv  # python's -P, as infopt runs it
+    if not args or not args[0].endswith("gpu_calibrate.py"):
         return False
     gpu = read_gpu(engine)
     cc = float(gpu.compute_capability or "9.0")
