@@ -24,8 +24,9 @@ from infopt.engines import adapter_for
 from infopt.engines.rules import Drafter
 from infopt.model.digest import model_digest
 from infopt.model.profile import weights_profile
+from infopt.quality.gate_run import with_long_note
 from infopt.quality.keys import quality_key
-from infopt.runs.engine_run import EngineRun
+from infopt.runs.engine_run import EngineRun, LongWindowsSource
 from infopt.runs.outcomes import EngineTuning, LadderRun
 from infopt.runs.rundir import atomic_write, trial_dir
 from infopt.specs.base import EngineStartError, InfoptError
@@ -45,7 +46,7 @@ from infopt.tuning.control import (
     higher_is_better,
     why_pruned,
 )
-from infopt.tuning.dimension_rules import ladder_facts, may_change_kv_or_weights, rules_for
+from infopt.tuning.dimension_rules import ladder_facts, rules_for
 from infopt.tuning.hub_weights import host_capacity_bytes
 from infopt.tuning.plan_run import EnginePlan, fit_of, reference_config, start_configs
 from tasks.quality import quality_reference
@@ -72,19 +73,17 @@ def tune_engine(request: OptimizeRequest, plan: EnginePlan, hw: HardwareInventor
         digest)
     # The quality reference: started once, restarted for the floor.
     ref_key = quality_key(ref_config, version, ref_digest, request.quality_max_prompts)
-    served_context = (shape.context_tokens if shape else None) or model.native_context_tokens
-    # The long-context check's windows, only when the ladder can change KV precision or weights.
-    long_context = served_context if may_change_kv_or_weights(request, adapter) else None
+    ref_bytes = weights_profile(model, ref_config.model_path).file_bytes
     reference, quality_note = quality_reference(
-        ref_config, str(run_dir / "quality"),
-        weights_profile(model, ref_config.model_path).file_bytes, ref_key, ref_why,
-        request.quality_max_prompts, troubleshooting(request), long_context)
+        ref_config, str(run_dir / "quality"), ref_bytes, ref_key, ref_why,
+        request.quality_max_prompts, troubleshooting(request))
     gate = (f"{ref_key}:{request.quality_tolerance}:{request.quality_max_prompts}"
             if reference else "")
     ctx = EngineRun.of(request, str(run_dir), model, hw, workload, engine_version=version,
                        model_digest=digest, quality_reference=reference,
                        troubleshoot=troubleshooting(request),
-                       context_tokens=shape.context_tokens if shape else None)
+                       context_tokens=shape.context_tokens if shape else None,
+                       long_windows_from=LongWindowsSource(ref_config, ref_bytes))
     def fit(c: AnyServingConfig) -> MemoryFit:
         return fit_of(model, hw, c, workload.target_concurrency)
 
@@ -127,7 +126,8 @@ def tune_engine(request: OptimizeRequest, plan: EnginePlan, hw: HardwareInventor
         # against the control's answers (tasks.quality.quality_reference says so).
         baseline=history[0].config,
         ref_key=ref_key if reference or adapter.token_scoring is None else None,
-        quality_note=quality_note, run=run, ladder=ladder,
+        quality_note=with_long_note(quality_note, reference, ctx.served_context_tokens),
+        run=run, ladder=ladder,
         history=history, quality_against=(ref_why or "served") if reference else None,
         chosen=outcome.chosen or history[-1],
         applied=outcome.remedy, first_gaps=outcome.first_gaps,

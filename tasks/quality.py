@@ -17,10 +17,9 @@ from infopt.specs.results import RunningEngine
 @task(name="quality-reference", cache_policy=NO_CACHE)
 def quality_reference(config, quality_dir: str, weights_bytes: int, key: str,
                       weights_why: str | None = None, prompts: int = DEFAULT_MAX_PROMPTS,
-                      troubleshoot: Troubleshooting = CATALOG_ONLY,
-                      context_tokens: int | None = None) -> tuple[str | None, str]:
+                      troubleshoot: Troubleshooting = CATALOG_ONLY) -> tuple[str | None, str]:
     return gate_run.quality_reference(config, quality_dir, weights_bytes, key, weights_why,
-                                      prompts, troubleshoot, get_run_logger(), context_tokens)
+                                      prompts, troubleshoot, get_run_logger())
 
 
 @task(name="reference-task-sets", cache_policy=NO_CACHE)

@@ -16,7 +16,14 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from infopt.engines import adapter_for, endpoint_for
-from infopt.engines.session import CATALOG_ONLY, LOG, Logger, Troubleshooting, engine_session
+from infopt.engines.session import (
+    CATALOG_ONLY,
+    LOG,
+    Logger,
+    Started,
+    Troubleshooting,
+    engine_session,
+)
 from infopt.quality.check import load_reference, save_reference
 from infopt.quality.keys import DEFAULT_MAX_PROMPTS
 from infopt.quality.long_run import (
@@ -24,8 +31,7 @@ from infopt.quality.long_run import (
     ensure_long_reference,
     long_note,
     long_reference_path,
-    needs_long_floor,
-    needs_long_reference,
+    record_no_windows,
 )
 from infopt.quality.prompts import pool_prefix
 from infopt.quality.sequential import GateSettings, sequential_verdict
@@ -70,16 +76,15 @@ def _floor_config(config: AnyServingConfig) -> AnyServingConfig:
 
 def quality_reference(config: AnyServingConfig, quality_dir: str, weights_bytes: int, key: str,
                       weights_why: str | None = None, prompts: int = DEFAULT_MAX_PROMPTS,
-                      troubleshoot: Troubleshooting = CATALOG_ONLY, log: Logger = LOG,
-                      context_tokens: int | None = None) -> tuple[str | None, str]:
-    """Build (or find) the reference and its floor, and with `context_tokens` (the served
-    context) the long-context check's windows (infopt.quality.long_run). Returns (the
-    reference file, or None when the gate cannot run; what the report says about it).
-    `weights_why`: why the reference serves other weights than the checkpoint's own;
-    `troubleshoot`: the run's, for their engine starts."""
+                      troubleshoot: Troubleshooting = CATALOG_ONLY, log: Logger = LOG
+                      ) -> tuple[str | None, str]:
+    """Build (or find) the reference and its floor. Returns (the reference file, or None when
+    the gate cannot run; what the report says about it). `weights_why`: why the reference
+    serves other weights than the checkpoint's own; `troubleshoot`: the run's, for their
+    engine starts. The long-context check's windows are built later, by the first trial that
+    needs them (build_long_windows)."""
     d = Path(quality_dir)
     ref_path, floor_path = d / f"reference-{key}.json", d / f"floor-{key}.json"
-    long_path = long_reference_path(ref_path, context_tokens) if context_tokens else None
     weights = (f"the weights of {weights_why}" if weights_why else
                "the checkpoint's own weights, the highest precision this run's candidates share")
     what = (f"Reference: the control configuration ({weights}, the engine's default KV "
@@ -87,10 +92,9 @@ def quality_reference(config: AnyServingConfig, quality_dir: str, weights_bytes:
             f"={getattr(_floor_config(config), adapter_for(config.engine).concurrency_knob)} "
             f"scoring two sequences at once; {prompts} prompts of the pool, a candidate scored on "
             "8, 16, ... of them until its verdict is decided. Files: quality/.")
-    if (QUALITY.recall_into(ref_path) and QUALITY.recall_into(floor_path)
-            and not needs_long_reference(long_path) and not needs_long_floor(long_path)):
+    if QUALITY.recall_into(ref_path) and QUALITY.recall_into(floor_path):
         log.info("quality reference %s: built earlier, reused", ref_path.name)
-        return str(ref_path), _with_long(what, long_path)
+        return str(ref_path), what
     adapter = adapter_for(config.engine)
     if adapter.token_scoring is None:
         return None, (f"The token-level quality gate was NOT run on {config.engine}: "
@@ -101,16 +105,11 @@ def quality_reference(config: AnyServingConfig, quality_dir: str, weights_bytes:
     d.mkdir(parents=True, exist_ok=True)
     try:
         remedy, reference = None, load_reference(ref_path)
-        if reference is None or needs_long_reference(long_path):
+        if reference is None:
             reference, config, remedy = _build(config, d, key, weights_bytes, prompts,
-                                               troubleshoot, log, reference,
-                                               (long_path, context_tokens or 0))
+                                               troubleshoot, log)
         save_reference(reference, ref_path)
-        kept = (FidelityResult.model_validate_json(floor_path.read_text(encoding="utf-8"))
-                if QUALITY.recall_into(floor_path) else None)
-        floor = (kept if kept is not None and not needs_long_floor(long_path) else
-                 _floor(config, reference, d, key, weights_bytes, troubleshoot, log, kept,
-                        long_path))
+        floor = _floor(config, reference, d, key, weights_bytes, troubleshoot, log)
     except EngineStartError as exc:
         return None, (f"The quality gate was NOT run: the reference configuration did not "
                       f"start ({str(exc).splitlines()[0][:200]}).")
@@ -122,50 +121,76 @@ def quality_reference(config: AnyServingConfig, quality_dir: str, weights_bytes:
     QUALITY.keep_from(floor_path)
     log.info("quality floor: top-1 agreement %.1f%% over %d tokens",
              100 * floor.top1_agreement, floor.positions)
-    return str(ref_path), _with_long(what, long_path)
+    return str(ref_path), what
 
 
-def _with_long(what: str, long_path: Path | None) -> str:
-    note = long_note(long_path) if long_path is not None else None
+def with_long_note(what: str, reference_path: str | None, context_tokens: int) -> str:
+    """The reference's note, with the long-context check's windows when a trial built them."""
+    note = (long_note(long_reference_path(reference_path, context_tokens))
+            if reference_path else None)
     return f"{what} {note}" if note else what
 
 
 def _build(config: AnyServingConfig, d: Path, key: str, weights_bytes: int, prompts: int,
-           troubleshoot: Troubleshooting, log: Logger, reference: ReferenceSet | None,
-           long: tuple[Path | None, int]
+           troubleshoot: Troubleshooting, log: Logger
            ) -> tuple[ReferenceSet, AnyServingConfig, Remedy | None]:
-    """(reference, the configuration that ran it, the remedy it needed), with the long
-    windows (`long`: their file and the served context) when missing: when the defaults do
+    """(reference, the configuration that ran it, the remedy it needed): when the defaults do
     not start and the catalog knows the failure with a contract-preserving remedy (memory
     knobs such as an explicit CPU KV space: the numerics stay the control's), the session
     applies it once."""
     with engine_session(config, d / f"reference-{key}.log", weights_bytes,
                         troubleshoot=troubleshoot, log=log) as s:
-        if s.remedy is not None:
-            assert s.diagnosis is not None  # a session applies a remedy only to a diagnosed failure
-            log.warning("quality reference: the defaults did not start (%s); applied %s",
-                        s.diagnosis.root_error[:160], s.remedy.change)
-        endpoint = _endpoint(s.running, s.config)
-        if reference is None:
-            reference = build_reference(endpoint, prompts=pool_prefix(prompts),
-                                        progress=log.info)
-        if long[0] is not None:
-            ensure_long_reference(endpoint, long[0], long[1], progress=log.info)
+        _say_remedy(s, "quality reference", log)
+        reference = build_reference(_endpoint(s.running, s.config),
+                                    prompts=pool_prefix(prompts), progress=log.info)
         return reference, s.config, s.remedy
 
 
+def _say_remedy(s: Started, what: str, log: Logger) -> None:
+    if s.remedy is not None:
+        assert s.diagnosis is not None  # a session applies a remedy only to a diagnosed failure
+        log.warning("%s: the defaults did not start (%s); applied %s", what,
+                    s.diagnosis.root_error[:160], s.remedy.change)
+
+
 def _floor(config: AnyServingConfig, reference: ReferenceSet, d: Path, key: str, weights_bytes: int,
-           troubleshoot: Troubleshooting, log: Logger, kept: FidelityResult | None,
-           long_path: Path | None) -> FidelityResult:
-    """The short pool's floor (unless `kept`) and the long windows' (when they lack one),
-    on one restart of the reference at another batch size."""
+           troubleshoot: Troubleshooting, log: Logger) -> FidelityResult:
+    """The short pool's floor, on a restart of the reference at another batch size."""
     with engine_session(_floor_config(config), d / f"floor-{key}.log", weights_bytes,
                         troubleshoot=troubleshoot, log=log) as s:
-        endpoint = _endpoint(s.running, s.config)
-        floor = kept or score_candidate(endpoint, reference, concurrency=2, label="floor")
-        if long_path is not None:
-            ensure_long_floor(endpoint, long_path, progress=log.info)
-        return floor
+        return score_candidate(_endpoint(s.running, s.config), reference, concurrency=2,
+                               label="floor")
+
+
+def build_long_windows(config: AnyServingConfig, reference_path: str, weights_bytes: int,
+                       context_tokens: int, troubleshoot: Troubleshooting = CATALOG_ONLY,
+                       log: Logger = LOG) -> None:
+    """The long-context check's windows (infopt.quality.long_run), built when the first trial
+    needs them rather than with the short pool: they prefill half the served context per
+    window (minutes on a CPU), and a run whose candidates of KV precision or weights all fail
+    the short gate never needs them. The reference is started for them (the caller has
+    stopped the trial's engine: a GPU holds one engine), then restarted at another batch size
+    to score them for their floor. A reference that does not start records why, and trials go
+    without the check."""
+    ref = Path(reference_path)
+    key = ref.stem.removeprefix("reference-")
+    path = long_reference_path(ref, context_tokens)
+    log.info("long-context check: building its windows at half the %s-token served context "
+             "on the reference", f"{context_tokens:,}")
+    try:
+        with engine_session(config, ref.with_name(f"long-reference-{key}.log"), weights_bytes,
+                            troubleshoot=troubleshoot, log=log) as s:
+            _say_remedy(s, "long-context reference", log)
+            long = ensure_long_reference(_endpoint(s.running, s.config), path, context_tokens,
+                                         progress=log.info)
+            config = s.config
+        if long.reference is not None:
+            with engine_session(_floor_config(config), ref.with_name(f"long-floor-{key}.log"),
+                                weights_bytes, troubleshoot=troubleshoot, log=log) as s:
+                ensure_long_floor(_endpoint(s.running, s.config), path, progress=log.info)
+    except EngineStartError as exc:
+        record_no_windows(path, context_tokens, "the reference configuration did not start ("
+                          f"{str(exc).splitlines()[0][:200]})")
 
 
 def _endpoint(running: RunningEngine, config: AnyServingConfig) -> Endpoint:

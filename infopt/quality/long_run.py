@@ -1,6 +1,6 @@
 """The long-context check inside a run (infopt.quality.long_context says what and why): the
-reference's long windows are built while the reference runs for the short pool
-(gate_run.quality_reference), kept beside it per machine; a trial that changes KV precision or
+reference's long windows are built when the first trial needs them (gate_run.build_long_windows),
+kept beside the reference per machine; a trial that changes KV precision or
 weights is judged on them while its engine runs, after its short verdict passed. Files under
 quality/: long-<reference>-<context>.json (the windows, or why there are none),
 long-scores-<candidate>-<context>.json (kept as scored, so a crash loses nothing),
@@ -48,27 +48,31 @@ def ensure_long_reference(endpoint: Endpoint, path: Path, context_tokens: int,
         long = build_long_reference(endpoint, context_tokens, timeout_s=LONG_TIMEOUT_S,
                                     progress=progress)
     except (ValueError, InputError) as exc:
-        long = LongContextReference(reference=None, served_context_tokens=context_tokens,
+        record_no_windows(path, context_tokens, str(exc))
+        return LongContextReference(reference=None, served_context_tokens=context_tokens,
                                     prompt_tokens=[], unavailable=str(exc))
     atomic_write(path, long.model_dump_json())
     QUALITY.keep_from(path)
     return long
 
 
+def record_no_windows(path: Path, context_tokens: int, why: str) -> None:
+    """Kept as the windows' file: trials go without the check, and the report says why."""
+    atomic_write(path, LongContextReference(reference=None, served_context_tokens=context_tokens,
+                                            prompt_tokens=[], unavailable=why).model_dump_json())
+    QUALITY.keep_from(path)
+
+
+def windows_missing(reference_path: str, context_tokens: int) -> bool:
+    """Whether no trial has built (or tried to build) the windows yet, here or earlier on this
+    machine."""
+    return _kept(long_reference_path(reference_path, context_tokens)) is None
+
+
 def _kept(path: Path) -> LongContextReference | None:
     if not QUALITY.recall_into(path):
         return None
     return LongContextReference.model_validate_json(path.read_text(encoding="utf-8"))
-
-
-def needs_long_reference(path: Path | None) -> bool:
-    return path is not None and _kept(path) is None
-
-
-def needs_long_floor(path: Path | None) -> bool:
-    """The windows are built but not yet scored by the floor's restart."""
-    long = _kept(path) if path is not None else None
-    return long is not None and long.reference is not None and long.floor is None
 
 
 def ensure_long_floor(endpoint: Endpoint, path: Path, progress: Progress | None = None) -> None:

@@ -24,6 +24,15 @@ from infopt.specs.workload import Workload
 
 
 @dataclass(frozen=True)
+class LongWindowsSource:
+    """The quality reference's configuration and its weights' size: started again, then
+    restarted for the floor, when the first trial needs the long-context windows."""
+
+    config: AnyServingConfig
+    weights_bytes: int
+
+
+@dataclass(frozen=True)
 class EngineRun:
     run_dir: str
     model: ModelProfile
@@ -48,6 +57,9 @@ class EngineRun:
     # The context the run serves when shorter than the model's native one (the request's
     # min_context_tokens, infopt.tuning.start_shape); None: the native context.
     context_tokens: int | None = None
+    # What starts the quality reference again when the first trial needs the long-context
+    # check's windows (infopt.quality.gate_run.build_long_windows); None: no check.
+    long_windows_from: LongWindowsSource | None = None
 
     @property
     def served_context_tokens(self) -> int:
@@ -57,7 +69,8 @@ class EngineRun:
     def of(cls, request: OptimizeRequest, run_dir: str, model: ModelProfile,
            hw: HardwareInventory, workload: Workload, *, engine_version: str,
            model_digest: str, quality_reference: str | None,
-           troubleshoot: Troubleshooting, context_tokens: int | None = None) -> EngineRun:
+           troubleshoot: Troubleshooting, context_tokens: int | None = None,
+           long_windows_from: LongWindowsSource | None = None) -> EngineRun:
         """The one place a run's request becomes its engine's run context (the optimize flow's
         engines and reoptimize's re-measurement alike), so no setting is dropped on the way.
         `troubleshoot`: the request's (blocks.credentials.troubleshooting, which reads the
@@ -71,7 +84,7 @@ class EngineRun:
                    quality_max_prompts=request.quality_max_prompts,
                    engine_version=engine_version, model_digest=model_digest,
                    stall_timeout_s=request.budgets.stall_timeout_s,
-                   context_tokens=context_tokens)
+                   context_tokens=context_tokens, long_windows_from=long_windows_from)
 
     def quality_key(self, config: AnyServingConfig) -> str:
         """The key a configuration's quality scores are kept under in this run: the run's

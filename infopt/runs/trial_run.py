@@ -36,9 +36,9 @@ from infopt.engines.session import (
 from infopt.hardware.gpu_memory import process_group_gpu_memory
 from infopt.model.profile import weights_profile
 from infopt.model.shortlist import device_from_inventory
-from infopt.quality.gate_run import judge_quality, verdict_origin
+from infopt.quality.gate_run import build_long_windows, judge_quality, verdict_origin
 from infopt.quality.long_context import long_check_reason
-from infopt.quality.long_run import judge_long_context
+from infopt.quality.long_run import judge_long_context, windows_missing
 from infopt.runs.engine_run import EngineRun
 from infopt.runs.load_evidence import (
     LoadLog,
@@ -124,12 +124,15 @@ def _judge(running: RunningEngine, spec: TrialSpec, config: AnyServingConfig, ct
 @dataclass
 class _Gated:
     """What the gates before the measurement found: the contract, the quality verdict, the
-    long-context check and, when the trial is rejected, why."""
+    long-context check and, when the trial is rejected, why. `needs_windows`: it needs the
+    long-context check and no trial has built its windows yet (run_trial builds them, then
+    runs the trial again)."""
 
     checks: list[ContractCheck] = field(default_factory=list)
     verdict: QualityVerdict | None = None
     long: LongContextCheck | None = None
     rejected: str | None = None
+    needs_windows: bool = False
 
 
 def _gates(running: RunningEngine, spec: TrialSpec, config: AnyServingConfig, ctx: EngineRun,
@@ -158,8 +161,32 @@ def _gates(running: RunningEngine, spec: TrialSpec, config: AnyServingConfig, ct
                                                 f"accepted): {verdict.summary}")
     if verdict is not None and not verdict.passed:
         return _Gated(checks, verdict, rejected=f"rejected by the quality gate: {verdict.summary}")
+    if verdict is not None and _needs_windows(spec, ctx):
+        return _Gated(checks, verdict, needs_windows=True)
     long, why = _judge_long(running, spec, config, ctx, logger) if verdict else (None, None)
     return _Gated(checks, verdict, long, why)
+
+
+def _needs_windows(spec: TrialSpec, ctx: EngineRun) -> bool:
+    return (ctx.long_windows_from is not None and ctx.quality_reference is not None
+            and long_check_reason(spec.config, spec.incumbent) is not None
+            and windows_missing(ctx.quality_reference, ctx.served_context_tokens))
+
+
+def _with_windows(spec: TrialSpec, key: str, fit: MemoryFit | None, ctx: EngineRun,
+                  pool: EnginePool | None, logger: Logger) -> Trial:
+    """The trial again once the long-context windows are built: its engine (and any the pool
+    kept up) is stopped first, since the reference runs alone, as on a GPU it must."""
+    source, reference = ctx.long_windows_from, ctx.quality_reference
+    assert source is not None and reference is not None  # _needs_windows said so
+    logger.info("%s: passed the short gate and needs the long-context check, whose windows no "
+                "trial has built yet: its engine is stopped, the reference builds them, and "
+                "the trial runs again", spec.trial_id)
+    if pool is not None:
+        pool.close()
+    build_long_windows(source.config, reference, source.weights_bytes,
+                       ctx.served_context_tokens, ctx.troubleshoot, logger)
+    return run_trial(spec, key, fit, ctx, pool, logger)
 
 
 def _judge_long(running: RunningEngine, spec: TrialSpec, config: AnyServingConfig,
@@ -225,7 +252,7 @@ def run_trial(spec: TrialSpec, key: str, fit: MemoryFit | None, ctx: EngineRun,
             try:
                 gated = _gates(running, spec, config, ctx, key, logger)
                 checks, verdict, rejected = gated.checks, gated.verdict, gated.rejected
-                if rejected is None:
+                if rejected is None and not gated.needs_windows:
                     bench = benchmark(running, config.served_model_name,
                                       spec.workload_for(ctx.workload),
                                       str(run_dir), key,
@@ -251,6 +278,8 @@ def run_trial(spec: TrialSpec, key: str, fit: MemoryFit | None, ctx: EngineRun,
         pool.discard(config)  # the next trial of it starts afresh
     if error is not None and died is None:
         raise error
+    if gated.needs_windows and died is None:
+        return _with_windows(spec, key, fit, ctx, pool, logger)
     common.update(config=config, diagnosis=started.diagnosis, remedy=started.remedy)
     read = loaded if loaded is not None else own_log(running.log_path, run_dir)
     text = read.text if isinstance(read, LoadLog) else ""

@@ -58,16 +58,6 @@ def climbs(request: Any, dimension: Dimension) -> bool:
     return request.tune is None and dimension in (request.dimensions or LADDER_ORDER)
 
 
-def may_change_kv_or_weights(request: Any, adapter: EngineAdapter) -> bool:
-    """Whether the run's ladder can try a change of KV precision or of weights: the ones the
-    long-context check judges (infopt.quality.long_run), so the reference builds its long
-    windows only then (they cost minutes on a CPU)."""
-    if request.tune is not None:
-        return request.tune.knob in (*adapter.kv_dtype_knobs, "model_path")
-    return climbs(request, Dimension.WEIGHTS) or (
-        climbs(request, Dimension.KV_PRECISION) and bool(adapter.kv_dtype_knobs))
-
-
 def _not_asked(cfg: AnyServingConfig, f: LadderFacts) -> str:
     return "not asked for: the request's `dimensions` leaves it out"
 

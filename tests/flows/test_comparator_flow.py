@@ -65,11 +65,17 @@ def test_routed_llamacpp_and_its_vllm_comparator_each_climb_a_short_ladder(
         "llamacpp", "routed", "vllm", "comparator")
     assert comp.model_format == "hf" and comp.engine_version.startswith("0.32")
     assert routed.failed is None and comp.failed is None and comp.launches >= 2
-    # One round each: no winner can be told from the other's noise (the incumbents' paired
-    # windows give each engine a few values, unpaired across engines), so the routed one stands.
-    assert report.engines.chosen == "llamacpp" == report.engine
-    assert ("at least 2 each are needed" in report.engines.reason
-            or "does not clear the noise" in report.engines.reason)
+    # The choice follows the comparison, whatever this machine's speeds: the comparator is
+    # chosen only when its winner beats the routed one's beyond the noise (CI of 2026-12-07,
+    # AVX-512 EPYC: vLLM's bf16 47.9 out tok/s against llama.cpp's Q4_1 75.4, decided worse;
+    # on other machines one round each may leave it undecided).
+    choice = report.engines
+    cmp = choice.comparison
+    if cmp is not None and choice.chosen == "vllm":
+        assert cmp.verdict == "b_better" and choice.reason.startswith("the comparator vllm")
+    else:
+        assert choice.chosen == "llamacpp" and "the routed engine stands" in choice.reason
+    assert report.engine == choice.chosen
     vllm_trials = [t for t in report.trials if t.config.engine == "vllm"]
     assert vllm_trials and all(t.trial_id.startswith("vllm-t") for t in vllm_trials)
     assert len({t.trial_id for t in report.trials}) == len(report.trials)
@@ -89,7 +95,7 @@ def test_routed_llamacpp_and_its_vllm_comparator_each_climb_a_short_ladder(
                if not t.trial_id.startswith("vllm-"))
     md = (tmp_path / report.run_id / "report.md").read_text()
     assert "## Engines tuned" in md and "### The comparator's ladder: vllm" in md
-    assert "Recommended: **llamacpp**" in md
+    assert f"Recommended: **{choice.chosen}**" in md
     # The Pareto set spans both engines, each point named by its engine.
     labels = {p.label for p in report.pareto}
     assert "vllm baseline" in labels and "llamacpp control" in labels

@@ -30,7 +30,7 @@ from tests.sim import sglang_gpu as sim_sglang
 from tests.sim import trtllm_gpu as sim_trtllm
 from tests.sim import vllm_gpu as sim
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(1800)]
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
 
 SHARDS = 4
 

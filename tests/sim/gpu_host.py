@@ -9,6 +9,13 @@ memory by its own rule and printed its own start-up lines.
   all-reduces per layer over the link, PP stages run one after another, CUDA graphs cut the
   launch overhead; a prefill is compute-bound. Never infopt's cost model;
 - continuous batching per data-parallel replica, each with its running-request cap;
+- a prefix cache where the engine keeps one (vLLM's automatic prefix caching, SGLang's radix
+  cache; TensorRT-LLM's block reuse is not modelled): a prompt's prefill is charged only for
+  the tokens past its longest match with the engine's recent prompts, read as the engines do:
+  vLLM skips the cache for a request with prompt_logprobs (sampling_params.py: "the output of
+  prompt logprobs may less than n_prompt_tokens, we need to skip reading cache"), SGLang reads
+  it up to logprob_start_len (schedule_batch.py: max_prefix_len = min(max_prefix_len,
+  self.logprob_start_len));
 - the OpenAI routes (/v1/models, /v1/completions with return_token_ids and prompt_logprobs,
   /v1/chat/completions whole and streamed with include_usage, exactly max_tokens tokens),
   /health, /version, /tokenize (one token per word) and /metrics in the engine's namespace,
@@ -20,6 +27,7 @@ served says SIMULATED. Standard library only: the stand-ins run under any python
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import os
@@ -248,12 +256,36 @@ def prefill_s(m: Model, g: Gpu, s: Shape, tokens: int) -> float:
 # -- the toy numerics (the quality gate's scores) -----------------------------------------------
 
 def logprobs(prefix: list[int], fp8_kv: bool) -> list[float]:
-    h = sum((i + 1) * t for i, t in enumerate(prefix[-4:])) % VOCAB
-    if fp8_kv and (sum(prefix) % 29 == 0):  # a coarser KV flips some near-ties
+    return list(_row(_peak(prefix[-4:], sum(prefix), fp8_kv))[0])
+
+
+def _peak(last4: list[int], total: int, fp8_kv: bool) -> int:
+    """The toy model's top token after a prefix: a hash of its last four tokens, moved by one
+    where a coarser KV flips some near-ties (the prefix's sum decides where)."""
+    h = sum((i + 1) * t for i, t in enumerate(last4)) % VOCAB
+    if fp8_kv and total % 29 == 0:
         h = (h + 1) % VOCAB
+    return h
+
+
+@functools.lru_cache(maxsize=VOCAB)
+def _row(h: int) -> tuple[tuple[float, ...], tuple[int, ...], dict[int, int]]:
+    """(logprobs, ids by rank, rank of each id) of the distribution peaked at `h`: only VOCAB
+    of them exist, so a 64k-token prompt's rows cost a lookup each (the long-context check's
+    windows are half of a 131,072-token context)."""
     logits = [-abs(v - h) * 0.7 for v in range(VOCAB)]
     z = math.log(sum(math.exp(x) for x in logits))
-    return [x - z for x in logits]
+    lp = tuple(x - z for x in logits)
+    order = tuple(sorted(range(VOCAB), key=lambda v: -lp[v]))
+    return lp, order, {v: r + 1 for r, v in enumerate(order)}
+
+
+def _prefix_rows(seq: list[int], start: int, stop: int, fp8_kv: bool):
+    """The distribution before each position in [start, stop) (start >= 1), in one pass."""
+    total = sum(seq[:start])
+    for i in range(start, stop):
+        yield i, _row(_peak(seq[max(0, i - 4):i], total, fp8_kv))
+        total += seq[i]
 
 
 def tokenize(text: str) -> list[int]:
@@ -291,10 +323,12 @@ class Replica(threading.Thread):
         self.e, self.waiting, self.running = engine, queue.Queue(), []
         self.queued: list[dict] = []  # taken off `waiting`, not yet admitted (first: oldest)
 
-    def submit(self, prompt_tokens: int, max_tokens: int) -> queue.Queue:
+    def submit(self, prompt_tokens: int, max_tokens: int, cached: int = 0) -> queue.Queue:
+        """Queue a request; `cached`: its prompt tokens the prefix cache holds (its first
+        prefill computes only the rest; a recompute after preemption computes them all)."""
         out: queue.Queue = queue.Queue()
         self.waiting.put({"prompt": prompt_tokens, "left": max_tokens, "out": out, "ctx":
-                          prompt_tokens, "credit": 0.0, "recompute": False})
+                          prompt_tokens, "credit": 0.0, "recompute": False, "cached": cached})
         return out
 
     def _tokens_this_step(self, r: dict) -> int:
@@ -349,9 +383,12 @@ class Replica(threading.Thread):
         while True:
             self._admit()
             fresh = [r for r in self.running if r["ctx"] == r["prompt"] or r["recompute"]]
-            pause = sum(prefill_s(e.model, e.gpu, e.shape, r["ctx"]) for r in fresh)
+            computed = [r["ctx"] - r["cached"] for r in fresh]
+            pause = sum(prefill_s(e.model, e.gpu, e.shape, t) for t in computed)
+            with e.lock:
+                e.prefill_tokens += sum(computed)
             for r in fresh:
-                r["recompute"] = False
+                r["recompute"], r["cached"] = False, 0
             ctx = max(r["ctx"] for r in self.running)
             step = step_s(e.model, e.gpu, e.shape, e.mem, len(self.running), ctx)
             pause += step * (e.shape.spec.step_factor() if e.shape.spec else 1)
@@ -365,6 +402,36 @@ class Replica(threading.Thread):
                 if r["left"] == 0:
                     self.running.remove(r)
             self._preempt()
+
+
+class PrefixCache:
+    """The prompts an engine served last, for its prefix cache: a new prompt's cached tokens
+    are its longest common prefix with any of them (capped by what the request may read), at
+    least one token always computed. Bounded: the engines evict the least recently used
+    blocks; here the oldest prompts go."""
+
+    KEPT = 16
+    BLOCK = 256  # compared a block at a time: a 64k-token prompt's match costs microseconds
+
+    def __init__(self) -> None:
+        self.prompts: list[list[int]] = []
+        self.lock = threading.Lock()
+
+    def hit(self, prompt: list[int], readable: int) -> int:
+        """The cached tokens of `prompt` (at most `readable`), remembering it."""
+        with self.lock:
+            best = max((self._common(p, prompt) for p in self.prompts), default=0)
+            self.prompts = [*self.prompts[-(self.KEPT - 1):], list(prompt)]
+        return max(0, min(best, readable, len(prompt) - 1))
+
+    @classmethod
+    def _common(cls, a: list[int], b: list[int]) -> int:
+        n, i = min(len(a), len(b)), 0
+        while i + cls.BLOCK <= n and a[i:i + cls.BLOCK] == b[i:i + cls.BLOCK]:
+            i += cls.BLOCK
+        while i < n and a[i] == b[i]:
+            i += 1
+        return i
 
 
 class Engine:
@@ -383,6 +450,8 @@ class Engine:
         self.drafted, self.accepted = 0, 0  # speculative tokens, over the engine's life
         self.verified = 0  # verification steps (a sequence's step), over the engine's life
         self.lock = threading.Lock()
+        self.prefix_cache: PrefixCache | None = None  # set by a front end whose engine keeps one
+        self.prefill_tokens = 0  # prompt tokens computed (not read from the cache), over its life
         for r in self.replicas:
             r.start()
 
@@ -494,12 +563,15 @@ def handler(engine: Engine, name: str, front: Front) -> type[BaseHTTPRequestHand
             self._json({"count": len(toks), "max_model_len": engine.shape.max_len,
                         "tokens": toks})
 
-        def _decode(self, prompt: list[int], n: int) -> list[int] | None:
+        def _decode(self, prompt: list[int], n: int, readable: int) -> list[int] | None:
             """The n greedy tokens after `prompt`, once the batching engine has run them
-            (None: the request was too long and has been answered with the error)."""
+            (None: the request was too long and has been answered with the error);
+            `readable`: how many of its tokens the request may read from a prefix cache."""
             if self._too_long(len(prompt), n):
                 return None
-            done = engine.replica().submit(len(prompt), n)
+            cache = engine.prefix_cache
+            cached = cache.hit(prompt, readable) if cache is not None else 0
+            done = engine.replica().submit(len(prompt), n, cached)
             while not done.get():
                 pass
             return greedy(prompt, n, engine.shape.kv_fp8)
@@ -508,7 +580,8 @@ def handler(engine: Engine, name: str, front: Front) -> type[BaseHTTPRequestHand
             prompt = req["prompt"] if isinstance(req["prompt"], list) else \
                 tokenize(req["prompt"])
             n = int(req.get("max_tokens") or 16)
-            ids = self._decode(prompt, n)
+            k = req.get("prompt_logprobs") if front.prompt_logprobs else None
+            ids = self._decode(prompt, n, 0 if k is not None else len(prompt))
             if ids is None:
                 return
             fp8 = engine.shape.kv_fp8
@@ -516,7 +589,6 @@ def handler(engine: Engine, name: str, front: Front) -> type[BaseHTTPRequestHand
                       "finish_reason": "length"}
             if req.get("return_token_ids"):
                 choice["token_ids"] = ids
-            k = req.get("prompt_logprobs") if front.prompt_logprobs else None
             if k is not None:
                 choice["prompt_logprobs"] = self._prompt_logprobs(prompt, int(k), fp8)
             self._json({"id": "cmpl-sim", "object": "text_completion", "model": name,
@@ -531,18 +603,18 @@ def handler(engine: Engine, name: str, front: Front) -> type[BaseHTTPRequestHand
             prompt = req["input_ids"] if "input_ids" in req else tokenize(req["text"])
             sp = req.get("sampling_params") or {}
             n = int(sp.get("max_new_tokens", 128))
-            ids = self._decode(prompt, n)
+            start = int(req.get("logprob_start_len", -1))
+            start = len(prompt) - 1 if start < 0 else start
+            ids = self._decode(prompt, n, start if req.get("return_logprob") else len(prompt))
             if ids is None:
                 return
             fp8 = engine.shape.kv_fp8
             meta = {"id": "sim", "finish_reason": {"type": "length", "length": n},
                     "prompt_tokens": len(prompt), "completion_tokens": n, "cached_tokens": 0}
             if req.get("return_logprob"):
-                start, k = int(req.get("logprob_start_len", -1)), int(req.get(
-                    "top_logprobs_num") or 0)
-                start = len(prompt) - 1 if start < 0 else start
+                k = int(req.get("top_logprobs_num") or 0)
                 seq = prompt + ids
-                rows = [self._position(seq, i, k, fp8) for i in range(start, len(seq))]
+                rows = self._positions(seq, start, k, fp8)
                 cut = len(prompt) - start
                 meta.update(input_token_logprobs=[r[0] for r in rows[:cut]],
                             output_token_logprobs=[r[0] for r in rows[cut:]])
@@ -553,23 +625,18 @@ def handler(engine: Engine, name: str, front: Front) -> type[BaseHTTPRequestHand
                         "meta_info": meta})
 
         @staticmethod
-        def _position(seq: list[int], i: int, k: int, fp8: bool) -> tuple[list, list | None]:
-            if i == 0:  # nothing predicts the first token
-                return [None, seq[0], None], None
-            lp = logprobs(seq[:i], fp8)
-            order = sorted(range(VOCAB), key=lambda v: -lp[v])
-            return [lp[seq[i]], seq[i], None], [[lp[v], v, None] for v in order[:k]]
+        def _positions(seq: list[int], start: int, k: int, fp8: bool) -> list:
+            rows: list = [([None, seq[0], None], None)] if start == 0 else []
+            for i, (lp, order, _) in _prefix_rows(seq, max(start, 1), len(seq), fp8):
+                rows.append(([lp[seq[i]], seq[i], None], [[lp[v], v, None] for v in order[:k]]))
+            return rows
 
         @staticmethod
         def _prompt_logprobs(prompt: list[int], k: int, fp8: bool) -> list[dict | None]:
             rows: list[dict | None] = [None]
-            for i in range(1, len(prompt)):
-                lp = logprobs(prompt[:i], fp8)
-                order = sorted(range(VOCAB), key=lambda v: -lp[v])
-                keep = {str(v): {"logprob": lp[v], "rank": order.index(v) + 1}
-                        for v in order[:k]}
-                keep[str(prompt[i])] = {"logprob": lp[prompt[i]],
-                                        "rank": order.index(prompt[i]) + 1}
+            for i, (lp, order, rank) in _prefix_rows(prompt, 1, len(prompt), fp8):
+                keep = {str(v): {"logprob": lp[v], "rank": rank[v]} for v in order[:k]}
+                keep[str(prompt[i])] = {"logprob": lp[prompt[i]], "rank": rank[prompt[i]]}
                 rows.append(keep)
             return rows
 

@@ -50,6 +50,7 @@ from tests.sim.gpu_host import (
     Gpu,
     Memory,
     Model,
+    PrefixCache,
     Shape,
     Speculation,
     answer_calibration,
@@ -348,6 +349,8 @@ def main(argv: list[str] | None = None) -> None:
     mem = start_up(a, model, gpu, scale)
     engine = Engine(shape_of(a, max_running_requests(a, mem.kv_tokens), spec), model, gpu,
                     mem, scale, on_preempt=retract_line)
+    if not a.disable_radix_cache:
+        engine.prefix_cache = PrefixCache()
     shape = engine.shape
     graphs = GRAPH_BYTES if shape.graphs else 0
     publish_gpu_memory(shape.tp * shape.pp * shape.dp, CONTEXT_BYTES + mem.weights_per_gpu

@@ -50,6 +50,7 @@ from tests.sim.gpu_host import (
     Gpu,
     Memory,
     Model,
+    PrefixCache,
     Shape,
     Speculation,
     answer_calibration,
@@ -289,6 +290,8 @@ def main(argv: list[str] | None = None) -> None:
     spec = speculation_of(a.speculative_config, model)
     mem = start_up(a, model, gpu, scale)
     engine = Engine(shape_of(a, spec), model, gpu, mem, scale, on_preempt=stats_line)
+    if a.enable_prefix_caching is not False:  # on by default in vLLM V1
+        engine.prefix_cache = PrefixCache()
     # vLLM holds its whole budget on every rank: weights, activations, graphs and KV.
     shape = engine.shape
     publish_gpu_memory(shape.tp * shape.pp * shape.dp,

@@ -155,3 +155,28 @@ def test_the_report_lists_each_long_check_with_its_change_and_verdict():
     assert "| `t3` (kv_precision=kv=q4_0) | KV precision (cache_type_k f16 -> q4_0) | 512 | " \
            "55.0%" in text
     assert long_markdown([]) == []
+
+
+def test_a_reference_that_does_not_start_for_the_windows_records_why(tmp_path, monkeypatch):
+    from contextlib import contextmanager
+
+    from infopt.quality import gate_run
+    from infopt.quality.long_run import long_note, long_reference_path, windows_missing
+    from infopt.specs.base import EngineStartError
+
+    @contextmanager
+    def no_start(*args, **kwargs):
+        raise EngineStartError("llama-server exited with code 1 before becoming ready\nmore")
+        yield  # pragma: no cover
+
+    monkeypatch.setenv("INFOPT_QUALITY_CACHE_DIR", str(tmp_path / "memo"))
+    monkeypatch.setattr(gate_run, "engine_session", no_start)
+    ref = tmp_path / "reference-abc.json"
+    assert windows_missing(str(ref), 8192)
+    gate_run.build_long_windows(LlamaCppConfig(model_path="/m.gguf", ctx_per_slot_tokens=8192),
+                               str(ref), 1, 8192)
+    # Recorded: no trial tries again, and the report says the check could not run.
+    assert not windows_missing(str(ref), 8192)
+    note = long_note(long_reference_path(ref, 8192))
+    assert note is not None and "could NOT run" in note
+    assert "did not start (llama-server exited with code 1 before becoming ready)" in note
