@@ -62,12 +62,13 @@ engines-vulkan: $(STAMP)
 engine-args: $(STAMP)
 	@$(PIP_ENV) $(PY) -m infopt.bootstrap sglang-args vllm-args
 
-# llm-compressor, the calibrated quantizer of HF checkpoints (W8A8, W4A16, FP8-dynamic), in a
-# venv that borrows the vLLM environment's CPU torch (~50 s, ~400 MB); the e2e quantize flow
-# (tests/flows/test_hf_quantize_flow.py) needs it.
+# The calibrated quantizers: llm-compressor for HF checkpoints (W8A8, W4A16, FP8-dynamic), in a
+# venv that borrows the vLLM environment's CPU torch (~50 s, ~400 MB), and llama.cpp's
+# llama-imatrix for GGUF variants with an importance matrix (built alone from the same sdist,
+# ~4 min on 2 cores); the e2e quantize flows need them.
 .PHONY: engines-quantize
 engines-quantize: $(STAMP)
-	@$(PIP_ENV) $(PY) -m infopt.bootstrap llm-compressor
+	@$(PIP_ENV) $(PY) -m infopt.bootstrap llm-compressor llamacpp-imatrix
 
 # Lint first (under a minute): ruff (imports, pyflakes, pycodestyle, bugbear, complexity) and
 # mypy over every shipped package (infopt, flows, tasks, blocks); the core (specs, tuning,

@@ -26,7 +26,12 @@ from flows.gate import ask
 from flows.research import Research
 from infopt.bootstrap import LLMC_VERSION, default_paths
 from infopt.engines import adapter_for
-from infopt.engines.calibration_texts import default_texts, read_texts, sample_digest
+from infopt.engines.calibration_texts import (
+    calibration_sample,
+    default_texts,
+    read_texts,
+    sample_digest,
+)
 from infopt.engines.hf_quantize import SCHEMES, hf_quantize_gate
 from infopt.engines.rules import WeightVariant
 from infopt.model.download import download_gate, fetch, select_files
@@ -48,7 +53,13 @@ from infopt.tuning.hub_weights import (
     why_tried,
 )
 from infopt.tuning.weights import quantize_gate
-from tasks.weights import hf_variant_path, quantize_hf_task, requantize_task, variant_path
+from tasks.weights import (
+    hf_variant_path,
+    importance_matrix_task,
+    quantize_hf_task,
+    requantize_task,
+    variant_path,
+)
 
 # How a gate is answered: flows.gate.ask with the request's authorization and timeout, or, while
 # the control and the baseline run meanwhile, that wrapped to time the wait and to withdraw
@@ -219,18 +230,34 @@ def weight_variants(request: OptimizeRequest, model, engine: str, tool_version: 
 def _gguf_variants(request: OptimizeRequest, model, engine: str, tool_version: str,
                    digest: str, types: list[str], ask_gate: AskGate
                    ) -> tuple[dict[str, Path], dict[str, GateAnswer], list[str]]:
+    """llama-quantize's types, each behind the quantize gate; with `quantize.imatrix`, each
+    weighted by one importance matrix over the calibration sample (computed at the first
+    approval; one that fails leaves the types unmade, and says why)."""
     variants, answers = {}, {}
     tool = f"{adapter_for(engine).local_quantizer} ({engine} {tool_version})"
+    q = request.quantize
+    sample = calibration_sample(q.calibration, q.samples) if q.imatrix else None
+    if sample is not None and not default_paths().llama_imatrix.exists():
+        return {}, {}, [f"requantize {types} with an importance matrix: llama-imatrix is not "
+                        "installed here; run `make engines-quantize`"]
+    imatrix: str | None = None
     for gguf_type in types:
-        out = variant_path(digest, tool_version, gguf_type)
+        out = variant_path(digest, tool_version, gguf_type, sample.digest if sample else None)
         gate = quantize_gate(Path(model.path), model.file_bytes,
                              getattr(model.inspection, "params_total", None), gguf_type, tool,
-                             out.parent)
+                             out.parent, sample.what if sample else None)
         answer = ask_gate(gate)
         answers[gguf_type] = answer
-        if answer.approved:
-            variants[gguf_type] = Path(requantize_task(model.path, digest, tool_version,
-                                                       gguf_type))
+        if not answer.approved:
+            continue
+        try:
+            if sample is not None and imatrix is None:
+                imatrix = importance_matrix_task(model.path, digest, tool_version, sample.texts)
+            variants[gguf_type] = Path(requantize_task(
+                model.path, digest, tool_version, gguf_type, imatrix,
+                sample.digest if sample else None))
+        except InfoptError as exc:
+            return variants, answers, [f"weights {gguf_type}: not made ({exc})"]
     return variants, answers, []
 
 

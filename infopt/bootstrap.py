@@ -184,6 +184,15 @@ class EnginePaths:
         return self.llamacpp_dir / "bin" / "llama-quantize"
 
     @property
+    def llamacpp_imatrix_dir(self) -> Path:
+        return (self.root / "llamacpp-imatrix"
+                / f"{LLAMA_CPP_PYTHON_VERSION}-r{LLAMA_CPP_BUILD_REV}-{cpu_flags_key()}")
+
+    @property
+    def llama_imatrix(self) -> Path:
+        return self.llamacpp_imatrix_dir / "bin" / "llama-imatrix"
+
+    @property
     def vllm_dir(self) -> Path:
         py = f"py{sys.version_info.major}{sys.version_info.minor}"
         build = "vllm-cuda" if self.device == "cuda" else "vllm-cpu"
@@ -319,6 +328,20 @@ def ensure_llamacpp(p: EnginePaths) -> Path:
     _mark(p.llamacpp_dir, f"llama-cpp-python=={LLAMA_CPP_PYTHON_VERSION} cpu={cpu_flags_key()}")
     _say(f"llama.cpp: ready at {p.llama_server}")
     return p.llama_server
+
+
+def ensure_llamacpp_imatrix(p: EnginePaths) -> Path:
+    """llama-imatrix, the importance matrix of GGUF requantization (infopt.engines.quantize),
+    built alone from the same sdist and recipe as llama-server and llama-quantize, so the
+    main build (and its stamp) is left as it is."""
+    if _done(p.llamacpp_imatrix_dir):
+        return p.llama_imatrix
+    _build_llamacpp(p, p.llamacpp_imatrix_dir, "llamacpp-imatrix", ("llama-imatrix",),
+                    llamacpp_device_flags(p.device, shutil.which("nvcc")))
+    _mark(p.llamacpp_imatrix_dir,
+          f"llama-cpp-python=={LLAMA_CPP_PYTHON_VERSION} imatrix cpu={cpu_flags_key()}")
+    _say(f"llama.cpp imatrix: ready at {p.llama_imatrix}")
+    return p.llama_imatrix
 
 
 def ensure_llamacpp_vulkan(p: EnginePaths) -> Path:
@@ -642,10 +665,11 @@ STEPS = {
     "browser": ensure_browser,
     "llamacpp-vulkan": ensure_llamacpp_vulkan,
     "llm-compressor": ensure_llm_compressor,
+    "llamacpp-imatrix": ensure_llamacpp_imatrix,
 }
 # Built only when named (`make test` names them; `make demo` does not need them).
 OPTIONAL_STEPS = ("lm-eval", "sglang-args", "vllm-args", "browser", "llamacpp-vulkan",
-                  "llm-compressor")
+                  "llm-compressor", "llamacpp-imatrix")
 # Steps that run in (or borrow from) other steps' products build those first.
 PREREQUISITES = {"hf-model": ("model", "vllm"), "sglang-args": ("vllm",),
                  "llm-compressor": ("vllm",)}

@@ -217,7 +217,7 @@ def ceiling_ratio(metric: str, measured: float, row: CeilingRow) -> CeilingRatio
     ratio = measured / row.tokens_per_s
     return CeilingRatio(
         metric=metric, measured=measured, ceiling=row.tokens_per_s, envelope=row.envelope,
-        ratio=ratio, flagged=ratio > 1.0,
+        ratio=ratio, flagged=ratio > 1.0, bound=row.bound.value,
         note=("above the ceiling: the cost model's assumptions are wrong for this case "
               "(cache reuse, speculation, or a byte/FLOP count) — review before trusting it")
         if ratio > 1.0 else f"{row.bound.value}-bound estimate")

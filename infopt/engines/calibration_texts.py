@@ -10,6 +10,7 @@ whenever the traffic is known.
 from __future__ import annotations
 
 import hashlib
+from dataclasses import dataclass
 from pathlib import Path
 
 from infopt.specs.base import InputError
@@ -79,3 +80,19 @@ def read_texts(path: str) -> list[str]:
 def sample_digest(texts: list[str]) -> str:
     """What a variant's cache key names: the calibration sample's content."""
     return hashlib.sha256("\n\n".join(texts).encode()).hexdigest()[:12]
+
+
+@dataclass(frozen=True)
+class CalibrationSample:
+    texts: list[str]
+    digest: str  # sample_digest: what a variant's cache key names
+    what: str  # where it came from, for the person at the quantize gate
+
+
+def calibration_sample(calibration: str | None, samples: int) -> CalibrationSample:
+    """The request's sample (`calibration`: its text file) or the default one, at most
+    `samples` of it."""
+    texts = (read_texts(calibration) if calibration else default_texts(samples))[:samples]
+    what = (calibration if calibration else
+            "infopt's default chat sample (infopt.engines.calibration_texts)")
+    return CalibrationSample(texts, sample_digest(texts), f"{what}, {len(texts)} samples")

@@ -36,7 +36,7 @@ def verify(engine: EngineName, fmt: CheckpointFormat, device: DeviceTarget,
             f"the support matrix has no {engine.value} path for {fmt.value} on "
             f"{device.kind.value} {device.compute_capability or ''}".rstrip()))
     exp = _said(expected)
-    judged = [(name, _row_of(name, rows, spec)) for name in found]
+    judged = [(name, row_of(name, rows, spec)) for name in found]
     if warnings and _RANK[expected.tier] > _RANK[KernelTier.FALLBACK]:
         return KernelFinding(verdict=V.FALLBACK, expected=exp, found=found, detail=(
             f"{engine.value} says it fell back: {warnings[0][:200]}; the matrix expects "
@@ -71,7 +71,7 @@ def verify(engine: EngineName, fmt: CheckpointFormat, device: DeviceTarget,
         f"({expected.tier.value})"))
 
 
-def _row_of(name: str, rows: list[SupportRow], spec: KernelLog) -> SupportRow | None:
+def row_of(name: str, rows: list[SupportRow], spec: KernelLog) -> SupportRow | None:
     """The matrix path whose logged names include `name` (the first, in the matrix's order)."""
     return next((r for r in rows if (rx := spec.kernel_names.get(r.kernel))
                  and re.fullmatch(rx, name)), None)

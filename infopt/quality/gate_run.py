@@ -25,6 +25,7 @@ from infopt.engines.session import (
     engine_session,
 )
 from infopt.quality.check import load_reference, save_reference
+from infopt.quality.kept import load_floor, load_scores, save_scores
 from infopt.quality.keys import DEFAULT_MAX_PROMPTS
 from infopt.quality.long_run import (
     ensure_long_floor,
@@ -202,17 +203,6 @@ def _scores_file(reference_path: Path, key: str) -> Path:
         reference_path.stem.replace("reference-", "scores-", 1) + f"-{key}.json")
 
 
-def _load_scores(path: Path) -> list[ScoredSequence]:
-    if not QUALITY.recall_into(path):
-        return []
-    return [ScoredSequence.model_validate(r) for r in json.loads(path.read_text("utf-8"))]
-
-
-def _save_scores(path: Path, scores: list[ScoredSequence]) -> None:
-    atomic_write(path, json.dumps([s.model_dump(mode="json") for s in scores]))
-    QUALITY.keep_from(path)
-
-
 def verdict_key(reference_path: Path, key: str, incumbent_key: str | None,
                 settings: GateSettings) -> str:
     """Everything a verdict depends on beyond the two configurations' own keys (which cover
@@ -256,21 +246,20 @@ def judge_quality(running: RunningEngine, config: AnyServingConfig, reference_pa
         return kept
     reference = load_reference(ref_path)
     assert reference is not None  # reference_path is the file quality_reference saved
-    floor_file = ref_path.with_name(ref_path.name.replace("reference-", "floor-", 1))
-    floor = FidelityResult.model_validate_json(floor_file.read_text(encoding="utf-8"))
+    floor = load_floor(ref_path)
     endpoint = _endpoint(running, config)
     scores_path = _scores_file(ref_path, key)
-    scores = _load_scores(scores_path)
+    scores = load_scores(scores_path)
 
     def score_first(n: int) -> list[ScoredSequence]:
         nonlocal scores
         if len(scores) < n:
             scores = scores + score_sequences(endpoint, reference,
                                               reference.sequences[len(scores):n])
-            _save_scores(scores_path, scores)  # a crash keeps what was scored
+            save_scores(scores_path, scores)  # a crash keeps what was scored
         return scores[:n]
 
-    incumbent = _load_scores(_scores_file(ref_path, incumbent_key)) if incumbent_key else None
+    incumbent = load_scores(_scores_file(ref_path, incumbent_key)) if incumbent_key else None
     verdict = sequential_verdict(reference, floor, settings, score_first, incumbent or None,
                                     incumbent_key if incumbent else None, endpoint.base_url)
     if origin is not None:

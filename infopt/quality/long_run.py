@@ -8,7 +8,6 @@ long-verdict-<candidate>-<hash>.json."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from infopt.runs.memo import QUALITY
@@ -17,7 +16,6 @@ from infopt.specs.base import InputError
 from infopt.specs.endpoint import Endpoint
 from infopt.specs.keys import content_key
 from infopt.specs.quality import (
-    FidelityResult,
     LongContextCheck,
     LongContextReference,
     ScoredSequence,
@@ -25,6 +23,7 @@ from infopt.specs.quality import (
 )
 
 from .fidelity import fidelity
+from .kept import load_floor, load_scores, save_scores
 from .long_context import FIRST_LOOK_WINDOWS, WINDOWS, build_long_reference
 from .sequential import GateSettings, sequential_verdict
 from .teacher import Progress, score_sequences
@@ -125,9 +124,9 @@ def judge_long_context(endpoint: Endpoint, reference_path: str, context_tokens: 
     out = path.with_name(f"long-verdict-{key}-{tag}.json")
     if QUALITY.recall_into(out):
         return LongContextCheck.model_validate_json(out.read_text(encoding="utf-8"))
-    floor = long.floor or _short_floor(reference_path)
+    floor = long.floor or load_floor(reference_path)  # windows kept before their floor
     scores_path = path.with_name(f"long-scores-{key}-{context_tokens}.json")
-    scores = _load(scores_path)
+    scores = load_scores(scores_path)
 
     def score_first(n: int) -> list[ScoredSequence]:
         nonlocal scores
@@ -135,8 +134,7 @@ def judge_long_context(endpoint: Endpoint, reference_path: str, context_tokens: 
             scores = scores + score_sequences(endpoint, ref, ref.sequences[len(scores):n],
                                               timeout_s=LONG_TIMEOUT_S, progress=progress,
                                               label="long-context")
-            atomic_write(scores_path, json.dumps([s.model_dump(mode="json") for s in scores]))
-            QUALITY.keep_from(scores_path)
+            save_scores(scores_path, scores)  # a crash keeps what was scored
         return scores[:n]
 
     verdict = sequential_verdict(ref, floor, settings, score_first, endpoint=endpoint.base_url)
@@ -147,16 +145,3 @@ def judge_long_context(endpoint: Endpoint, reference_path: str, context_tokens: 
     atomic_write(out, check.model_dump_json(indent=2))
     QUALITY.keep_from(out)
     return check
-
-
-def _short_floor(reference_path: str) -> FidelityResult:
-    """The short pool's floor, for windows kept before the long floor was scored."""
-    ref = Path(reference_path)
-    floor_file = ref.with_name(ref.name.replace("reference-", "floor-", 1))
-    return FidelityResult.model_validate_json(floor_file.read_text(encoding="utf-8"))
-
-
-def _load(path: Path) -> list[ScoredSequence]:
-    if not QUALITY.recall_into(path):
-        return []
-    return [ScoredSequence.model_validate(r) for r in json.loads(path.read_text("utf-8"))]

@@ -239,7 +239,7 @@ def _prefill_lines(r: OptimizationReport) -> list[str]:
            "| trial | envelope | measured prompt tok/s | ceiling tok/s | ratio | bound | "
            "estimate tok/s |", "|---|---|---|---|---|---|---|"]
     for t, c in rows:
-        bound = c.note.split("-bound")[0] if "-bound" in c.note else "—"
+        bound = c.bound or "—"
         est = f"{c.attainable:,.0f}" if c.attainable else "—"
         out.append(f"| {t.trial_id} | {c.envelope.value} | {c.measured:,.0f} | "
                    f"{c.ceiling:,.0f} | {c.ratio:.2f} | {bound} | {est} |")

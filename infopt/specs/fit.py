@@ -136,6 +136,8 @@ class CeilingRatio(Spec):
     ratio: float
     flagged: bool  # ratio > 1: the estimate is not an upper bound for this case
     note: str
+    # What bounds the ceiling's step ("compute", "memory", ...): the predicted bottleneck.
+    bound: str | None = None
     # GPU theoretical rows: the attainable estimate at the same batch, and what it is.
     attainable: float | None = None
     attainable_note: str | None = None

@@ -81,7 +81,8 @@ HfScheme = Literal["W8A8", "W4A16", "FP8_DYNAMIC"]
 
 
 class QuantizeSettings(Spec):
-    """How a calibrated local quantization runs (llm-compressor's GPTQ/SmoothQuant)."""
+    """How a calibrated local quantization runs (llm-compressor's GPTQ/SmoothQuant; for
+    GGUF variants, llama.cpp's importance matrix when `imatrix`)."""
 
     # A UTF-8 text file, samples separated by blank lines (None: infopt's default chat
     # sample, infopt.engines.calibration_texts); better when the traffic is known.
@@ -90,6 +91,9 @@ class QuantizeSettings(Spec):
     max_seq_len: int = Field(512, ge=32, le=32768, description="tokens per sample, at most")
     budget_s: float = Field(3600.0, gt=0, description="a quantization still running after "
                             "this many seconds is stopped and its variant skipped")
+    imatrix: bool = Field(False, description="GGUF variants: compute llama.cpp's importance "
+                          "matrix (llama-imatrix) on the calibration sample and quantize "
+                          "with it (llama-quantize --imatrix)")
 
     @model_validator(mode="after")
     def _calibration_file(self) -> QuantizeSettings:

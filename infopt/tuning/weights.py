@@ -23,12 +23,19 @@ ESTIMATE_BYTES_PER_S = 100e6
 
 
 def quantize_gate(source: Path, source_bytes: int, params: int | None, gguf_type: str,
-                  tool: str, out_dir: Path) -> GateRequest:
+                  tool: str, out_dir: Path, calibration: str | None = None) -> GateRequest:
+    """The quantize gate of one GGUF type; `calibration`: the sample an importance matrix is
+    computed on (llama-imatrix, once for all types), None: no importance matrix."""
     est = (params * BITS_PER_WEIGHT[gguf_type] / 8) if params else source_bytes
     secs = max(1.0, (source_bytes + est) / ESTIMATE_BYTES_PER_S)
+    data = (f"{calibration}, through an importance matrix (llama-imatrix: one forward pass of "
+            "the model over the sample, before the first type; not in the time estimate)"
+            if calibration else "none (no importance matrix)")
     return GateRequest(
-        kind=GateKind.QUANTIZE, key=f"quantize-{gguf_type.lower().replace('_', '-')}",
-        title=f"requantize {source.name} to {gguf_type} with llama-quantize",
+        kind=GateKind.QUANTIZE, key=f"quantize-{gguf_type.lower().replace('_', '-')}"
+                                    + ("-imatrix" if calibration else ""),
+        title=f"requantize {source.name} to {gguf_type} with llama-quantize"
+              + (" and an importance matrix" if calibration else ""),
         description=(
             f"### Local quantization: {source.name} -> {gguf_type}\n\n"
             f"- **Input:** `{source}` (GGUF, {source_bytes / 1e9:.2f} GB)\n"
@@ -36,9 +43,9 @@ def quantize_gate(source: Path, source_bytes: int, params: int | None, gguf_type
             f"{BITS_PER_WEIGHT[gguf_type]} bits per weight)\n"
             f"- **Tool:** {tool} `--allow-requantize` (from the already-quantized weights)\n"
             f"- **Estimated time:** ~{secs:.0f} s on this machine (estimate)\n"
-            "- **Calibration data:** none (no importance matrix)\n\n"
+            f"- **Calibration data:** {data}\n\n"
             "The variant then runs as a weight candidate: the quality gate judges it against "
             "the reference before it is measured. Deny to skip it."),
         details={"input": str(source), "output_type": gguf_type, "tool": tool,
                  "estimated_bytes": int(est), "estimated_s": round(secs, 1),
-                 "calibration": None})
+                 "calibration": calibration})

@@ -1,5 +1,8 @@
 """The gates inside a real optimize run (real llama-server, real Prefect test server): two local
-weight variants made with the real llama-quantize behind the quantize gate, answered by a
+weight variants made with the real llama-quantize behind the quantize gate, each with an
+importance matrix the real llama-imatrix computed over infopt's default calibration sample
+(the request's `quantize.imatrix`; tests/integration/test_imatrix_llamacpp.py measures what it
+changes), answered by a
 person (another thread, through the API `infopt approve` uses) only once the control and the
 baseline have run beside them (issue 49: no answer changes them), so the ladder waits and the
 report says what ran meanwhile (Q8_0 passes the quality gate and is measured; Q2_K fails it and
@@ -73,9 +76,10 @@ def run(prefect_api, hub, tmp_path_factory):
                           hub_endpoint=hub.endpoint),
         workload=wl.traffic, objective=wl.objective, budgets=Budgets(repeats=1), scenarios=[],
         quality_task_items=0, quality_tolerance=0.05, requantize=["Q8_0", "Q2_K"],
+        quantize={"imatrix": True},
         authorize=["expose", "download"], expose={"address": "0.0.0.0"},
         dimensions=["weights"], approval_timeout_s=600)
-    _approve_after_the_baseline(runs, ["quantize-q8-0", "quantize-q2-k"])
+    _approve_after_the_baseline(runs, ["quantize-q8-0-imatrix", "quantize-q2-k-imatrix"])
     with pytest.MonkeyPatch.context() as mp:  # downloads into this test's own hub cache
         mp.setenv("XDG_CACHE_HOME", str(tmp_path_factory.mktemp("xdg")))
         report = optimize(request=request, runs_dir=str(runs))
@@ -86,10 +90,11 @@ def test_each_variant_passed_its_gate_and_the_quality_gate_decided(run):
     report, _ = run
     gates = {a.key: a for a in report.approvals}
     hub_gate = "download-community-quants-smollm2-135m-instruct-gguf-smollm2-135m-instruct-q4-0"
-    assert set(gates) == {"quantize-q8-0", "quantize-q2-k", hub_gate, "expose-winner"}
+    assert set(gates) == {"quantize-q8-0-imatrix", "quantize-q2-k-imatrix", hub_gate,
+                          "expose-winner"}
     assert all(a.approved for a in gates.values())
     assert {k for k, a in gates.items() if a.source.value == "person"} == {
-        "quantize-q8-0", "quantize-q2-k"}
+        "quantize-q8-0-imatrix", "quantize-q2-k-imatrix"}
     assert {k for k, a in gates.items() if a.source.value == "pre-authorized"} == {
         hub_gate, "expose-winner"}
     weights = {t.value: t for t in report.trials if t.dimension == "weights"}
@@ -105,8 +110,9 @@ def test_each_variant_passed_its_gate_and_the_quality_gate_decided(run):
         assert q8.failed.startswith("undecided by the quality gate")
     assert q2.quality.decision == "fail" and q2.benchmark is None
     assert q2.failed.startswith("rejected by the quality gate")
-    assert [a.key for a in q8.approvals] == ["quantize-q8-0"]
-    assert q8.config.model_path.endswith("-Q8_0.gguf")
+    assert [a.key for a in q8.approvals] == ["quantize-q8-0-imatrix"]
+    assert "importance matrix" in q8.approvals[0].title
+    assert "-Q8_0-imatrix" in q8.config.model_path and "-Q2_K-imatrix" in q2.config.model_path
     # The weights step of the ladder: Q2_K stopped by the gate; one repeat cannot tell a
     # gain from noise, so Q8_0 is not accepted.
     step = report.ladder.steps[0]

@@ -12,7 +12,7 @@ import subprocess
 
 import pytest
 
-from infopt.engines.kernel_verify import _row_of
+from infopt.engines.kernel_verify import row_of
 from infopt.engines.vllm import adapter as vllm
 from infopt.model.support_matrix import ROWS
 from infopt.specs.checkpoint import CheckpointFormat as F
@@ -56,9 +56,9 @@ def _rows(fmt: F):
 
 def test_every_cuda_kernel_of_vllm_is_a_path_the_matrix_knows(lists):
     unknown = [(n, k) for n, fmt in _FORMATS.items() for k in lists[n]
-               if _row_of(k, _rows(fmt), vllm.KERNEL_LOG) is None]
+               if row_of(k, _rows(fmt), vllm.KERNEL_LOG) is None]
     unknown += [(n, b) for n, fmt in _MOE.items() for b in lists[n]
-                if b not in _NOT_CUDA and _row_of(b, _rows(fmt), vllm.KERNEL_LOG) is None]
+                if b not in _NOT_CUDA and row_of(b, _rows(fmt), vllm.KERNEL_LOG) is None]
     assert not unknown, unknown
 
 
@@ -68,10 +68,10 @@ def test_vllms_first_choice_is_the_best_tier_and_emulation_the_fallback(lists):
             continue
         best = max((r.tier for r in _rows(fmt)),
                    key=[KernelTier.FALLBACK, KernelTier.OPTIMIZED, KernelTier.NATIVE].index)
-        first = _row_of(lists[n][0], _rows(fmt), vllm.KERNEL_LOG)
+        first = row_of(lists[n][0], _rows(fmt), vllm.KERNEL_LOG)
         assert first is not None and first.tier is best, (n, lists[n][0])
         for k in lists[n]:
             if k.startswith("Emulation"):
-                assert _row_of(k, _rows(fmt), vllm.KERNEL_LOG).tier is KernelTier.FALLBACK, k
+                assert row_of(k, _rows(fmt), vllm.KERNEL_LOG).tier is KernelTier.FALLBACK, k
     for k in lists["_POSSIBLE_WFP8A16_KERNELS"]:
-        assert _row_of(k, _rows(F.FP8), vllm.KERNEL_LOG).tier is KernelTier.FALLBACK, k
+        assert row_of(k, _rows(F.FP8), vllm.KERNEL_LOG).tier is KernelTier.FALLBACK, k
