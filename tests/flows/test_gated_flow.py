@@ -165,11 +165,11 @@ def test_the_winner_was_exposed_with_a_key_that_appears_nowhere(run):
 def test_the_control_and_baseline_ran_while_the_quantize_gates_waited(run):
     report, run_dir = run
     waits = {w.gate_key: w for w in report.gate_waits}
-    assert set(waits) == {"quantize-q8-0", "quantize-q2-k"}
+    assert set(waits) == {"quantize-q8-0-imatrix", "quantize-q2-k-imatrix"}
     for w in waits.values():
         [said] = w.ran_meanwhile
         assert said.startswith("the quality reference, the control and the baseline "
                                "(finished while waiting; the ladder then waited ")
     md = (run_dir / "report.md").read_text()
-    assert "- Gate `quantize-q8-0` waited " in md
+    assert "- Gate `quantize-q8-0-imatrix` waited " in md
     assert "Ran meanwhile: the quality reference, the control and the baseline" in md
