@@ -28,9 +28,6 @@ from infopt.bootstrap import LLMC_VERSION, default_paths
 from infopt.engines import adapter_for
 from infopt.engines.calibration_texts import (
     calibration_sample,
-    default_texts,
-    read_texts,
-    sample_digest,
 )
 from infopt.engines.hf_quantize import SCHEMES, hf_quantize_gate
 from infopt.engines.rules import WeightVariant
@@ -267,9 +264,8 @@ def _hf_variants(request: OptimizeRequest, model, engine: str, tool_version: str
     """llm-compressor's recipes on the HF checkpoint, each behind the quantize gate with the
     request's time budget; one that fails or runs out of time is skipped and said."""
     q = request.quantize
-    texts = read_texts(q.calibration) if q.calibration else default_texts(q.samples)
-    what = (f"{q.calibration}" if q.calibration else "infopt's default chat sample "
-            "(infopt.engines.calibration_texts)")
+    sample = calibration_sample(q.calibration, q.samples)
+    texts = sample.texts
     if not default_paths().llmc_python.exists():
         return {}, {}, [f"requantize {schemes}: llm-compressor is not installed here; run "
                         "`make engines-quantize` (its own environment beside vLLM's)"]
@@ -277,10 +273,10 @@ def _hf_variants(request: OptimizeRequest, model, engine: str, tool_version: str
     tool = f"llm-compressor {LLMC_VERSION} (its own environment beside vLLM {tool_version}'s)"
     params = getattr(model.inspection, "params_total", None)
     for scheme in schemes:
-        out = hf_variant_path(digest, scheme, sample_digest(texts[:q.samples]), q)
+        out = hf_variant_path(digest, scheme, sample.digest, q)
         gate = hf_quantize_gate(Path(model.path), model.file_bytes, params, scheme, tool,
-                                out.parent, q.model_copy(update={
-                                    "samples": min(q.samples, len(texts))}), what)
+                                out.parent, q.model_copy(update={"samples": len(texts)}),
+                                sample.source)
         answer = ask_gate(gate)
         answers[scheme] = answer
         if not answer.approved:

@@ -86,13 +86,17 @@ def sample_digest(texts: list[str]) -> str:
 class CalibrationSample:
     texts: list[str]
     digest: str  # sample_digest: what a variant's cache key names
-    what: str  # where it came from, for the person at the quantize gate
+    source: str  # where it came from, for the person at the quantize gate
+
+    @property
+    def what(self) -> str:
+        return f"{self.source}, {len(self.texts)} samples"
 
 
 def calibration_sample(calibration: str | None, samples: int) -> CalibrationSample:
     """The request's sample (`calibration`: its text file) or the default one, at most
     `samples` of it."""
     texts = (read_texts(calibration) if calibration else default_texts(samples))[:samples]
-    what = (calibration if calibration else
-            "infopt's default chat sample (infopt.engines.calibration_texts)")
-    return CalibrationSample(texts, sample_digest(texts), f"{what}, {len(texts)} samples")
+    source = (calibration if calibration else
+              "infopt's default chat sample (infopt.engines.calibration_texts)")
+    return CalibrationSample(texts, sample_digest(texts), source)
